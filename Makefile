@@ -1,0 +1,54 @@
+# takoform-operator — developer entry points. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
+
+.PHONY: help venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
+
+$(STAMP): pyproject.toml
+	@echo "==> creating virtual environment in $(VENV)"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet -e '.[test]'
+	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+venv: $(STAMP) ## create the virtual environment and install the project
+
+lint: venv ## ruff lint + format check
+	$(BIN)/ruff check operator tests hack
+	$(BIN)/ruff format --check operator tests hack
+
+typecheck: venv ## mypy (strict on the pure core)
+	$(BIN)/mypy
+
+generate: venv ## regenerate registry data, CRDs and reference docs from the Form catalog
+	$(BIN)/takoform-operator generate
+
+check-generated: venv ## fail if regenerating would change a committed file
+	$(BIN)/takoform-operator generate --check
+
+tools: ## build (or reuse cached) kube-apiserver, etcd, kubectl, helm; install prometheus
+	hack/tools.sh
+
+cluster-up: tools venv ## start a local control plane (etcd + kube-apiserver + controller-manager)
+	$(BIN)/python hack/localcluster.py up
+
+cluster-down: venv ## stop the local control plane
+	$(BIN)/python hack/localcluster.py down
+
+unit: venv ## fast unit tests of the pure core only
+	$(BIN)/pytest -q tests/unit
+
+test: lint typecheck check-generated tools ## everything CI runs: lint, types, generated files, all tests
+	$(BIN)/pytest -q
+
+run: venv ## run the operator (coming with the operator)
+	@echo "The operator itself is not built yet; see README.md."
+
+clean: ## remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

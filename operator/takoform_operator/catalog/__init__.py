@@ -1,0 +1,81 @@
+"""The Form catalog: definition files shipped in this package, and their loading.
+
+Definition files live in `definitions/<group>/<kind>-<definitionVersion>.yaml`;
+`default-creates.yaml` names, per Form line, the definition NEW resources are created under.
+This module does the file I/O; the rules live in `takoform_operator.core.definitions`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from takoform_operator.core.definitions import (
+    FormDefinition,
+    package_digest_of,
+    parse_definition,
+)
+from takoform_operator.core.errors import CatalogError
+from takoform_operator.core.identity import FormLine
+from takoform_operator.core.registry import Registry
+
+CATALOG_DIR = Path(__file__).parent
+DEFINITIONS_DIR = CATALOG_DIR / "definitions"
+DEFAULT_CREATES_FILE = CATALOG_DIR / "default-creates.yaml"
+
+
+@dataclass(frozen=True)
+class Catalog:
+    definitions: tuple[FormDefinition, ...]
+    #: Form line -> definitionVersion new resources are created under.
+    default_creates: dict[FormLine, str]
+    #: ref -> the definition file it came from, relative to the catalog directory.
+    sources: dict[Any, str]
+
+    def registry(self) -> Registry:
+        return Registry.from_definitions(self.definitions, self.default_creates)
+
+
+def load_definition_file(path: Path, source: str | None = None) -> FormDefinition:
+    """Load one definition file (also used for extra packages given on a command line)."""
+    raw = path.read_bytes()
+    try:
+        document = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{source or path}: not valid YAML: {exc}") from None
+    return parse_definition(document, package_digest_of(raw), source or str(path))
+
+
+def load_catalog(directory: Path = CATALOG_DIR) -> Catalog:
+    definitions: list[FormDefinition] = []
+    sources = {}
+    for path in sorted((directory / "definitions").rglob("*.yaml")):
+        relative = path.relative_to(directory).as_posix()
+        definition = load_definition_file(path, relative)
+        definitions.append(definition)
+        sources[definition.ref] = relative
+    return Catalog(tuple(definitions), _load_default_creates(directory), sources)
+
+
+def _load_default_creates(directory: Path) -> dict[FormLine, str]:
+    path = directory / "default-creates.yaml"
+    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    entries = document.get("defaultCreates")
+    if not isinstance(entries, list):
+        raise CatalogError(f"{path.name}: expected a defaultCreates list")
+    result: dict[FormLine, str] = {}
+    for entry in entries:
+        try:
+            line = FormLine(entry["apiVersion"], entry["kind"])
+            version = str(entry["definitionVersion"])
+        except (KeyError, TypeError):
+            raise CatalogError(
+                f"{path.name}: each entry needs apiVersion, kind, definitionVersion"
+            ) from None
+        if line in result:
+            raise CatalogError(f"{path.name}: {line} is listed twice")
+        result[line] = version
+    return result

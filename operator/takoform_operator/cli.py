@@ -1,0 +1,62 @@
+"""`takoform-operator` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from takoform_operator.core.errors import TakoformError
+
+
+def _repo_root(start: Path) -> Path:
+    for candidate in [start, *start.parents]:
+        if (candidate / "pyproject.toml").is_file() and (candidate / "operator").is_dir():
+            return candidate
+    raise SystemExit(
+        f"error: {start} is not inside a takoform-operator checkout (no pyproject.toml + operator/)"
+    )
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from takoform_operator import generator
+    from takoform_operator.catalog import load_catalog
+
+    root = args.root.resolve() if args.root else _repo_root(Path.cwd())
+    with_chart = (root / "charts" / "takoform-operator" / "Chart.yaml").is_file()
+    files = generator.render(load_catalog(), with_chart=with_chart)
+    if args.check:
+        changed = generator.differences(root, files, with_chart)
+        if changed:
+            print("generated files are out of date; run `make generate`:", file=sys.stderr)
+            for path in changed:
+                print(f"  {path}", file=sys.stderr)
+            return 1
+        print(f"generated files are up to date ({len(files)} files checked)")
+        return 0
+    changed = generator.write(root, files, with_chart)
+    for path in changed:
+        print(f"wrote {path}")
+    print(f"{len(files)} generated files, {len(changed)} changed")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="takoform-operator", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    generate = commands.add_parser(
+        "generate", help="write registry data, CRDs and reference docs from the Form catalog"
+    )
+    generate.add_argument("--check", action="store_true", help="fail if anything would change")
+    generate.add_argument("--root", type=Path, help="repository root (default: found from cwd)")
+    generate.set_defaults(handler=_generate)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except TakoformError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
