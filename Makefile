@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: help venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
+.PHONY: bench-host help venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -46,6 +46,9 @@ unit: venv ## fast unit tests of the pure core only
 
 test: lint typecheck check-generated tools ## everything CI runs: lint, types, generated files, all tests
 	$(BIN)/pytest -q
+
+bench-host: venv ## benchmark the reference host (throughput, p50/p99 latency on loopback)
+	$(BIN)/python hack/bench_host.py
 
 run: venv ## run the operator (coming with the operator)
 	@echo "The operator itself is not built yet; see README.md."
