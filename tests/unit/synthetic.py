@@ -57,8 +57,9 @@ def definition_doc(
     }
 
 
-def build(doc: dict[str, Any], package_digest: str = PACKAGE_DIGEST) -> FormDefinition:
-    return parse_definition(doc, package_digest, f"synthetic {doc.get('definitionVersion')}")
+def build(doc: Any, package_digest: str = PACKAGE_DIGEST) -> FormDefinition:
+    version = doc.get("definitionVersion") if isinstance(doc, dict) else None
+    return parse_definition(doc, package_digest, f"synthetic {version}")
 
 
 def with_field(doc: dict[str, Any], name: str, **changes: Any) -> dict[str, Any]:
