@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Builds (once) and caches the pinned binaries the tests run against, then prints where they are.
+#
+#   kube-apiserver, kube-controller-manager, kubectl  <- k8s.io/kubernetes   (hack/go/kubernetes)
+#   etcd                                              <- go.etcd.io/etcd/server/v3 (hack/go/etcd)
+#   helm                                              <- helm.sh/helm/v3     (hack/go/helm)
+#   prometheus, promtool                              <- Debian package `prometheus`
+#
+# Versions live in hack/versions.env. Binaries are cached OUTSIDE the repository, one directory per
+# component and version:  $TAKOFORM_TOOLS_CACHE/bin/<component>-<version>/  (default cache:
+# ~/.cache/takoform-operator). A directory only appears once its build succeeded, so an interrupted
+# build is simply redone. A warm run only checks the stamps and takes a second.
+# It finally writes $TAKOFORM_TOOLS_CACHE/bin/env.sh (source it to get the tools on PATH).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=versions.env
+source "$repo/hack/versions.env"
+
+cache="${TAKOFORM_TOOLS_CACHE:-$HOME/.cache/takoform-operator}"
+bindir="$cache/bin"
+# Static binaries, no compiler needed for cgo; use the machine's Go, never fetch another.
+export CGO_ENABLED=0 GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS="${GOFLAGS:--buildvcs=false}"
+jobs="${TAKOFORM_BUILD_JOBS:-$(nproc)}"
+start=$SECONDS
+
+log() { printf '%s tools: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+command -v go >/dev/null || die "go is not installed (need Go >= 1.26)"
+mkdir -p "$bindir"
+
+# The wrapper module must require exactly the pinned version, else it is stale.
+check_wrapper() { # DIR MODULE VERSION
+  local have
+  have="$(cd "$1" && go list -m -f '{{.Version}}' "$2")"
+  [[ "$have" == "$3" ]] ||
+    die "$1 requires $2 $have but hack/versions.env pins $3: run hack/go/generate.sh"
+}
+
+# build COMPONENT VERSION WRAPPER_DIR LDFLAGS NAME=PACKAGE...
+# Builds into a scratch directory and renames it into place only when everything succeeded.
+build() {
+  local component="$1" version="$2" wrapper="$3" ldflags="$4"
+  shift 4
+  local dest="$bindir/$component-$version"
+  if [[ -f "$dest/.complete" ]]; then
+    log "$component $version: cached in $dest"
+    return
+  fi
+  local tmp="$bindir/.building-$component-$version"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  local t0=$SECONDS spec name pkg
+  for spec in "$@"; do
+    name="${spec%%=*}" pkg="${spec#*=}"
+    log "$component $version: building $name (go build -p $jobs; minutes on a cold cache)"
+    (cd "$wrapper" && go build -mod=readonly -trimpath -p "$jobs" -ldflags "$ldflags" \
+      -o "$tmp/$name" "$pkg") || die "building $name from $pkg failed"
+  done
+  date -u +%Y-%m-%dT%H:%M:%SZ >"$tmp/.complete"
+  rm -rf "$dest" && mv "$tmp" "$dest"
+  log "$component $version: built in $((SECONDS - t0))s -> $dest"
+}
+
+# --- Kubernetes -------------------------------------------------------------------------------
+kdir="$repo/hack/go/kubernetes"
+check_wrapper "$kdir" k8s.io/kubernetes "$KUBERNETES_VERSION"
+kminor="${KUBERNETES_VERSION#v1.}" && kminor="${kminor%%.*}"
+kbuilddate="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+# Without these stamps /version says v0.0.0-master and helm's kubeVersion checks break.
+# kubectl reports its client version from client-go, the servers from component-base.
+kldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  kldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$kminor"
+  kldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$kbuilddate"
+done
+build kubernetes "$KUBERNETES_VERSION" "$kdir" "$kldflags" \
+  kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+  kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+  kubectl=k8s.io/kubernetes/cmd/kubectl
+
+# --- etcd -------------------------------------------------------------------------------------
+edir="$repo/hack/go/etcd"
+check_wrapper "$edir" go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+build etcd "$ETCD_VERSION" "$edir" \
+  "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION" \
+  etcd=go.etcd.io/etcd/server/v3
+
+# --- helm -------------------------------------------------------------------------------------
+hdir="$repo/hack/go/helm"
+check_wrapper "$hdir" helm.sh/helm/v3 "$HELM_VERSION"
+# helm's Makefile stamps the Kubernetes version it was built against (its client-go) as the
+# default Capabilities.KubeVersion used by `helm template`/`helm lint`; do the same.
+hk8s="$(cd "$hdir" && go list -m -f '{{.Version}}' k8s.io/client-go)"   # e.g. v0.35.1
+hk8s_minor="${hk8s#v0.}" && hk8s_minor="${hk8s_minor%%.*}"
+hldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+hldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+  hldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$hk8s_minor"
+done
+build helm "$HELM_VERSION" "$hdir" "$hldflags" helm=helm.sh/helm/v3/cmd/helm
+
+# --- Prometheus (Debian) ----------------------------------------------------------------------
+install_prometheus() {
+  local sudo=""
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || die "promtool missing; install Debian's prometheus package as root"
+    sudo="sudo"
+  fi
+  log "prometheus: installing Debian package (apt-get)"
+  # Only the binaries are wanted: a policy-rc.d answering 101 stops the package's postinst from
+  # starting the prometheus service (standard Debian mechanism). Removed again afterwards.
+  local policy=/usr/sbin/policy-rc.d own_policy=""
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+    $sudo chmod +x "$policy"
+    own_policy=1
+  fi
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    prometheus >/dev/null || { [[ -n $own_policy ]] && $sudo rm -f "$policy"; die "apt-get install prometheus failed"; }
+  [[ -n $own_policy ]] && $sudo rm -f "$policy"
+  # Belt and braces: if a daemon got started anyway (running as the package's `prometheus` user),
+  # stop exactly that process.
+  local pid
+  for pid in $(pgrep -u prometheus -x prometheus 2>/dev/null || true); do
+    log "prometheus: stopping the daemon the package started (pid $pid)"
+    $sudo kill "$pid" || true
+  done
+}
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+  install_prometheus
+else
+  log "prometheus: using $(command -v prometheus)"
+fi
+promdir="$(dirname "$(command -v promtool)")"
+
+# --- env.sh -----------------------------------------------------------------------------------
+kbin="$bindir/kubernetes-$KUBERNETES_VERSION"
+ebin="$bindir/etcd-$ETCD_VERSION"
+hbin="$bindir/helm-$HELM_VERSION"
+cat >"$bindir/env.sh.tmp" <<ENV
+# Written by hack/tools.sh; source it to put the pinned tools on PATH.
+export TAKOFORM_KUBE_BIN="$kbin"
+export TAKOFORM_ETCD_BIN="$ebin"
+export TAKOFORM_HELM_BIN="$hbin"
+export TAKOFORM_PROMETHEUS_BIN="$promdir"
+export PATH="$kbin:$ebin:$hbin:$promdir:\$PATH"
+ENV
+mv "$bindir/env.sh.tmp" "$bindir/env.sh"
+
+log "ready in $((SECONDS - start))s:"
+for f in "$kbin"/kube-apiserver "$kbin"/kube-controller-manager "$kbin"/kubectl "$ebin"/etcd \
+  "$hbin"/helm "$promdir"/prometheus "$promdir"/promtool; do
+  printf '  %s\n' "$f" >&2
+done
+printf '  source %s   # puts them on PATH\n' "$bindir/env.sh" >&2
