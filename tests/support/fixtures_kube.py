@@ -1,0 +1,241 @@
+"""pytest fixtures for tests that need a real Kubernetes API server.
+
+- ``kube_cluster`` (session): starts the local control plane of hack/localcluster.py (etcd +
+  kube-apiserver + kube-controller-manager) once per test session and stops it at the end. With
+  ``TAKOFORM_USE_EXISTING_CLUSTER=1`` and ``KUBECONFIG`` set it uses that cluster instead (e.g. a
+  kind cluster) and starts nothing.
+- ``kube_namespace`` (function): a fresh namespace per test, deleted afterwards.
+- ``kube_crds`` (session): the project's ``crds/*.yaml`` applied and Established.
+- ``kube_tools`` (session): paths of the pinned helm / promtool / kubectl binaries.
+
+Tests using them should be marked ``@pytest.mark.kube``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load_localcluster() -> ModuleType:
+    # hack/ is not a package and not on sys.path; load the module from its file.
+    name = "takoform_localcluster"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REPO / "hack" / "localcluster.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+localcluster = _load_localcluster()
+
+
+@dataclass(frozen=True)
+class KubeTools:
+    kubectl: Path
+    helm: Path | None
+    promtool: Path | None
+    prometheus: Path | None
+
+
+@dataclass
+class KubeCluster:
+    """What the tests get: where the API server is and how to talk to it."""
+
+    kubeconfig: Path
+    server: str
+    kubectl_bin: Path
+    existing: bool  # True when TAKOFORM_USE_EXISTING_CLUSTER=1 (not started by us)
+    scratch: Path  # a private temporary directory (e.g. for token kubeconfigs)
+    _token_configs: dict[str, Path] = field(default_factory=dict, repr=False)
+
+    def kubectl(
+        self,
+        *args: str,
+        namespace: str | None = None,
+        input: str | None = None,
+        check: bool = True,
+        token: str | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this cluster; text in/out. With `check` (default) a non-zero
+        exit raises AssertionError showing the command and its stderr. `token` makes the call
+        as that bearer token instead of the kubeconfig's user."""
+        kubeconfig = self._token_kubeconfig(token) if token else self.kubeconfig
+        argv = [str(self.kubectl_bin), f"--kubeconfig={kubeconfig}"]
+        if namespace:
+            argv.append(f"--namespace={namespace}")
+        argv += list(args)
+        proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}{proc.stdout}"
+            )
+        return proc
+
+    def _token_kubeconfig(self, token: str) -> Path:
+        # A kubeconfig whose only credential is the bearer token: with the admin client
+        # certificate still present, the API server would authenticate the certificate instead.
+        if token not in self._token_configs:
+            config = self.kubectl_json("config", "view", "--minify", "--raw", "--flatten")
+            config["users"][0]["user"] = {"token": token}
+            path = self.scratch / f"token-{len(self._token_configs)}.kubeconfig"
+            path.write_text(json.dumps(config))
+            path.chmod(0o600)
+            self._token_configs[token] = path
+        return self._token_configs[token]
+
+    def kubectl_json(self, *args: str, namespace: str | None = None) -> Any:
+        """kubectl ... -o json, parsed."""
+        return json.loads(self.kubectl(*args, "-o", "json", namespace=namespace).stdout)
+
+    def apply(self, manifest: str, namespace: str | None = None) -> str:
+        """kubectl apply -f - with the given YAML/JSON text; returns kubectl's output."""
+        return self.kubectl("apply", "-f", "-", namespace=namespace, input=manifest).stdout
+
+    def api_client(self) -> Any:
+        """A `kubernetes` (Python client) ApiClient for this cluster."""
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+
+def _tools() -> KubeTools:
+    try:
+        t = localcluster.Tools.locate()
+        return KubeTools(t.kubectl, t.helm if t.helm.exists() else None, t.promtool, t.prometheus)
+    except localcluster.ClusterError:
+        # With an existing cluster the cache may be absent: fall back to PATH.
+        kubectl = shutil.which("kubectl")
+        if not kubectl or os.environ.get("TAKOFORM_USE_EXISTING_CLUSTER") != "1":
+            raise
+
+        def which(name: str) -> Path | None:
+            found = shutil.which(name)
+            return Path(found) if found else None
+
+        return KubeTools(Path(kubectl), which("helm"), which("promtool"), which("prometheus"))
+
+
+@pytest.fixture(scope="session")
+def kube_tools() -> KubeTools:
+    """Paths of the pinned kubectl/helm/promtool (fails, rather than skips, if not built)."""
+    try:
+        return _tools()
+    except localcluster.ClusterError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(
+    tmp_path_factory: pytest.TempPathFactory, kube_tools: KubeTools
+) -> Iterator[KubeCluster]:
+    """The real API server for this session (local control plane, or an existing cluster)."""
+    scratch = tmp_path_factory.mktemp("kube-scratch")
+    if os.environ.get("TAKOFORM_USE_EXISTING_CLUSTER") == "1":
+        kubeconfig = os.environ.get("KUBECONFIG")
+        if not kubeconfig:
+            pytest.fail("TAKOFORM_USE_EXISTING_CLUSTER=1 needs KUBECONFIG", pytrace=False)
+        cluster = KubeCluster(
+            Path(kubeconfig.split(os.pathsep)[0]), "", kube_tools.kubectl, True, scratch
+        )
+        cluster.server = cluster.kubectl(
+            "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"
+        ).stdout
+        yield cluster
+        return
+
+    local = localcluster.LocalCluster(tmp_path_factory.mktemp("control-plane"))
+    try:
+        local.start()
+    except localcluster.ClusterError as exc:
+        pytest.fail(f"could not start the local control plane: {exc}", pytrace=False)
+    try:
+        yield KubeCluster(local.kubeconfig, local.server, kube_tools.kubectl, False, scratch)
+    finally:
+        local.stop()
+
+
+def _namespace_name(test_name: str) -> str:
+    # RFC 1123 label: lower-case alphanumerics and '-', at most 63 characters.
+    base = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    return f"t-{base}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def kube_namespace(kube_cluster: KubeCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test; deleted (without waiting) afterwards."""
+    name = _namespace_name(request.node.name)
+    kube_cluster.kubectl("create", "namespace", name)
+    # Pods need the namespace's `default` ServiceAccount (the controller-manager creates it).
+    wait_until(
+        lambda: (
+            kube_cluster.kubectl(
+                "get", "serviceaccount", "default", namespace=name, check=False
+            ).returncode
+            == 0
+        ),
+        f"the default ServiceAccount in {name}",
+    )
+    yield name
+    kube_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def crd_files(crd_dir: Path = REPO / "crds") -> Sequence[Path]:
+    """The project's CRD manifests (crds/*.yaml), sorted."""
+    return sorted(crd_dir.glob("*.yaml"))
+
+
+def wait_until(
+    condition: Callable[[], bool], what: str, timeout: float = 60, interval: float = 0.2
+) -> None:
+    """Poll `condition` until it is true; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}", pytrace=False)
+        time.sleep(interval)
+
+
+def apply_crds(cluster: KubeCluster, files: Sequence[Path], timeout: int = 60) -> list[Any]:
+    """Apply CRD manifests (server-side: big schemas overflow the client-side annotation), wait
+    until each is Established, and return the CRD objects as the API server has them."""
+    names: list[str] = []
+    for path in files:
+        applied = cluster.kubectl_json("apply", "--server-side", "-f", str(path))
+        items = applied["items"] if applied.get("kind") == "List" else [applied]
+        for obj in items:
+            assert obj["kind"] == "CustomResourceDefinition", f"{path}: {obj['kind']}"
+            names.append(obj["metadata"]["name"])
+    if names:
+        crds = [f"crd/{n}" for n in names]
+        cluster.kubectl("wait", "--for=condition=Established", f"--timeout={timeout}s", *crds)
+    return [cluster.kubectl_json("get", "crd", n) for n in names]
+
+
+@pytest.fixture(scope="session")
+def kube_crds(kube_cluster: KubeCluster) -> list[Any]:
+    """The project's CRDs (crds/*.yaml) installed and Established; fails if there are none."""
+    files = crd_files()
+    if not files:
+        pytest.fail(f"no CRD manifests in {REPO / 'crds'}", pytrace=False)
+    return apply_crds(kube_cluster, files)
