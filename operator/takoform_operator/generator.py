@@ -221,11 +221,11 @@ def _status_schema() -> dict[str, Any]:
                 "enum": ["Create", "Update", "Delete"],
                 "description": "What the pending operation does.",
             },
-            "createAttempt": {
+            "attempt": {
                 "type": "integer",
                 "minimum": 0,
-                "description": "Bumped only when a create operation ends in error; part of the "
-                "create idempotency key.",
+                "description": "Bumped only when an operation of ours ends in error or the bound "
+                "resource vanished; part of every idempotency key (docs/crash-safety.md).",
             },
             "outputs": {
                 "type": "object",

@@ -51,6 +51,15 @@ class Codec:
         present = {key: value for key, value in spec.items() if value is not None}
         return _check_document(ref, self.fields_for(ref), present, require=True)
 
+    def normalize(self, ref: FormRef, doc: Mapping[str, Any]) -> dict[str, Any]:
+        """`doc` with the declared default of every omitted field, as a host stores it (H-27),
+        so a desired spec and a host spec compare equal when they mean the same."""
+        result = dict(doc)
+        for spec in self.fields_for(ref):
+            if spec.name not in result and spec.default is not None:
+                result[spec.name] = spec.default
+        return result
+
     def decode_outputs(self, ref: FormRef, outputs: Mapping[str, Any]) -> dict[str, Any]:
         return _check_document(ref, self.outputs_for(ref), outputs, require=False)
 

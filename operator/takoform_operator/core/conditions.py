@@ -1,0 +1,116 @@
+"""Kubernetes-style conditions of the closed set, and their merge (pure; time is passed in)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class ConditionType(StrEnum):
+    READY = "Ready"
+    RECONCILING = "Reconciling"
+    DEGRADED = "Degraded"
+    DRIFTED = "Drifted"
+    BLOCKED = "Blocked"
+    DELETING = "Deleting"
+
+
+class Reason(StrEnum):
+    """Every reason the operator writes. CamelCase, fixed, matched by alerts and tests."""
+
+    AVAILABLE = "Available"
+    CREATE_PENDING = "CreatePending"
+    UPDATE_PENDING = "UpdatePending"
+    DELETE_PENDING = "DeletePending"
+    OPERATION_RUNNING = "OperationRunning"
+    IMPORTED = "Imported"
+    IMPORT_TARGET_NOT_FOUND = "ImportTargetNotFound"
+    IMPORT_REFUSED = "ImportRefused"
+    INVALID_IMPORT_ID = "InvalidImportId"
+    UID_MISMATCH = "UidMismatch"
+    FORM_REF_UNSUPPORTED = "FormRefUnsupported"
+    PIN_UNSUPPORTED = "PinUnsupported"
+    NO_DEFAULT_CREATE = "NoDefaultCreate"
+    NAME_TAKEN = "NameTaken"
+    NAME_BUSY = "NameBusy"
+    OWNERSHIP_UNPROVABLE = "OwnershipUnprovable"
+    RESOURCE_DELETED = "ResourceDeleted"
+    SPEC_DRIFT = "SpecDrift"
+    OPERATION_FAILED = "OperationFailed"
+    INVALID_SPEC = "InvalidSpec"
+    HOST_STATE_UNDECODABLE = "HostStateUndecodable"
+    HOST_REJECTED = "HostRejected"
+    HOST_UNAVAILABLE = "HostUnavailable"
+    STATE_UNREADABLE = "StateUnreadable"
+    DELETING = "Deleting"
+    SPACE_MISMATCH = "SpaceMismatch"
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: ConditionType
+    status: bool
+    reason: Reason
+    message: str = ""
+
+
+def merge_conditions(
+    previous: Sequence[Mapping[str, Any]] | None,
+    current: Iterable[Condition],
+    *,
+    now: str,
+    observed_generation: int,
+) -> list[dict[str, Any]]:
+    """The new conditions list. lastTransitionTime moves only when the status flips; types not
+    in `current` are reported False with the last reason they had, so nothing lingers True."""
+    before = {c.get("type"): c for c in previous or ()}
+    given = {c.type: c for c in current}
+    merged: list[dict[str, Any]] = []
+    for kind in ConditionType:
+        new = given.get(kind)
+        old = before.get(str(kind))
+        if new is None:
+            if old is None:
+                continue
+            # No longer asserted: it turns False, keeping the reason that was last true.
+            status, reason, message = "False", str(old.get("reason") or ""), ""
+        else:
+            status = "True" if new.status else "False"
+            reason, message = str(new.reason), new.message
+        if old is not None and old.get("status") == status:
+            since = old.get("lastTransitionTime", now)
+            if new is None:
+                message = str(old.get("message") or "")
+        else:
+            since = now
+        merged.append(
+            {
+                "type": str(kind),
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": since,
+                "observedGeneration": observed_generation,
+            }
+        )
+    return merged
+
+
+def transitions(
+    previous: Sequence[Mapping[str, Any]] | None, merged: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """Conditions whose status or reason changed: each becomes a Kubernetes Event."""
+    before = {c.get("type"): c for c in previous or ()}
+    changed = []
+    for condition in merged:
+        old = before.get(condition["type"])
+        if old is None or (old.get("status"), old.get("reason")) != (
+            condition["status"],
+            condition["reason"],
+        ):
+            if old is None and condition["status"] == "False":
+                continue
+            changed.append(condition)
+    return changed

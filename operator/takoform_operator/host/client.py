@@ -1,0 +1,271 @@
+"""The host client: one shared httpx.AsyncClient speaking docs/host-api.md.
+
+Reads are retried here on transport errors, 429 and 5xx (honouring Retry-After). A mutation is
+sent exactly once: if its answer is lost, the reconcile replays it later with the SAME
+idempotency key, which the host answers with the original operation (H-28).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import ValidationError
+
+from takoform_operator.core.identity import FormRef
+from takoform_operator.host.errors import (
+    ERROR_CLASSES,
+    HostError,
+    HostProtocolError,
+    HostRejected,
+    HostUnavailable,
+    ResourceNotFound,
+)
+from takoform_operator.host.models import Operation, Resource
+from takoform_operator.settings import Settings
+
+API = "/v1alpha3"
+_M = TypeVar("_M", Resource, Operation)
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+def resource_path(space: str, ref: FormRef, name: str | None = None) -> str:
+    group, version = ref.api_version.split("/", 1)
+    path = (
+        f"{API}/spaces/{_segment(space)}/forms/{_segment(group)}/{_segment(version)}/"
+        f"{_segment(ref.kind)}/resources"
+    )
+    return path if name is None else f"{path}/{_segment(name)}"
+
+
+def ref_query(ref: FormRef) -> dict[str, str]:
+    return {"definitionVersion": ref.definition_version, "schemaDigest": ref.schema_digest}
+
+
+class HostClient:
+    """Async client of one host. Use `async with` or call `aclose()`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        *,
+        timeout: float = 10.0,
+        read_retries: int = 3,
+        max_connections: int = 20,
+        verify: Any = True,
+        cert: Any = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Any = asyncio.sleep,
+    ) -> None:
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            headers=headers,
+            timeout=timeout,
+            verify=verify,
+            cert=cert,
+            limits=httpx.Limits(max_connections=max_connections),
+            transport=transport,
+        )
+        self._read_retries = read_retries
+        self._sleep = sleep
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> HostClient:
+        verify: Any = str(settings.host_ca_bundle) if settings.host_ca_bundle else True
+        cert: Any = None
+        if settings.host_client_cert:
+            key = str(settings.host_client_key) if settings.host_client_key else None
+            cert = (str(settings.host_client_cert), key) if key else str(settings.host_client_cert)
+        return cls(
+            settings.host_url,
+            settings.token(),
+            timeout=settings.host_timeout_seconds,
+            read_retries=settings.host_read_retries,
+            max_connections=settings.host_max_connections,
+            verify=verify,
+            cert=cert,
+        )
+
+    async def __aenter__(self) -> HostClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # -- reads (retried) -------------------------------------------------------------------------
+
+    async def get_resource(self, space: str, ref: FormRef, name: str) -> Resource:
+        response = await self._read("GET", resource_path(space, ref, name), params=ref_query(ref))
+        resource = _parse(Resource, response)
+        if resource.form_ref.to_ref() != ref:
+            # H-18: a host must never answer an exact-ref read with another ref's resource.
+            raise HostProtocolError(
+                f"asked for {name} under {ref}, the host served {resource.form_ref.to_ref()}"
+            )
+        return resource
+
+    async def find_resource(self, space: str, ref: FormRef, name: str) -> Resource | None:
+        try:
+            return await self.get_resource(space, ref, name)
+        except ResourceNotFound:
+            return None
+
+    async def get_operation(self, operation_id: str) -> Operation:
+        response = await self._read("GET", f"{API}/operations/{_segment(operation_id)}")
+        return _parse(Operation, response)
+
+    async def list_operations(self, space: str, ref: FormRef, name: str) -> list[Operation]:
+        params = {"space": space, "apiVersion": ref.api_version, "kind": ref.kind, "name": name}
+        response = await self._read("GET", f"{API}/operations", params=params)
+        items = _json(response).get("items", [])
+        try:
+            return [Operation.model_validate(item) for item in items]
+        except ValidationError as exc:
+            raise HostProtocolError(f"operation list does not match the contract: {exc}") from None
+
+    async def ensure_space(self, space: str) -> None:
+        await self._send("PUT", f"{API}/spaces/{_segment(space)}", body=None, headers={})
+
+    # -- mutations (sent once) -------------------------------------------------------------------
+
+    async def create(
+        self, space: str, ref: FormRef, name: str, spec: Mapping[str, Any], key: str
+    ) -> Operation:
+        headers = {"If-None-Match": "*", "Idempotency-Key": key}
+        return await self._mutate("PUT", space, ref, name, {"spec": dict(spec)}, headers)
+
+    async def update(
+        self,
+        space: str,
+        ref: FormRef,
+        name: str,
+        spec: Mapping[str, Any],
+        *,
+        expected_generation: str,
+        expected_uid: str,
+        key: str,
+    ) -> Operation:
+        headers = {
+            "Takoform-Expected-Generation": expected_generation,
+            "Takoform-Expected-Uid": expected_uid,
+            "Idempotency-Key": key,
+        }
+        return await self._mutate("PUT", space, ref, name, {"spec": dict(spec)}, headers)
+
+    async def delete(
+        self, space: str, ref: FormRef, name: str, *, expected_uid: str, key: str
+    ) -> Operation:
+        headers = {"Takoform-Expected-Uid": expected_uid, "Idempotency-Key": key}
+        return await self._mutate("DELETE", space, ref, name, None, headers)
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    async def _mutate(
+        self,
+        method: str,
+        space: str,
+        ref: FormRef,
+        name: str,
+        body: dict[str, Any] | None,
+        headers: dict[str, str],
+    ) -> Operation:
+        path = resource_path(space, ref, name)
+        response = await self._send(method, path, body=body, headers=headers, params=ref_query(ref))
+        return _parse(Operation, response)
+
+    async def _read(
+        self, method: str, path: str, params: Mapping[str, str] | None = None
+    ) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                return await self._send(method, path, body=None, headers={}, params=params)
+            except HostUnavailable as exc:
+                if attempt >= self._read_retries:
+                    raise
+                attempt += 1
+                await self._sleep(exc.retry_after or min(0.2 * 2**attempt, 5.0))
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: dict[str, Any] | None,
+        headers: dict[str, str],
+        params: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        content = None
+        if body is not None:
+            content = json.dumps(body, separators=(",", ":")).encode("utf-8")
+            headers = {**headers, "Content-Type": "application/json"}
+        try:
+            response = await self._http.request(
+                method, path, content=content, headers=headers, params=params
+            )
+        except httpx.TransportError as exc:
+            raise HostUnavailable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code < 400:
+            return response
+        raise _translate(response)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    try:
+        return max(float(value), 0.0) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _translate(response: httpx.Response) -> HostError:
+    """The one place HTTP answers become typed errors."""
+    status = response.status_code
+    if status == 429 or status >= 500:
+        return HostUnavailable(
+            f"host answered {status}: {response.text[:200]}", retry_after=_retry_after(response)
+        )
+    try:
+        error = response.json()["error"]
+        code, message = str(error["code"]), str(error.get("message", ""))
+        details = error.get("details") or {}
+    except (ValueError, KeyError, TypeError):
+        return HostProtocolError(f"host answered {status} without a contract error body")
+    cls = ERROR_CLASSES.get(code)
+    if cls is None:
+        return HostProtocolError(f"host answered {status} with unknown error code {code!r}")
+    return cls(status, code, message, dict(details))
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    try:
+        document = response.json()
+    except ValueError:
+        raise HostProtocolError("host answered with a body that is not JSON") from None
+    if not isinstance(document, dict):
+        raise HostProtocolError("host answered with JSON that is not an object")
+    return document
+
+
+def _parse(model: type[_M], response: httpx.Response) -> _M:
+    try:
+        return model.model_validate(_json(response))
+    except ValidationError as exc:
+        raise HostProtocolError(f"{model.__name__} does not match the contract: {exc}") from None
+
+
+__all__ = ["HostClient", "HostRejected"]

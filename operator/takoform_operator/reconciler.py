@@ -1,0 +1,177 @@
+"""One reconcile against a host: the reads the core plans, at most one mutation, the outcome.
+
+This is the service layer between the pure core (takoform_operator.core.reconcile) and the
+adapters (the host client, kopf). It performs I/O in the order the core asks for and returns the
+Outcome whose state the caller persists. Crash safety does not depend on anything here being
+atomic: if the caller dies before persisting, the next reconcile recomputes the same idempotency
+key and the host answers with the operation it already accepted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Protocol
+
+from takoform_operator.core.conditions import Condition, ConditionType, Reason
+from takoform_operator.core.reconcile import (
+    RETRY_LATER,
+    Action,
+    Create,
+    Decision,
+    Delete,
+    Observation,
+    Outcome,
+    Rejection,
+    Target,
+    Update,
+    accepted,
+    decide,
+    plan,
+    rejected,
+)
+from takoform_operator.core.registry import Registry
+from takoform_operator.core.state import Desired, OperationView, OpState, ResourceView, State
+from takoform_operator.host.client import HostClient
+from takoform_operator.host.errors import (
+    FormUnknown,
+    HostProtocolError,
+    HostRejected,
+    HostUnavailable,
+    OperationInProgress,
+    OperationNotFound,
+    ResourceNotFound,
+    SpaceNotFound,
+)
+
+
+class HostPort(Protocol):
+    """The host as the reconcile needs it: observe, get operation, create, update, delete."""
+
+    async def get_operation(self, operation_id: str) -> OperationView: ...
+
+    async def read(self, target: Target) -> ResourceView | None: ...
+
+    async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]: ...
+
+    async def execute(self, action: Action) -> tuple[str, OperationView]: ...
+
+
+class HostClientPort:
+    """HostPort over the HTTP client; the only place host answers meet core values."""
+
+    def __init__(self, client: HostClient) -> None:
+        self._client = client
+
+    async def get_operation(self, operation_id: str) -> OperationView:
+        try:
+            return (await self._client.get_operation(operation_id)).view()
+        except OperationNotFound:
+            return OperationView(OpState.NOT_FOUND)
+
+    async def read(self, target: Target) -> ResourceView | None:
+        try:
+            resource = await self._client.get_resource(target.space, target.form_ref, target.name)
+        except ResourceNotFound:
+            return None
+        return resource.view()
+
+    async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]:
+        found = await self._client.list_operations(target.space, target.form_ref, target.name)
+        return [(op.id, op.view()) for op in found]
+
+    async def execute(self, action: Action) -> tuple[str, OperationView]:
+        t = action.target
+        if isinstance(action, Create):
+            op = await self._client.create(t.space, t.form_ref, t.name, action.spec, action.key)
+        elif isinstance(action, Update):
+            op = await self._client.update(
+                t.space,
+                t.form_ref,
+                t.name,
+                action.spec,
+                expected_generation=action.expected_generation,
+                expected_uid=action.expected_uid,
+                key=action.key,
+            )
+        else:
+            assert isinstance(action, Delete)
+            op = await self._client.delete(
+                t.space, t.form_ref, t.name, expected_uid=action.expected_uid, key=action.key
+            )
+        return op.id, op.view()
+
+
+async def reconcile_once(
+    desired: Desired, state: State, host: HostPort, registry: Registry
+) -> Outcome:
+    """Observe, decide, act at most once. Never raises for host trouble: it becomes an Outcome
+    that keeps the state and says when to look again."""
+    planned = plan(desired, state, registry)
+    if isinstance(planned, Outcome):
+        return planned
+    try:
+        operation = await host.get_operation(planned.operation_id) if planned.operation_id else None
+        resource = await host.read(planned.target) if planned.target else None
+        operations = (
+            tuple(await host.list_operations(planned.target))
+            if planned.list_operations and planned.target
+            else ()
+        )
+    except HostUnavailable as exc:
+        return _unavailable(state, f"host unavailable while reading: {exc}", exc.retry_after)
+    except (FormUnknown, SpaceNotFound) as exc:
+        # Never read as deletion: the host cannot serve this exact identity right now.
+        return _trouble(state, Reason.HOST_REJECTED, f"the host refused the read: {exc}")
+    except (HostRejected, HostProtocolError) as exc:
+        return _trouble(state, Reason.HOST_REJECTED, f"the host answer is unusable: {exc}")
+    decision = decide(
+        desired, state, planned, Observation(operation, resource, operations), registry
+    )
+    if decision.action is None:
+        return decision.outcome
+    return await _act(desired, decision, host)
+
+
+async def _act(desired: Desired, decision: Decision, host: HostPort) -> Outcome:
+    assert decision.action is not None
+    try:
+        operation_id, operation = await host.execute(decision.action)
+    except HostUnavailable as exc:
+        # The outcome is unknown; the next reconcile replays the same key, never a blind re-send.
+        message = f"{decision.action.verb} answer lost ({exc}); it will be replayed with its key"
+        return _unavailable(decision.outcome.state, message, exc.retry_after)
+    except HostRejected as exc:
+        refusal = Rejection(exc.code, exc.message)
+        if isinstance(exc, OperationInProgress) and exc.operation_id:
+            named: OperationView | None
+            try:
+                named = await host.get_operation(exc.operation_id)
+            except (HostUnavailable, HostRejected, HostProtocolError):
+                named = None
+            refusal = replace(refusal, operation_id=exc.operation_id, operation=named)
+        return rejected(decision, refusal, desired)
+    except HostProtocolError as exc:
+        return _trouble(decision.outcome.state, Reason.HOST_REJECTED, str(exc))
+    return accepted(decision, operation_id, operation, desired)
+
+
+def _unavailable(state: State, message: str, retry_after: float | None) -> Outcome:
+    return Outcome(
+        state=state,
+        conditions=(
+            Condition(ConditionType.DEGRADED, True, Reason.HOST_UNAVAILABLE, message),
+            Condition(ConditionType.READY, False, Reason.HOST_UNAVAILABLE, message),
+        ),
+        requeue_after=retry_after if retry_after is not None else 5.0,
+    )
+
+
+def _trouble(state: State, reason: Reason, message: str) -> Outcome:
+    return Outcome(
+        state=state,
+        conditions=(
+            Condition(ConditionType.DEGRADED, True, reason, message),
+            Condition(ConditionType.READY, False, reason, message),
+        ),
+        requeue_after=RETRY_LATER,
+    )
