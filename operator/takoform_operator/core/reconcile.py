@@ -339,9 +339,11 @@ def _decide_pending(
         settled = _settled(state, seen.resource, registry)
         return Decision(_waiting(settled, Reason.OPERATION_RUNNING, f"{opname} is running"))
     if conclusion in (Conclusion.BLOCK_KEEP_MARKER, Conclusion.BLOCK_CLEAR):
-        assert seen.resource is not None and expected_uid is not None
+        assert seen.resource is not None
         keep = conclusion is Conclusion.BLOCK_KEEP_MARKER
         blocked = state if keep else replace(state.with_pending(None), attempt=state.attempt + bump)
+        if expected_uid is None:
+            return Decision(_not_ours(blocked, seen.resource))
         rule = uid_rule(found, seen.resource.uid, desired.accept_uid)
         if rule is UidRule.ACCEPTED and not keep:
             return _decide_bound(desired, blocked, seen.resource, registry, accepted=True)
