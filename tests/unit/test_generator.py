@@ -1,0 +1,396 @@
+"""The generator: registry data, one structural CRD per Form line, reference docs, --check."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from takoform_operator import cli, generator
+from takoform_operator.catalog import load_catalog
+from takoform_operator.core.definitions import FormDefinition
+from takoform_operator.core.identity import FormLine
+
+from .strategies import document_strategy
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CATALOG = load_catalog()
+CHART = REPO_ROOT / "charts" / "takoform-operator"
+WITH_CHART = (CHART / "Chart.yaml").is_file()
+FILES = generator.render(CATALOG, with_chart=WITH_CHART)
+
+
+def lines() -> dict[FormLine, list[FormDefinition]]:
+    result: dict[FormLine, list[FormDefinition]] = {}
+    for definition in sorted(CATALOG.definitions, key=lambda d: (d.line, d.version_tuple)):
+        result.setdefault(definition.line, []).append(definition)
+    return result
+
+
+LINES = lines()
+LINE_IDS = [f"{line.kind}" for line in LINES]
+
+
+def crd_of(line: FormLine) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(
+        FILES[f"{generator.CRD_DIR}/{generator.crd_file(line)}"]
+    )
+    return document
+
+
+def version_of(crd: dict[str, Any]) -> dict[str, Any]:
+    (version,) = crd["spec"]["versions"]
+    result: dict[str, Any] = version
+    return result
+
+
+def schema_of(crd: dict[str, Any]) -> dict[str, Any]:
+    schema: dict[str, Any] = version_of(crd)["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def parameters_of(crd: dict[str, Any]) -> dict[str, Any]:
+    parameters: dict[str, Any] = schema_of(crd)["properties"]["spec"]["properties"]["parameters"]
+    return parameters
+
+
+# -- the committed tree and determinism -------------------------------------------------------
+
+
+def test_generate_check_passes_on_the_committed_tree(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(REPO_ROOT)
+    assert cli.main(["generate", "--check"]) == 0, capsys.readouterr().err
+
+
+def test_render_is_deterministic() -> None:
+    again = generator.render(load_catalog(), with_chart=WITH_CHART)
+    assert again == FILES
+    assert list(again) == list(FILES)
+
+
+def test_every_generated_file_carries_the_do_not_edit_note() -> None:
+    assert FILES
+    for path, text in FILES.items():
+        assert generator.GENERATED_NOTE in text.split("\n", 3)[0] + text[:400], path
+        assert "do not edit" in generator.GENERATED_NOTE
+
+
+def test_the_generator_writes_registry_data_crds_and_docs() -> None:
+    assert generator.REGISTRY_PATH in FILES
+    assert f"{generator.DOCS_DIR}/README.md" in FILES
+    for line in LINES:
+        assert f"{generator.CRD_DIR}/{generator.crd_file(line)}" in FILES
+        assert f"{generator.DOCS_DIR}/{generator.doc_file(line)}" in FILES
+        if WITH_CHART:
+            assert f"{generator.CHART_CRD_DIR}/{generator.crd_file(line)}" in FILES
+
+
+def test_the_catalog_is_realistic() -> None:
+    assert len(LINES) >= 11
+    assert max(len(definitions) for definitions in LINES.values()) >= 3
+    majors = {line: {d.ref.major for d in defs} for line, defs in LINES.items()}
+    assert any(len(m) >= 2 for m in majors.values()), "one line carries a breaking major"
+
+
+# -- check mode on a copy of the tree ---------------------------------------------------------
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Iterator[Path]:
+    """A copy of just what the generator owns, to change without touching the checkout."""
+    for relative in [generator.CRD_DIR, generator.DOCS_DIR]:
+        shutil.copytree(REPO_ROOT / relative, tmp_path / relative)
+    registry = tmp_path / generator.REGISTRY_PATH
+    registry.parent.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / generator.REGISTRY_PATH, registry)
+    if WITH_CHART:
+        (tmp_path / "charts" / "takoform-operator").mkdir(parents=True)
+        shutil.copy(CHART / "Chart.yaml", tmp_path / "charts" / "takoform-operator")
+        shutil.copytree(REPO_ROOT / generator.CHART_CRD_DIR, tmp_path / generator.CHART_CRD_DIR)
+    yield tmp_path
+
+
+def check(root: Path) -> int:
+    return cli.main(["generate", "--check", "--root", str(root)])
+
+
+def test_check_passes_on_an_unchanged_copy(tree: Path) -> None:
+    assert check(tree) == 0
+
+
+def test_check_detects_a_modified_file(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    crd = f"{generator.CRD_DIR}/{generator.crd_file(next(iter(LINES)))}"
+    (tree / crd).write_text((tree / crd).read_text(encoding="utf-8") + "# hand edit\n")
+    assert check(tree) == 1
+    assert crd in capsys.readouterr().err
+    assert generator.differences(tree, FILES, WITH_CHART) == [crd]
+
+
+def test_check_detects_edited_registry_data(tree: Path) -> None:
+    path = tree / generator.REGISTRY_PATH
+    path.write_text(path.read_text(encoding="utf-8").replace("1.1.0", "1.1.1", 1))
+    assert check(tree) == 1
+
+
+def test_check_detects_a_stale_extra_file(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tree / generator.CRD_DIR / "gadgets.old.takoform.io.yaml").write_text("kind: Stale\n")
+    (tree / generator.DOCS_DIR / "old.md").write_text("# old\n")
+    assert check(tree) == 1
+    assert generator.differences(tree, FILES, WITH_CHART) == [
+        "crds/gadgets.old.takoform.io.yaml (stale)",
+        "docs/forms/old.md (stale)",
+    ]
+    assert "gadgets.old.takoform.io.yaml" in capsys.readouterr().err
+
+
+def test_check_detects_a_missing_file(tree: Path) -> None:
+    (tree / generator.DOCS_DIR / generator.doc_file(next(iter(LINES)))).unlink()
+    assert check(tree) == 1
+
+
+def test_generate_repairs_the_copy(tree: Path) -> None:
+    (tree / generator.CRD_DIR / "stale.yaml").write_text("kind: Stale\n")
+    (tree / generator.REGISTRY_PATH).write_text("{}\n")
+    assert cli.main(["generate", "--root", str(tree)]) == 0
+    assert not (tree / generator.CRD_DIR / "stale.yaml").exists()
+    assert check(tree) == 0
+
+
+# -- the CRDs ---------------------------------------------------------------------------------
+
+_SCHEMA_KEYS = {
+    "type",
+    "description",
+    "properties",
+    "items",
+    "additionalProperties",
+    "required",
+    "enum",
+    "pattern",
+    "format",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "maxItems",
+    "default",
+    "nullable",
+}
+
+
+def structural_problems(node: dict[str, Any], where: str) -> list[str]:
+    """The rules of a Kubernetes structural schema this generator can break."""
+    problems = []
+    unknown = {k for k in node if k not in _SCHEMA_KEYS and not k.startswith("x-kubernetes-")}
+    if unknown:
+        problems.append(f"{where}: keys a structural schema does not allow: {sorted(unknown)}")
+    if not node.get("type") and not node.get("x-kubernetes-preserve-unknown-fields"):
+        problems.append(f"{where}: no type")
+    if "properties" in node and "additionalProperties" in node:
+        problems.append(f"{where}: both properties and additionalProperties")
+    if node.get("type") == "array" and "items" not in node:
+        problems.append(f"{where}: array without items")
+    for name, child in node.get("properties", {}).items():
+        problems += structural_problems(child, f"{where}.{name}")
+    if isinstance(node.get("items"), dict):
+        problems += structural_problems(node["items"], f"{where}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        problems += structural_problems(node["additionalProperties"], f"{where}{{}}")
+    for name in node.get("required", []):
+        if name not in node.get("properties", {}):
+            problems.append(f"{where}: requires undeclared {name}")
+    return problems
+
+
+@pytest.mark.parametrize("line", LINES, ids=LINE_IDS)
+def test_each_crd_is_a_structural_v1_crd_with_status_and_columns(line: FormLine) -> None:
+    crd = crd_of(line)
+    assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
+    assert crd["kind"] == "CustomResourceDefinition"
+    assert crd["metadata"]["name"] == f"{crd['spec']['names']['plural']}.{line.group}"
+    assert crd["spec"]["group"] == line.group
+    names = crd["spec"]["names"]
+    assert names["kind"] == line.kind
+    assert names["categories"] == ["takoform"]
+    assert names["shortNames"]
+    version = version_of(crd)
+    assert version["name"] == line.version
+    assert version["served"] and version["storage"]
+    assert version["subresources"] == {"status": {}}
+    columns = version["additionalPrinterColumns"]
+    assert {"Space", "Ready", "Age"} <= {c["name"] for c in columns}
+    for column in columns:
+        assert column["jsonPath"].startswith(".") and column["type"] in {"string", "date"}
+    assert structural_problems(schema_of(crd), "openAPIV3Schema") == []
+
+
+def test_crd_names_are_unique_across_lines() -> None:
+    names = [crd_of(line)["metadata"]["name"] for line in LINES]
+    short = [crd_of(line)["spec"]["names"]["shortNames"][0] for line in LINES]
+    assert len(set(names)) == len(names) and len(set(short)) == len(short)
+
+
+@pytest.mark.parametrize("line", LINES, ids=LINE_IDS)
+def test_each_crd_spec_carries_space_form_ref_deletion_policy_and_parameters(
+    line: FormLine,
+) -> None:
+    spec = schema_of(crd_of(line))["properties"]["spec"]
+    assert {"space", "formRef", "deletionPolicy", "parameters"} <= set(spec["properties"])
+    assert {"space", "parameters"} <= set(spec["required"])
+    space = spec["properties"]["space"]
+    assert re.search(space["pattern"], "équipe A") and not re.search(space["pattern"], "a/b")
+    policy = spec["properties"]["deletionPolicy"]
+    assert (policy["enum"], policy["default"]) == (["Delete", "Orphan"], "Delete")
+    form_ref = spec["properties"]["formRef"]
+    assert set(form_ref["required"]) == {"definitionVersion", "schemaDigest"}
+    status = schema_of(crd_of(line))["properties"]["status"]["properties"]
+    for member in (
+        "formRef",
+        "name",
+        "space",
+        "uid",
+        "generation",
+        "revision",
+        "pendingOperationId",
+        "outputs",
+        "conditions",
+        "observedGeneration",
+    ):
+        assert member in status, member
+    assert set(status["conditions"]["items"]["properties"]["type"]["enum"]) == {
+        "Ready",
+        "Reconciling",
+        "Degraded",
+        "Drifted",
+        "Blocked",
+        "Deleting",
+    }
+
+
+@pytest.mark.parametrize("line", LINES, ids=LINE_IDS)
+def test_every_field_of_every_definition_is_a_described_parameter(line: FormLine) -> None:
+    properties = parameters_of(crd_of(line))["properties"]
+    for definition in LINES[line]:
+        for spec in definition.fields:
+            assert spec.name in properties, (definition.ref, spec.name)
+            assert properties[spec.name]["description"].strip()
+
+
+@pytest.mark.parametrize("line", LINES, ids=LINE_IDS)
+def test_only_fields_required_by_every_definition_are_required(line: FormLine) -> None:
+    required = set(parameters_of(crd_of(line)).get("required", []))
+    everywhere = set.intersection(*({s.name for s in d.fields if s.required} for d in LINES[line]))
+    assert required == everywhere
+
+
+def test_a_field_whose_type_differs_between_definitions_admits_any_value() -> None:
+    labels = parameters_of(crd_of(FormLine("storage.takoform.io/v1", "Bucket")))["properties"][
+        "labels"
+    ]
+    assert labels["x-kubernetes-preserve-unknown-fields"] is True
+    assert "type" not in labels
+    assert "1.0.0" in labels["description"] and "2.0.0" in labels["description"]
+
+
+def test_a_field_only_some_definitions_declare_says_which() -> None:
+    params = parameters_of(crd_of(FormLine("storage.takoform.io/v1", "Bucket")))["properties"]
+    assert "1.0.0, 1.1.0" in params["sizeGiB"]["description"]
+    assert params["sizeGiB"]["type"] == "integer"
+
+
+# -- the CRD schema admits every supported definition's valid documents -------------------------
+
+
+def admits(schema: dict[str, Any], value: Any) -> bool:
+    """A small OpenAPI validator for the subset the generator emits."""
+    if schema.get("x-kubernetes-preserve-unknown-fields") and "type" not in schema:
+        return True
+    kind = schema.get("type")
+    checks = {
+        "string": lambda v: isinstance(v, str),
+        "boolean": lambda v: isinstance(v, bool),
+        "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        "array": lambda v: isinstance(v, list),
+        "object": lambda v: isinstance(v, dict),
+    }
+    if kind and not checks[kind](value):
+        return False
+    if "enum" in schema and value not in schema["enum"]:
+        return False
+    if isinstance(value, str):
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            return False
+        if len(value) < schema.get("minLength", 0) or len(value) > schema.get("maxLength", 1e9):
+            return False
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and not schema.get("minimum", -1e308) <= value <= schema.get("maximum", 1e308):
+        return False
+    if isinstance(value, list):
+        if len(value) > schema.get("maxItems", 1e9):
+            return False
+        return all(admits(schema["items"], item) for item in value)
+    if isinstance(value, dict):
+        if any(name not in value for name in schema.get("required", [])):
+            return False
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            child = properties.get(key, extra)
+            if child is None or not admits(child, item):
+                return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "definition", CATALOG.definitions, ids=lambda d: f"{d.ref.kind}-{d.ref.definition_version}"
+)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_the_crd_admits_every_valid_document_of_every_definition(
+    definition: FormDefinition, data: st.DataObject
+) -> None:
+    doc = data.draw(document_strategy(definition.fields))
+    assert admits(parameters_of(crd_of(definition.line)), doc), doc
+
+
+# -- docs -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("line", LINES, ids=LINE_IDS)
+def test_each_reference_page_lists_every_definition_and_field(line: FormLine) -> None:
+    page = FILES[f"{generator.DOCS_DIR}/{generator.doc_file(line)}"]
+    for definition in LINES[line]:
+        assert f"## Definition {definition.ref.definition_version}" in page
+        assert definition.ref.schema_digest in page
+        for spec in definition.fields:
+            assert f"`{spec.name}`" in page
+
+
+def test_the_bucket_page_explains_the_disagreeing_field() -> None:
+    page = FILES[f"{generator.DOCS_DIR}/storage.takoform.io-bucket.md"]
+    assert "Fields whose type differs between definitions" in page
+    assert "`labels`" in page and "x-kubernetes-preserve-unknown-fields" in page
+
+
+def test_the_docs_index_lists_every_line() -> None:
+    index = FILES[f"{generator.DOCS_DIR}/README.md"]
+    for line in LINES:
+        assert f"({generator.doc_file(line)})" in index
+
+
+@pytest.mark.parametrize(
+    ("kind", "plural"),
+    [("Bucket", "buckets"), ("Policy", "policies"), ("Gateway", "gateways"), ("Box", "boxes")],
+)
+def test_plural_of(kind: str, plural: str) -> None:
+    assert generator.plural_of(kind) == plural
