@@ -276,6 +276,14 @@ def stop_process_group(pid: int, name: str, timeout: float = 15.0) -> None:
             _log(f"{name} (pid {pid}) ignored SIGTERM for {timeout:.0f}s; killing it")
 
 
+def _kill_me_with_parent() -> None:
+    """Runs in the child before exec: ask Linux for SIGKILL when the parent dies."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def _tail(path: Path, lines: int = 30) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()
@@ -296,10 +304,16 @@ class LocalCluster:
 
     COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager")
 
-    def __init__(self, state_dir: Path, tools: Tools | None = None) -> None:
+    def __init__(
+        self, state_dir: Path, tools: Tools | None = None, die_with_parent: bool = False
+    ) -> None:
+        """`die_with_parent`: the components get SIGKILL if the process that started them dies
+        (the test session is killed), so no orphaned control plane survives. Not for `up`."""
         self.state_dir = Path(state_dir).resolve()
         self.tools = tools or Tools.locate()
+        self.die_with_parent = die_with_parent
         self.pids: dict[str, int] = {}
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self.server = ""
         self.started_seconds: float | None = None
 
@@ -321,25 +335,29 @@ class LocalCluster:
         return self.state_dir / "state.json"
 
     # lifecycle
-    def start(self, timeout: float = 120.0) -> None:
+    def start(self, timeout: float = 120.0, attempts: int = 2) -> None:
         """Start everything and wait until it is usable; on any failure stop what started and
-        raise ClusterError with the tail of each component's log."""
+        raise ClusterError with the tail of each component's log. A failed attempt is retried
+        once with fresh ports (another process may have taken a port we picked)."""
         t0 = time.monotonic()
-        try:
-            self._start(timeout)
-        except BaseException as exc:
-            report = self.log_tails()
-            self.stop(remove=False)
-            if isinstance(exc, ClusterError):
-                raise ClusterError(f"{exc}\n{report}") from None
-            raise
+        for attempt in range(1, attempts + 1):
+            try:
+                self._start(timeout)
+                break
+            except BaseException as exc:
+                report = self.log_tails()
+                self.stop(remove=False)
+                if not isinstance(exc, ClusterError):
+                    raise
+                if attempt == attempts:
+                    raise ClusterError(f"{exc}\n{report}") from None
+                _log(f"start-up failed ({exc}); retrying with new ports\n{report}")
         self.started_seconds = time.monotonic() - t0
         _log(f"control plane ready in {self.started_seconds:.1f}s at {self.server}")
 
     def _start(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        if self.state_dir.exists():
-            shutil.rmtree(self.state_dir)
+        self._clear_state_dir()
         self.logs.mkdir(parents=True)
         make_pki(self.pki)
         pki = self.pki
@@ -426,6 +444,14 @@ class LocalCluster:
             deadline,
         )
 
+    def _clear_state_dir(self) -> None:
+        # Only ever delete a directory that is empty or was made by us.
+        if not self.state_dir.exists():
+            return
+        if any(self.state_dir.iterdir()) and not (self.state_dir / "pki").is_dir():
+            raise ClusterError(f"{self.state_dir} is not empty and not a local cluster's state")
+        shutil.rmtree(self.state_dir)
+
     def stop(self, remove: bool = True) -> None:
         """Stop the components (reverse order, by process group) and, with `remove`, delete the
         state directory."""
@@ -470,6 +496,8 @@ class LocalCluster:
         cluster.tools = None  # type: ignore[assignment]
         cluster.server = state["server"]
         cluster.started_seconds = None
+        cluster._procs = {}
+        cluster.die_with_parent = False
         cluster.pids = {
             name: pid
             for name, pid in state["pids"].items()
@@ -492,16 +520,16 @@ class LocalCluster:
             stderr=subprocess.STDOUT,
             start_new_session=True,
             cwd=self.state_dir,
+            preexec_fn=_kill_me_with_parent if self.die_with_parent else None,
         )
         log.close()
         self.pids[name] = proc.pid
-        self._procs = getattr(self, "_procs", {})
         self._procs[name] = proc  # keep the Popen so it is reaped, not left a zombie
         _log(f"started {name} (pid {proc.pid})")
 
     def _check_running(self) -> None:
         for name, pid in self.pids.items():
-            proc = getattr(self, "_procs", {}).get(name)
+            proc = self._procs.get(name)
             if (proc.poll() is not None) if proc else not _alive(pid):
                 raise ClusterError(f"{name} exited during start-up")
 

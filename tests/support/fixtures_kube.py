@@ -164,7 +164,9 @@ def kube_cluster(
         yield cluster
         return
 
-    local = localcluster.LocalCluster(tmp_path_factory.mktemp("control-plane"))
+    local = localcluster.LocalCluster(
+        tmp_path_factory.mktemp("control-plane"), die_with_parent=True
+    )
     try:
         local.start()
     except localcluster.ClusterError as exc:
