@@ -1,0 +1,1 @@
+"""Package files shipped with the reference host (definition files; data, not code)."""
