@@ -17,6 +17,13 @@ from takoform_operator.core.identity import (
 
 API = "storage.takoform.io/v1"
 DIGEST = "sha256:" + "ab" * 32
+
+
+def rows(*table: tuple[object, ...]) -> list[object]:
+    """Parametrise rows named by their last member, the reason."""
+    return [pytest.param(*row, id=str(row[-1])) for row in table]
+
+
 VALID = {
     "api_version": API,
     "kind": "Bucket",
@@ -30,7 +37,7 @@ VALID = {
 
 @pytest.mark.parametrize(
     ("member", "value", "reason"),
-    [
+    rows(
         ("api_version", "storage.takoform.io", "no /VERSION part"),
         ("api_version", "Storage.takoform.io/v1", "groups are lowercase"),
         ("api_version", "storage.takoform.io/1", "a version starts with v"),
@@ -52,7 +59,7 @@ VALID = {
         ("schema_digest", "a" * 64, "no algorithm prefix"),
         ("schema_digest", DIGEST + "\n", "a trailing newline is not part of a digest"),
         ("schema_digest", 42, "not a string"),
-    ],
+    ),
 )
 def test_form_ref_rejects_malformed_member(member: str, value: object, reason: str) -> None:
     with pytest.raises(ValueError):
@@ -120,7 +127,7 @@ def test_parse_definition_version(text: str, expected: tuple[int, int, int]) -> 
     assert parse_definition_version(text) == expected
 
 
-@pytest.mark.parametrize("text", ["1", "1.2", "1.2.3.4", "a.b.c", "1.2.3\n"])
+@pytest.mark.parametrize("text", ["1", "1.2", "1.2.3.4", "a.b.c", "1.2.3\n"], ids=repr)
 def test_parse_definition_version_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         parse_definition_version(text)
@@ -131,7 +138,7 @@ def test_parse_definition_version_rejects(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("space", "reason"),
-    [
+    rows(
         ("team-a", "plain ascii"),
         ("Team-A", "case is significant, uppercase allowed"),
         ("équipe données", "unicode and a space inside"),
@@ -141,7 +148,7 @@ def test_parse_definition_version_rejects(text: str) -> None:
         ("a.b:c@d+e%f", "punctuation other than /"),
         ("{json-looking}", "braces"),
         ("x" * 1000, "no length limit in the identity rule"),
-    ],
+    ),
 )
 def test_space_id_accepts_opaque_utf8(space: str, reason: str) -> None:
     assert validate_space_id(space) == space
@@ -153,7 +160,7 @@ def test_space_id_is_case_sensitive() -> None:
 
 @pytest.mark.parametrize(
     ("space", "reason"),
-    [
+    rows(
         ("", "empty"),
         ("team/a", "the one forbidden character"),
         ("/", "only the forbidden character"),
@@ -162,7 +169,7 @@ def test_space_id_is_case_sensitive() -> None:
         (None, "not a string"),
         (42, "not a string"),
         (b"team-a", "bytes are not a string"),
-    ],
+    ),
 )
 def test_space_id_rejects(space: object, reason: str) -> None:
     with pytest.raises(InvalidSpaceId):
@@ -181,13 +188,13 @@ def test_invalid_space_is_an_invalid_identity_and_a_value_error() -> None:
 
 @pytest.mark.parametrize(
     ("name", "reason"),
-    [
+    rows(
         ("logs", "lowercase letters"),
         ("a", "one character"),
         ("0", "a digit alone"),
         ("logs-2024.eu", "dashes and dots inside"),
         ("a" * 253, "the longest allowed"),
-    ],
+    ),
 )
 def test_resource_name_accepts(name: str, reason: str) -> None:
     assert validate_resource_name(name) == name
@@ -195,7 +202,7 @@ def test_resource_name_accepts(name: str, reason: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "reason"),
-    [
+    rows(
         ("", "empty"),
         ("Logs", "uppercase"),
         ("-logs", "starts with a dash"),
@@ -208,7 +215,7 @@ def test_resource_name_accepts(name: str, reason: str) -> None:
         ("ünicode", "non-ascii"),
         (None, "not a string"),
         (7, "not a string"),
-    ],
+    ),
 )
 def test_resource_name_rejects(name: object, reason: str) -> None:
     with pytest.raises(InvalidName):
