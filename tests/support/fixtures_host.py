@@ -1,0 +1,246 @@
+"""pytest fixtures for tests that need the reference host as a real process.
+
+- ``host_factory`` (function): ``host_factory(misbehaviours=(), commit_delay=0.05,
+  retention=3600, packages=(), extra_args=())`` starts a ``takoform-host serve`` subprocess on a
+  free loopback port with a fresh database and returns a ``HostProcess``. Every host it started is
+  stopped at teardown; when the test failed, the host's log tail is printed.
+- ``reference_host`` (session): one shared conforming host (commit delay 0.05 s). Tests must not
+  change its misbehaviours or faults: use ``host_factory`` for that.
+
+Tests using them should be marked ``@pytest.mark.host``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+STARTUP_TIMEOUT = 30.0
+_LIVE: set[HostProcess] = set()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Linux: the host gets SIGKILL if the test process dies, so no host outlives a test run."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class HostProcess:
+    """A real ``takoform-host serve`` subprocess on a loopback port."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        misbehaviours: Sequence[str] = (),
+        commit_delay: float = 0.05,
+        retention: float = 3600,
+        packages: Sequence[Path | str] = (),
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.workdir = workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.db_path = workdir / "host.sqlite"
+        self.log_path = workdir / "host.log"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.token = "tok-" + secrets.token_hex(12)
+        self.admin_token = "adm-" + secrets.token_hex(12)
+        self.args = [
+            "--db",
+            str(self.db_path),
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--commit-delay",
+            str(commit_delay),
+            "--retention",
+            str(retention),
+        ]
+        for name in misbehaviours:
+            self.args += ["--misbehave", name]
+        for package in packages:
+            self.args += ["--package", str(package)]
+        self.args += list(extra_args)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __repr__(self) -> str:
+        return f"<HostProcess {self.url} db={self.db_path}>"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "takoform_host.cli", "serve", *self.args]
+
+    def start(self) -> None:
+        """(Re)start on the same database and port; wait until /healthz answers."""
+        if self.proc is not None and self.proc.poll() is None:
+            raise RuntimeError(f"{self} is already running")
+        env = {
+            **os.environ,
+            "TAKOFORM_HOST_TOKENS": self.token,
+            "TAKOFORM_HOST_ADMIN_TOKEN": self.admin_token,
+        }
+        log = self.log_path.open("ab")
+        try:
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        finally:
+            log.close()
+        _LIVE.add(self)
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"takoform-host exited with {self.proc.returncode} during start-up:\n"
+                    + self.log_tail()
+                )
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.url + "/healthz", timeout=1.0).status_code == 200:
+                    return
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"takoform-host did not become ready in time:\n{self.log_tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, nothing flushed beyond what was committed."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        _LIVE.discard(self)
+
+    def stop(self) -> None:
+        """SIGTERM and wait (SIGKILL after 10 s)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        _LIVE.discard(self)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 50) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    # -- clients -----------------------------------------------------------------------------
+
+    def api(self) -> httpx.Client:
+        """A client for the host API (base_url set, bearer token set). Close it (or `with`)."""
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=10.0
+        )
+
+    def admin(self, method: str, path: str, json: object | None = None) -> httpx.Response:
+        """Call the admin API (path like "/admin/v1/faults"); raises on a non-2xx answer."""
+        response = httpx.request(
+            method,
+            self.url + path,
+            json=json,
+            headers={"Authorization": f"Bearer {self.admin_token}"},
+            timeout=10.0,
+        )
+        if not response.is_success:
+            raise RuntimeError(
+                f"admin {method} {path} -> {response.status_code}: {response.text[:500]}"
+            )
+        return response
+
+    def set_misbehaviours(self, names: Sequence[str]) -> None:
+        self.admin("PUT", "/admin/v1/misbehaviours", {"enabled": list(names)})
+
+    def set_faults(self, **faults: Any) -> None:
+        self.admin("PUT", "/admin/v1/faults", faults)
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for host in list(_LIVE):
+        host.kill()
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Iterator[pytest.TestReport]:
+    report: pytest.TestReport = yield
+    if report.failed:
+        item.stash[_FAILED] = True
+    return report
+
+
+@pytest.fixture
+def host_factory(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., HostProcess]]:
+    started: list[HostProcess] = []
+
+    def factory(
+        misbehaviours: Sequence[str] = (),
+        commit_delay: float = 0.05,
+        retention: float = 3600,
+        packages: Sequence[Path | str] = (),
+        extra_args: Sequence[str] = (),
+    ) -> HostProcess:
+        host = HostProcess(
+            tmp_path_factory.mktemp("host"),
+            misbehaviours=misbehaviours,
+            commit_delay=commit_delay,
+            retention=retention,
+            packages=packages,
+            extra_args=extra_args,
+        )
+        started.append(host)
+        host.start()
+        return host
+
+    yield factory
+    failed = request.node.stash.get(_FAILED, False)
+    for host in started:
+        host.stop()
+        if failed:
+            print(f"\n--- log tail of {host} ---\n{host.log_tail()}")
+
+
+@pytest.fixture(scope="session")
+def reference_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
+    host = HostProcess(tmp_path_factory.mktemp("reference-host"), commit_delay=0.05)
+    host.start()
+    yield host
+    host.stop()
