@@ -747,13 +747,19 @@ class Context:
 
     @contextlib.contextmanager
     def faults(self, **faults: Any) -> Iterator[None]:
-        """Set admin faults for the block; restore them to their defaults afterwards."""
+        """Set admin faults for the block; put the previous values back afterwards."""
+        previous = dict(FAULT_DEFAULTS)
+        current = self.need_admin("faults").get(ADMIN + "/faults")
+        if current.status_code == 200 and isinstance(current.json(), dict):
+            previous.update(current.json())
+        restore = {k: previous.get(k) for k in faults}
+        for key, value in restore.items():
+            self.changed_faults.setdefault(key, value)
         self.admin("PUT", "/faults", faults)
-        self.changed_faults.update(faults)
         try:
             yield
         finally:
-            self.admin("PUT", "/faults", {k: FAULT_DEFAULTS[k] for k in faults})
+            self.admin("PUT", "/faults", restore)
 
     def release(self) -> None:
         self.admin("PUT", "/faults", {"stuckOperations": False})
@@ -761,4 +767,4 @@ class Context:
     def _restore_faults(self) -> None:
         changed = self.changed_faults
         if changed and self.admin_http is not None:
-            self.admin_http.put(ADMIN + "/faults", json={k: FAULT_DEFAULTS[k] for k in changed})
+            self.admin_http.put(ADMIN + "/faults", json=changed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -11,6 +12,8 @@ import httpx
 
 from .checks import CHECKS
 from .harness import Check, CheckFailed, CheckResult, CheckSkipped, Context, HostUnusable
+
+_CITED = re.compile(r"^(H-[0-9]+|§)")
 
 Progress = Callable[[int, int, Check, CheckResult | None], None]
 
@@ -84,6 +87,9 @@ def _run_one(ctx: Context, item: Check) -> CheckResult:
         item.func(ctx)
     except CheckFailed as exc:
         outcome, reason = "fail", str(exc)
+        if not _CITED.match(reason):
+            # A step every check shares (a create, a read) went wrong: name the rules at stake.
+            reason = f"{'/'.join(item.cites)}: {reason}"
     except CheckSkipped as exc:
         outcome, reason = "skipped", str(exc)
     except HostUnusable:
