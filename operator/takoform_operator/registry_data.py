@@ -55,6 +55,12 @@ def registry_from_document(document: dict[str, Any]) -> Registry:
         for d in document["defaultCreates"]
     }
     registry = Registry.from_definitions(definitions, defaults)
+    for entry in document["defaultCreates"]:
+        named = FormRef.from_json(entry)
+        if registry.default_create_ref(named.line) != named:
+            raise CatalogError(
+                f"registry data is stale: default create {named}; run `make generate`"
+            )
     for ref, codec_id in codec_ids.items():
         if registry.codec_for(ref).codec_id != codec_id:
             raise CatalogError(f"registry data is stale for {ref}; run `make generate`")

@@ -100,19 +100,21 @@ def form_ref_problems(
 ) -> list[str]:
     """Say what is wrong with the four FormRef members (empty when they are valid)."""
     problems = []
-    if not isinstance(api_version, str) or not _API_VERSION.match(api_version):
+    if not isinstance(api_version, str) or not _API_VERSION.fullmatch(api_version):
         problems.append(f"apiVersion {api_version!r} is not GROUP/VERSION")
-    if not isinstance(kind, str) or not _KIND.match(kind):
+    if not isinstance(kind, str) or not _KIND.fullmatch(kind):
         problems.append(f"kind {kind!r} is not a CamelCase name")
-    if not isinstance(definition_version, str) or not _DEFINITION_VERSION.match(definition_version):
+    if not isinstance(definition_version, str) or not _DEFINITION_VERSION.fullmatch(
+        definition_version
+    ):
         problems.append(f"definitionVersion {definition_version!r} is not MAJOR.MINOR.PATCH")
-    if not isinstance(schema_digest, str) or not _SCHEMA_DIGEST.match(schema_digest):
+    if not isinstance(schema_digest, str) or not _SCHEMA_DIGEST.fullmatch(schema_digest):
         problems.append(f"schemaDigest {schema_digest!r} is not sha256:<64 lowercase hex>")
     return problems
 
 
 def parse_definition_version(text: str) -> tuple[int, int, int]:
-    match = _DEFINITION_VERSION.match(text)
+    match = _DEFINITION_VERSION.fullmatch(text)
     if not match:
         raise ValueError(f"definitionVersion {text!r} is not MAJOR.MINOR.PATCH")
     return int(match[1]), int(match[2]), int(match[3])
@@ -137,7 +139,7 @@ def validate_resource_name(name: object) -> str:
     """Host resource names: lowercase DNS-subdomain style, so a CR can share the name."""
     if not isinstance(name, str):
         raise InvalidName(f"name must be a string, got {type(name).__name__}")
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise InvalidName(
             f"name {name!r} must be 1-253 characters of lowercase letters, digits, '-' or '.', "
             "starting and ending with a letter or digit"
@@ -196,6 +198,9 @@ def _parse_canonical(text: str) -> ImportTarget:
         raise _reject(
             f"import id is not one JSON object ({exc.msg} at character {exc.pos})"
         ) from None
+    except (ValueError, RecursionError):
+        # Python's own limits (huge integers, deep nesting): still just a bad id.
+        raise _reject("import id is not one JSON object of string members") from None
     if not isinstance(doc, dict):
         raise _reject("import id JSON must be an object")
     unknown = sorted(set(doc) - set(_IMPORT_MEMBERS))
