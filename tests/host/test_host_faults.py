@@ -1,0 +1,210 @@
+"""Fault controls and out-of-band admin actions the operator's tests rely on."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from .helpers import (
+    API,
+    BUCKET_SPEC,
+    create,
+    error_code,
+    form_ref,
+    new_space,
+    query,
+    read,
+    resource_path,
+    wait_settled,
+)
+
+pytestmark = pytest.mark.host
+
+
+def _target(space: str, ref: dict[str, str], name: str) -> dict[str, str]:
+    return {"space": space, "apiVersion": ref["apiVersion"], "kind": ref["kind"], "name": name}
+
+
+def test_stuck_operations_stay_running_until_released(host_factory: Any) -> None:
+    host = host_factory(commit_delay=0.02)
+    host.set_faults(stuckOperations=True)
+    with host.api() as client:
+        space, ref = new_space(client), form_ref(client)
+        op = create(client, space, ref, "stuck").json()
+        time.sleep(0.3)
+        assert client.get(f"{API}/operations/{op['id']}").json()["state"] == "running"
+        assert error_code(read(client, space, ref, "stuck")) == "resource_not_found"
+        host.set_faults(stuckOperations=False)
+        assert wait_settled(client, op["id"])["state"] == "succeeded"
+        assert read(client, space, ref, "stuck").json()["metadata"]["uid"] == op["resourceUid"]
+
+
+def test_fail_next_operations(host_factory: Any) -> None:
+    host = host_factory(commit_delay=0.02)
+    host.set_faults(failNextOperations=1)
+    with host.api() as client:
+        space, ref = new_space(client), form_ref(client)
+        failed = wait_settled(client, create(client, space, ref, "doomed").json()["id"])
+        assert failed["state"] == "failed"
+        assert failed["error"]["code"] == "provisioning_failed" and failed["error"]["message"]
+        assert error_code(read(client, space, ref, "doomed")) == "resource_not_found"
+        assert host.admin("GET", "/admin/v1/faults").json()["failNextOperations"] == 0
+        again = wait_settled(client, create(client, space, ref, "doomed").json()["id"])
+        assert again["state"] == "succeeded"
+        host.set_faults(failNextOperations=1)
+        path, q = resource_path(space, ref, "doomed"), query(ref)
+        update = client.put(
+            path,
+            params=q,
+            json={"spec": {**BUCKET_SPEC, "sizeGiB": 99}},
+            headers={"Takoform-Expected-Generation": "1"},
+        )
+        assert wait_settled(client, update.json()["id"])["state"] == "failed"
+        assert read(client, space, ref, "doomed").json()["spec"]["sizeGiB"] == 10
+
+
+def test_out_of_band_recreate_and_delete(host_factory: Any) -> None:
+    host = host_factory(commit_delay=0.02)
+    with host.api() as client:
+        space, ref = new_space(client), form_ref(client)
+        op = wait_settled(
+            client, create(client, space, ref, "oob", Idempotency_Key="mine").json()["id"]
+        )
+        path, q = resource_path(space, ref, "oob"), query(ref)
+        client.post(path + "/observe", params=q)
+        recreated = host.admin("POST", "/admin/v1/resources/recreate", _target(space, ref, "oob"))
+        doc = recreated.json()
+        assert doc["metadata"]["uid"] != op["resourceUid"]
+        assert doc["metadata"]["generation"] == "1"
+        assert doc["metadata"]["creationIdempotencyKey"] is None
+        assert recreated.headers["etag"] == f'"{doc["metadata"]["revision"]}"'
+        got = read(client, space, ref, "oob").json()
+        assert got["metadata"]["uid"] == doc["metadata"]["uid"] and got["spec"] == doc["spec"]
+        # the old incarnation's fence now fails
+        stale = client.delete(path, params=q, headers={"Takoform-Expected-Uid": op["resourceUid"]})
+        assert stale.status_code == 412 and error_code(stale) == "uid_mismatch"
+        host.admin("POST", "/admin/v1/resources/delete", _target(space, ref, "oob"))
+        assert error_code(read(client, space, ref, "oob")) == "resource_not_found"
+        with pytest.raises(RuntimeError, match="404"):
+            host.admin("POST", "/admin/v1/resources/recreate", _target(space, ref, "oob"))
+
+
+def test_expiry_forgets_records_not_resources(host_factory: Any) -> None:
+    host = host_factory(commit_delay=0.02)
+    with host.api() as client:
+        space, ref = new_space(client), form_ref(client)
+        a = wait_settled(client, create(client, space, ref, "a").json()["id"])
+        b = wait_settled(client, create(client, space, ref, "b").json()["id"])
+        host.set_faults(stuckOperations=True)
+        running = create(client, space, ref, "c").json()
+        result = host.admin(
+            "POST", "/admin/v1/operations/expire", {"ids": [a["id"], running["id"], "op-x"]}
+        ).json()
+        assert result == {"expired": [a["id"]], "running": [running["id"]], "unknown": ["op-x"]}
+        assert error_code(client.get(f"{API}/operations/{a['id']}")) == "operation_not_found"
+        assert read(client, space, ref, "a").json()["metadata"]["uid"] == a["resourceUid"]
+        assert client.get(f"{API}/operations/{b['id']}").status_code == 200
+        host.admin("POST", "/admin/v1/operations/expire", {})
+        assert error_code(client.get(f"{API}/operations/{b['id']}")) == "operation_not_found"
+        assert client.get(f"{API}/operations/{running['id']}").json()["state"] == "running"
+        assert read(client, space, ref, "b").status_code == 200
+        # once expired, the key no longer replays
+        host.set_faults(stuckOperations=False)
+        wait_settled(client, running["id"])
+
+
+def test_retention_expires_settled_records(host_factory: Any) -> None:
+    host = host_factory(commit_delay=0.02, retention=0.4)
+    with host.api() as client:
+        space, ref = new_space(client), form_ref(client)
+        op = wait_settled(client, create(client, space, ref, "brief").json()["id"])
+        deadline = time.monotonic() + 5
+        while client.get(f"{API}/operations/{op['id']}").status_code == 200:
+            assert time.monotonic() < deadline, "the record never expired"
+            time.sleep(0.05)
+        assert error_code(client.get(f"{API}/operations/{op['id']}")) == "operation_not_found"
+        assert read(client, space, ref, "brief").status_code == 200
+
+
+def test_latency_errors_and_drops(host_factory: Any) -> None:
+    host = host_factory(commit_delay=0.02)
+    with host.api() as client:
+        host.set_faults(latencyMs=300)
+        started = time.monotonic()
+        assert client.get(f"{API}/forms").status_code == 200
+        assert time.monotonic() - started >= 0.3
+        host.set_faults(latencyMs=0, errorRate=1.0)
+        unavailable = client.get(f"{API}/forms")
+        assert unavailable.status_code == 503 and error_code(unavailable) == "unavailable"
+        assert unavailable.headers["retry-after"] == "1"
+        assert httpx.get(host.url + "/healthz").status_code == 200
+        host.set_faults(errorRate=0.0, dropRate=1.0)
+        with pytest.raises(httpx.TransportError):
+            client.get(f"{API}/forms")
+        assert host.admin("GET", "/admin/v1/faults").json()["dropRate"] == 1.0
+        host.set_faults(dropRate=0.0)
+        assert client.get(f"{API}/forms").status_code == 200
+    assert "Traceback" not in host.log_tail(200)
+
+
+def test_commit_delay_fault(host_factory: Any) -> None:
+    host = host_factory(commit_delay=0.02)
+    host.set_faults(commitDelayMs=700)
+    with host.api() as client:
+        space, ref = new_space(client), form_ref(client)
+        op = create(client, space, ref, "later").json()
+        time.sleep(0.2)
+        assert client.get(f"{API}/operations/{op['id']}").json()["state"] == "running"
+        assert wait_settled(client, op["id"])["state"] == "succeeded"
+
+
+def test_admin_switches_validate_their_input(host_factory: Any) -> None:
+    host = host_factory()
+    with pytest.raises(RuntimeError, match="400"):
+        host.set_misbehaviours(["no-such-misbehaviour"])
+    with pytest.raises(RuntimeError, match="400"):
+        host.set_faults(errorRate=2)
+    with pytest.raises(RuntimeError, match="400"):
+        host.set_faults(noSuchFault=1)
+    host.set_misbehaviours(["weak-etag"])
+    doc = host.admin("GET", "/admin/v1/misbehaviours").json()
+    assert doc["enabled"] == ["weak-etag"]
+    assert "unknown-error-codes" in {item["name"] for item in doc["available"]}
+    host.set_misbehaviours([])
+    assert host.admin("GET", "/admin/v1/misbehaviours").json()["enabled"] == []
+
+
+def test_package_switch_keeps_resources_addressable(host_factory: Any) -> None:
+    host = host_factory(commit_delay=0.02)
+    with host.api() as client:
+        space, ref = new_space(client), form_ref(client)
+        op = wait_settled(client, create(client, space, ref, "pkg").json()["id"])
+        item = next(i for i in client.get(f"{API}/forms").json()["items"] if i["formRef"] == ref)
+        first, mirror = item["packageDigests"]
+        assert read(client, space, ref, "pkg").json()["metadata"]["packageDigest"] == first
+        host.admin("POST", "/admin/v1/packages/activate", {"formRef": ref, "packageDigest": mirror})
+        got = read(client, space, ref, "pkg")
+        assert got.status_code == 200 and got.json()["metadata"]["uid"] == op["resourceUid"]
+        path, q = resource_path(space, ref, "pkg"), query(ref)
+        update = client.put(
+            path,
+            params=q,
+            json={"spec": {**BUCKET_SPEC, "sizeGiB": 12}},
+            headers={"Takoform-Expected-Generation": "1"},
+        )
+        assert wait_settled(client, update.json()["id"])["state"] == "succeeded"
+        new = wait_settled(client, create(client, space, ref, "pkg-2").json()["id"])
+        assert read(client, space, ref, "pkg-2").json()["metadata"]["packageDigest"] == mirror
+        assert new["formRef"] == ref
+        # the switch is durable
+        host.stop()
+        host.start()
+        active = client.get(
+            f"{API}/forms/{ref['apiVersion']}/{ref['kind']}/definition", params=q
+        ).json()["activePackageDigest"]
+        assert active == mirror
+        delete = client.delete(path, params=q)
+        assert wait_settled(client, delete.json()["id"])["state"] == "succeeded"
