@@ -1,0 +1,214 @@
+"""The host client: one translation of host answers, reads retried, mutations sent once."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from takoform_operator.core.identity import FormLine, FormRef
+from takoform_operator.host import errors
+from takoform_operator.host.client import HostClient
+from takoform_operator.registry_data import load_registry
+
+REGISTRY = load_registry()
+BUCKET_REF = REGISTRY.default_create_ref(FormLine("storage.takoform.io/v1", "Bucket"))
+assert BUCKET_REF is not None
+
+
+def _error(status: int, code: str, **details: Any) -> httpx.Response:
+    body = {"error": {"code": code, "message": f"{code} happened", "details": details}}
+    return httpx.Response(status, json=body)
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "expected"),
+    [
+        (400, "invalid_request", errors.InvalidRequest),
+        (401, "unauthenticated", errors.Unauthenticated),
+        (403, "forbidden", errors.Forbidden),
+        (404, "space_not_found", errors.SpaceNotFound),
+        (404, "form_unknown", errors.FormUnknown),
+        (404, "resource_not_found", errors.ResourceNotFound),
+        (404, "operation_not_found", errors.OperationNotFound),
+        (409, "operation_in_progress", errors.OperationInProgress),
+        (412, "resource_exists", errors.ResourceExists),
+        (412, "generation_conflict", errors.GenerationConflict),
+        (412, "revision_conflict", errors.RevisionConflict),
+        (412, "uid_mismatch", errors.UidMismatch),
+        (413, "payload_too_large", errors.PayloadTooLarge),
+        (415, "unsupported_media_type", errors.UnsupportedMediaType),
+        (422, "validation_failed", errors.ValidationFailed),
+        (422, "idempotency_key_reused", errors.IdempotencyKeyReused),
+        (428, "precondition_required", errors.InvalidRequest),
+        (404, "made_up_code", errors.HostProtocolError),
+    ],
+)
+async def test_error_codes_translate_once_to_types(
+    status: int, code: str, expected: type[Exception]
+) -> None:
+    transport = httpx.MockTransport(lambda request: _error(status, code, operationId="op-9"))
+    async with HostClient("http://host", "t", transport=transport) as client:
+        with pytest.raises(expected) as caught:
+            await client.get_operation("op-1")
+    if isinstance(caught.value, errors.HostRejected):
+        assert caught.value.code == code and caught.value.status == status
+
+
+async def test_operation_in_progress_names_the_operation() -> None:
+    transport = httpx.MockTransport(
+        lambda r: _error(409, "operation_in_progress", operationId="op-7")
+    )
+    async with HostClient("http://host", "t", transport=transport) as client:
+        with pytest.raises(errors.OperationInProgress) as caught:
+            await client.create("s", BUCKET_REF, "n", {"region": "eu-west-1", "sizeGiB": 1}, "k")
+    assert caught.value.operation_id == "op-7"
+
+
+async def test_error_body_outside_the_contract_is_a_protocol_error() -> None:
+    transport = httpx.MockTransport(lambda r: httpx.Response(404, text="not found"))
+    async with HostClient("http://host", "t", transport=transport) as client:
+        with pytest.raises(errors.HostProtocolError):
+            await client.get_operation("op-1")
+
+
+async def test_reads_are_retried_honouring_retry_after() -> None:
+    answers = iter(
+        [
+            httpx.Response(503, headers={"Retry-After": "3"}, json={}),
+            httpx.Response(429, headers={"Retry-After": "1"}, json={}),
+            _operation_response(),
+        ]
+    )
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    transport = httpx.MockTransport(lambda request: next(answers))
+    async with HostClient("http://host", "t", transport=transport, sleep=sleep) as client:
+        operation = await client.get_operation("op-1")
+    assert operation.id == "op-1"
+    assert slept == [3.0, 1.0]
+
+
+async def test_reads_give_up_after_the_configured_retries() -> None:
+    calls = []
+
+    def unavailable(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        raise httpx.ConnectError("refused", request=request)
+
+    async def sleep(seconds: float) -> None:
+        return None
+
+    transport = httpx.MockTransport(unavailable)
+    async with HostClient(
+        "http://host", "t", transport=transport, read_retries=2, sleep=sleep
+    ) as client:
+        with pytest.raises(errors.HostUnavailable):
+            await client.get_operation("op-1")
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize("failure", ["transport", "503"])
+async def test_mutations_are_sent_exactly_once(failure: str) -> None:
+    calls: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if failure == "transport":
+            raise httpx.ReadError("connection dropped", request=request)
+        return httpx.Response(503, headers={"Retry-After": "1"}, json={})
+
+    transport = httpx.MockTransport(answer)
+    async with HostClient("http://host", "t", transport=transport) as client:
+        with pytest.raises(errors.HostUnavailable):
+            await client.create("s", BUCKET_REF, "n", {"region": "eu-west-1", "sizeGiB": 1}, "k")
+    assert len(calls) == 1, "a mutation is never re-sent blindly"
+    sent = calls[0]
+    assert sent.headers["If-None-Match"] == "*"
+    assert sent.headers["Idempotency-Key"] == "k"
+    assert sent.headers["Authorization"] == "Bearer t"
+    assert sent.url.params["definitionVersion"] == BUCKET_REF.definition_version
+    assert sent.url.params["schemaDigest"] == BUCKET_REF.schema_digest
+    assert json.loads(sent.content) == {"spec": {"region": "eu-west-1", "sizeGiB": 1}}
+
+
+async def test_a_representation_under_another_ref_is_refused() -> None:
+    other = next(r for r in REGISTRY.known_refs(BUCKET_REF.line) if r != BUCKET_REF)
+    body = _resource_body(other)
+    transport = httpx.MockTransport(lambda r: httpx.Response(200, json=body))
+    async with HostClient("http://host", "t", transport=transport) as client:
+        with pytest.raises(errors.HostProtocolError):
+            await client.get_resource("s", BUCKET_REF, "n")
+
+
+def _operation_response() -> httpx.Response:
+    assert BUCKET_REF is not None
+    return httpx.Response(
+        200,
+        json={
+            "id": "op-1",
+            "verb": "create",
+            "state": "running",
+            "space": "s",
+            "name": "n",
+            "formRef": BUCKET_REF.to_json(),
+            "resourceUid": "u",
+            "error": None,
+        },
+    )
+
+
+def _resource_body(ref: FormRef) -> dict[str, Any]:
+    return {
+        "formRef": ref.to_json(),
+        "metadata": {"space": "s", "name": "n", "uid": "u", "generation": "1", "revision": "1"},
+        "spec": {},
+        "status": {},
+    }
+
+
+# -- against the real host -----------------------------------------------------------------------
+
+
+@pytest.fixture
+async def real(reference_host: Any) -> AsyncIterator[HostClient]:
+    async with HostClient(reference_host.url, reference_host.token) as client:
+        await client.ensure_space("client-tests")
+        yield client
+
+
+@pytest.mark.host
+async def test_real_host_answers_translate(real: HostClient) -> None:
+    assert BUCKET_REF is not None
+    unknown = FormRef(BUCKET_REF.api_version, BUCKET_REF.kind, "9.9.9", BUCKET_REF.schema_digest)
+    with pytest.raises(errors.FormUnknown):
+        await real.get_resource("client-tests", unknown, "x")
+    with pytest.raises(errors.ResourceNotFound):
+        await real.get_resource("client-tests", BUCKET_REF, "missing")
+    with pytest.raises(errors.ValidationFailed) as caught:
+        await real.create("client-tests", BUCKET_REF, "bad", {"region": "eu-west-1"}, "key-bad")
+    assert caught.value.field == "sizeGiB"
+    with pytest.raises(errors.OperationNotFound):
+        await real.get_operation("op-does-not-exist")
+
+
+@pytest.mark.host
+async def test_real_host_unavailable_reads_raise_after_retries(host_factory: Any) -> None:
+    host = host_factory(commit_delay=0.05)
+    host.set_faults(errorRate=1.0)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    async with HostClient(host.url, host.token, read_retries=2, sleep=sleep) as client:
+        with pytest.raises(errors.HostUnavailable) as caught:
+            await client.get_operation("op-1")
+    assert caught.value.retry_after == 1.0
+    assert slept == [1.0, 1.0], "Retry-After honoured on each retry"
