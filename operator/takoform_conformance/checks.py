@@ -1283,6 +1283,25 @@ def operation_record_shape(ctx: Context) -> None:
     _record_names(delete, ctx, name, "delete", "the delete's record")
     ensure(delete["resourceUid"] == uid, "H-31: the delete's record names another uid")
     ctx.wait(delete["id"])
+    listed = ctx.http.get(
+        f"{API}/operations",
+        params={
+            "space": ctx.space,
+            "apiVersion": ctx.primary.api_version,
+            "kind": ctx.primary.kind,
+            "name": name,
+        },
+    )
+    ensure(listed.status_code == 200, f"§7: listing the operations of {name!r}: {describe(listed)}")
+    items = ctx.body(listed, "operation list").get("items")
+    if not isinstance(items, list):
+        raise fail("§7: the operation list has no `items` array")
+    ids = [item.get("id") for item in items if isinstance(item, dict)]
+    expected = [delete["id"], update["id"], accepted["id"]]
+    ensure(
+        ids == expected,
+        f"§7: the operations of {name!r} listed as {ids}, expected newest first {expected}",
+    )
 
 
 @check("failed-operation-reports-error", "H-32", admin="required")
@@ -1350,7 +1369,11 @@ def operation_resumable_after_settlement(ctx: Context) -> None:
 
 @check("operation-expiry-keeps-resource", "H-34", admin="required")
 def operation_expiry_keeps_resource(ctx: Context) -> None:
-    """An expired record is operation_not_found; the resource it produced is untouched."""
+    """Records expire only once settled; an expired one is operation_not_found, the resource kept.
+
+    Forced expiry (POST /admin/v1/operations/expire) first, then the host's own retention, cut
+    to a fraction of a second, with a held (running) operation that must outlive it.
+    """
     ctx.need_admin("POST /admin/v1/operations/expire forces expiry")
     name = ctx.name("expiry")
     record = ctx.settle(ctx.create(name), "create")
@@ -1359,11 +1382,40 @@ def operation_expiry_keeps_resource(ctx: Context) -> None:
     ctx.expect_error(
         ctx.get_operation(record["id"]), 404, "operation_not_found", "H-34", "an expired record"
     )
-    after = ctx.representation(name, what="after its create's record expired")
+    _same_resource(ctx, name, rep, "its create's record was expired")
+    current = ctx.change(name, rep)
+
+    retention = 0.3
+    with ctx.faults(operationRetentionSeconds=retention, stuckOperations=True):
+        held = ctx.accepted(
+            ctx.update(name, ctx.model().changed(current["spec"]), _gen(current)), "held update"
+        )
+        time.sleep(retention * 3)
+        still = ctx.get_operation(held["id"])
+        ensure(
+            still.status_code == 200 and still.json().get("state") == "running",
+            f"H-34: a running operation's record expired: {describe(still)}",
+        )
+        ctx.release()
+        ctx.wait(held["id"])
+        after_update = ctx.representation(name, what="after the held update committed")
+        deadline = time.monotonic() + max(5.0, ctx.op_timeout)
+        while True:
+            gone = ctx.get_operation(held["id"])
+            if gone.status_code != 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        ctx.expect_error(
+            gone, 404, "operation_not_found", "H-34", f"a record {retention}s past its retention"
+        )
+        _same_resource(ctx, name, after_update, "its update's record expired by retention")
+
+
+def _same_resource(ctx: Context, name: str, rep: dict[str, Any], moment: str) -> None:
+    after = ctx.representation(name, what=f"after {moment}")
     for what, key in (("uid", _uid), ("generation", _gen), ("revision", _rev)):
-        ensure(key(after) == key(rep), f"H-34: expiry changed the resource's {what}")
-    ensure(after["spec"] == rep["spec"], "H-34: expiry changed the resource's spec")
-    ctx.change(name, after)
+        ensure(key(after) == key(rep), f"H-34: {moment}: the resource's {what} changed")
+    ensure(after["spec"] == rep["spec"], f"H-34: {moment}: the resource's spec changed")
 
 
 @check("accepted-mutation-durable", "H-35")

@@ -113,7 +113,18 @@ def run_checks(
     token: str,
     admin_token: str | None = None,
     only: Iterable[str] | None = None,
-    **kwargs: float,
+    *,
+    op_timeout: float = 10.0,
+    poll_interval: float = 0.02,
+    progress: Progress | None = None,
 ) -> list[CheckResult]:
-    """The Python API: run the checks and return their results."""
-    return run(url, token, admin_token, only, **kwargs).results  # type: ignore[arg-type]
+    """The Python API: run the checks and return their results (see `run` for the report)."""
+    return run(
+        url,
+        token,
+        admin_token,
+        only,
+        op_timeout=op_timeout,
+        poll_interval=poll_interval,
+        progress=progress,
+    ).results
