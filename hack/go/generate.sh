@@ -6,7 +6,7 @@
 # A wrapper module requires k8s.io/kubernetes and replaces each of those v0.0.0 modules with the
 # matching published release (v1.Y.Z -> v0.Y.Z). The list is derived from the downloaded go.mod,
 # never hand-copied. etcd and helm get the same kind of wrapper so that go.sum pins everything.
-set -euo pipefail
+set -euo pipefail  # needs: go, jq
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../versions.env
 source "$here/../versions.env"
