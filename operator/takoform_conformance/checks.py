@@ -124,9 +124,8 @@ def auth_required(ctx: Context) -> None:
 
 def _provoke_errors(ctx: Context) -> list[tuple[str, str, httpx.Response]]:
     """(what, the code the text prescribes, response) for every error the suite can provoke."""
-    cached = getattr(ctx, "_provoked", None)
-    if cached is not None:
-        return cached  # type: ignore[no-any-return]
+    if ctx.provoked is not None:
+        return ctx.provoked
     ref = ctx.primary
     key = ctx.key()
     name, rep = ctx.make("errors", key=key)
@@ -209,7 +208,7 @@ def _provoke_errors(ctx: Context) -> list[tuple[str, str, httpx.Response]]:
         "idempotency_key_reused",
         ctx.create(missing, spec, key=key),
     )
-    ctx._provoked = out  # type: ignore[attr-defined]
+    ctx.provoked = out
     return out
 
 
@@ -1085,7 +1084,7 @@ def _replay_status(response: httpx.Response, original: str, what: str) -> dict[s
         response.status_code in (200, 202),
         f"H-28: {what}: replay answered {describe(response)}, not the original operation",
     )
-    record = response.json()
+    record: dict[str, Any] = response.json()
     ensure(
         record.get("id") == original,
         f"H-28: {what}: replay answered operation {record.get('id')!r}, not {original}",
@@ -1095,7 +1094,7 @@ def _replay_status(response: httpx.Response, original: str, what: str) -> dict[s
         (response.status_code == 202) == (state == "running"),
         f"H-28: {what}: replay status {response.status_code} with a {state} record",
     )
-    return record  # type: ignore[no-any-return]
+    return record
 
 
 @check("idempotency-key-replays-original", "H-28", admin="optional")

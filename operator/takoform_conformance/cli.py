@@ -16,7 +16,7 @@ from typing import TextIO
 
 from .checks import CHECKS
 from .harness import Check, CheckResult, HostUnusable
-from .runner import RunReport, run, select
+from .runner import Progress, RunReport, run, select
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -109,7 +109,7 @@ def _summary_line(results: Sequence[CheckResult]) -> str:
     )
 
 
-def _progress(err: TextIO) -> object:
+def _progress(err: TextIO) -> Progress:
     def report(index: int, total: int, item: Check, result: CheckResult | None) -> None:
         if result is None:
             err.write(f"[{index:>2}/{total}] {item.name} ... ")
@@ -148,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.admin_token,
             args.only,
             op_timeout=args.op_timeout,
-            progress=None if args.quiet else _progress(err),  # type: ignore[arg-type]
+            progress=None if args.quiet else _progress(err),
         )
     except HostUnusable as exc:
         err.write(f"takoform-conformance: error: {exc}\n")

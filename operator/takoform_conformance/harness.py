@@ -370,6 +370,8 @@ class Context:
         self._counter = 0
         self.cleanup_problems: list[str] = []
         self.changed_faults: dict[str, Any] = {}
+        #: (what, prescribed code, response) of the errors provoked once per run (H-2, H-37).
+        self.provoked: list[tuple[str, str, httpx.Response]] | None = None
         self.primary: FormRef
         self.sibling: FormRef | None = None
 
