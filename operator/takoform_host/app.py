@@ -462,6 +462,9 @@ class HostApp:
             for key in ("space", "apiVersion", "kind", "name")
             if (value := request.query_params.get(key))
         }
+        if "space" not in filters:
+            # A host-wide listing would leak operations across spaces.
+            raise HostError(400, "invalid_request", "the space filter is required")
         return self.raw(200, self.host.list_operations(filters))
 
     # -- handlers: admin ---------------------------------------------------------------------

@@ -212,3 +212,11 @@ async def test_real_host_unavailable_reads_raise_after_retries(host_factory: Any
             await client.get_operation("op-1")
     assert caught.value.retry_after == 1.0
     assert slept == [1.0, 1.0], "Retry-After honoured on each retry"
+
+
+@pytest.mark.host
+def test_operation_listing_never_crosses_spaces(reference_host: Any) -> None:
+    with reference_host.api() as api:
+        answer = api.get("/v1alpha3/operations", params={"name": "anything"})
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == "invalid_request"
