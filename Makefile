@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: bench-host help venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
+.PHONY: bench-host conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -50,8 +50,20 @@ test: lint typecheck check-generated tools ## everything CI runs: lint, types, g
 bench-host: venv ## benchmark the reference host (throughput, p50/p99 latency on loopback)
 	$(BIN)/python hack/bench_host.py
 
-run: venv ## run the operator (coming with the operator)
-	@echo "The operator itself is not built yet; see README.md."
+HOST_LISTEN ?= 127.0.0.1:8787
+HOST_DB ?= .host/takoform-host.db
+
+run: venv ## run the operator (coming with the operator; `make host` runs the reference host today)
+	@echo "The operator itself is not built yet; \`make host\` runs the reference host it will drive."
+
+host: venv ## run the reference host on $(HOST_LISTEN) (token: dev-token, admin token: dev-admin)
+	@mkdir -p $(dir $(HOST_DB))
+	TAKOFORM_HOST_TOKENS=dev-token TAKOFORM_HOST_ADMIN_TOKEN=dev-admin \
+	  $(BIN)/takoform-host serve --db $(HOST_DB) --listen $(HOST_LISTEN) --space default
+
+conformance: venv ## run the conformance suite against HOST_URL (default: a `make host` on this machine)
+	$(BIN)/takoform-conformance --host $${HOST_URL:-http://$(HOST_LISTEN)} \
+	  --token $${HOST_TOKEN:-dev-token} --admin-token $${HOST_ADMIN_TOKEN:-dev-admin}
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
