@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Protocol
 
-from takoform_operator.core.conditions import Condition, ConditionType, Reason
+from takoform_operator.core.conditions import Reason
 from takoform_operator.core.reconcile import (
     RETRY_LATER,
     Action,
@@ -26,6 +26,7 @@ from takoform_operator.core.reconcile import (
     Update,
     accepted,
     decide,
+    degraded,
     plan,
     rejected,
 )
@@ -156,22 +157,9 @@ async def _act(desired: Desired, decision: Decision, host: HostPort) -> Outcome:
 
 
 def _unavailable(state: State, message: str, retry_after: float | None) -> Outcome:
-    return Outcome(
-        state=state,
-        conditions=(
-            Condition(ConditionType.DEGRADED, True, Reason.HOST_UNAVAILABLE, message),
-            Condition(ConditionType.READY, False, Reason.HOST_UNAVAILABLE, message),
-        ),
-        requeue_after=retry_after if retry_after is not None else 5.0,
-    )
+    requeue = retry_after if retry_after is not None else 5.0
+    return degraded(state, Reason.HOST_UNAVAILABLE, message, requeue)
 
 
 def _trouble(state: State, reason: Reason, message: str) -> Outcome:
-    return Outcome(
-        state=state,
-        conditions=(
-            Condition(ConditionType.DEGRADED, True, reason, message),
-            Condition(ConditionType.READY, False, reason, message),
-        ),
-        requeue_after=RETRY_LATER,
-    )
+    return degraded(state, reason, message, RETRY_LATER)

@@ -160,39 +160,37 @@ def _cond(kind: ConditionType, status: bool, reason: Reason, message: str = "") 
     return Condition(kind, status, reason, message)
 
 
-def _blocked(state: State, reason: Reason, message: str, requeue: float | None) -> Outcome:
+def not_ready(
+    state: State,
+    kind: ConditionType,
+    reason: Reason,
+    message: str,
+    requeue: float | None,
+    *,
+    warn: bool = True,
+) -> Outcome:
+    """The one shape of every not-Ready outcome: `kind` True, Ready False, same reason."""
     return Outcome(
         state=state,
         conditions=(
-            _cond(ConditionType.BLOCKED, True, reason, message),
+            _cond(kind, True, reason, message),
             _cond(ConditionType.READY, False, reason, message),
         ),
         requeue_after=requeue,
-        events=(Event("Warning", reason, message),),
+        events=(Event("Warning", reason, message),) if warn else (),
     )
+
+
+def _blocked(state: State, reason: Reason, message: str, requeue: float | None) -> Outcome:
+    return not_ready(state, ConditionType.BLOCKED, reason, message, requeue)
 
 
 def _waiting(state: State, reason: Reason, message: str, requeue: float = POLL_PENDING) -> Outcome:
-    return Outcome(
-        state=state,
-        conditions=(
-            _cond(ConditionType.RECONCILING, True, reason, message),
-            _cond(ConditionType.READY, False, reason, message),
-        ),
-        requeue_after=requeue,
-    )
+    return not_ready(state, ConditionType.RECONCILING, reason, message, requeue, warn=False)
 
 
-def _degraded(state: State, reason: Reason, message: str, requeue: float | None) -> Outcome:
-    return Outcome(
-        state=state,
-        conditions=(
-            _cond(ConditionType.DEGRADED, True, reason, message),
-            _cond(ConditionType.READY, False, reason, message),
-        ),
-        requeue_after=requeue,
-        events=(Event("Warning", reason, message),),
-    )
+def degraded(state: State, reason: Reason, message: str, requeue: float | None) -> Outcome:
+    return not_ready(state, ConditionType.DEGRADED, reason, message, requeue)
 
 
 def _deleting(outcome: Outcome, desired: Desired) -> Outcome:
@@ -276,13 +274,13 @@ def _plan_import(desired: Desired, state: State, registry: Registry) -> Plan | O
     try:
         wanted = parse_import_id(desired.import_id, registry.default_create_ref(desired.line))
     except InvalidImportId as exc:
-        return _degraded(state, Reason.INVALID_IMPORT_ID, str(exc), None)
+        return degraded(state, Reason.INVALID_IMPORT_ID, str(exc), None)
     if wanted.form_ref.line != desired.line:
         message = (
             f"import id names {wanted.form_ref.line}, but this resource is a {desired.line}; "
             "use the CR kind of the imported resource"
         )
-        return _degraded(state, Reason.INVALID_IMPORT_ID, message, None)
+        return degraded(state, Reason.INVALID_IMPORT_ID, message, None)
     try:
         registry.lookup(wanted.form_ref)
     except UnknownFormRef as exc:
@@ -294,7 +292,7 @@ def _plan_import(desired: Desired, state: State, registry: Registry) -> Plan | O
             f"import id names space {space!r} and name {wanted.name!r}, but spec.space is "
             f"{desired.space!r} and the resource name is {desired.name!r}; make them agree"
         )
-        return _degraded(state, Reason.SPACE_MISMATCH, message, None)
+        return degraded(state, Reason.SPACE_MISMATCH, message, None)
     return Plan(None, Target(space, wanted.form_ref, wanted.name))
 
 
@@ -314,7 +312,7 @@ def decide(
             decision = _decide_bound(desired, state, seen.resource, registry)
     except CodecError as exc:
         # Host state that does not decode under the exact ref: report, mutate nothing.
-        outcome = _degraded(state, Reason.HOST_STATE_UNDECODABLE, str(exc), RETRY_LATER)
+        outcome = degraded(state, Reason.HOST_STATE_UNDECODABLE, str(exc), RETRY_LATER)
         decision = Decision(outcome)
     return replace(decision, outcome=_deleting(decision.outcome, desired))
 
@@ -378,7 +376,7 @@ def _decide_pending(
         gone = state.unbound()  # a fresh attempt: the old key must never replay
         if pending.verb is Verb.CREATE and failed:
             message = f"{opname} failed ({operation.error_code}): {operation.error_message}"
-            return Decision(_degraded(gone, Reason.OPERATION_FAILED, message, RETRY_LATER))
+            return Decision(degraded(gone, Reason.OPERATION_FAILED, message, RETRY_LATER))
         message = "the host resource is gone; it will be created again"
         outcome = _drifted(gone, Reason.RESOURCE_DELETED, message)
         return Decision(_with_event(outcome, failure))
@@ -389,7 +387,7 @@ def _decide_pending(
     settled = _settled(cleared, seen.resource, registry)
     if failed:
         message = f"{opname} failed ({operation.error_code}): {operation.error_message}"
-        return Decision(_degraded(settled, Reason.OPERATION_FAILED, message, RETRY_LATER))
+        return Decision(degraded(settled, Reason.OPERATION_FAILED, message, RETRY_LATER))
     return _decide_bound(desired, settled, seen.resource, registry)
 
 
@@ -447,7 +445,7 @@ def _decide_bound(
         )
     except CodecError as exc:
         # The desired spec does not fit the contract the resource is under (rule 3).
-        return Decision(_degraded(settled, Reason.INVALID_SPEC, str(exc), None))
+        return Decision(degraded(settled, Reason.INVALID_SPEC, str(exc), None))
     current = codec.normalize(resource.form_ref, codec.decode(resource.form_ref, resource.spec))
     if wanted == current:
         ready = Outcome(
@@ -486,7 +484,7 @@ def _decide_unbound(
                 f"nothing named {planned.target.name} under "
                 f"{planned.target.form_ref} in space {planned.target.space}"
             )
-            return Decision(_degraded(state, Reason.IMPORT_TARGET_NOT_FOUND, message, RETRY_LATER))
+            return Decision(degraded(state, Reason.IMPORT_TARGET_NOT_FOUND, message, RETRY_LATER))
         imported = _settled(state, resource, registry)
         message = f"imported {resource.name} uid {resource.uid} under {resource.form_ref}"
         outcome = _waiting(imported, Reason.IMPORTED, message, RETRY_SOON)
@@ -517,7 +515,7 @@ def _decide_unbound(
     try:
         spec = codec.encode(planned.target.form_ref, desired.parameters)
     except CodecError as exc:
-        return Decision(_degraded(state, Reason.INVALID_SPEC, str(exc), None))
+        return Decision(degraded(state, Reason.INVALID_SPEC, str(exc), None))
     action = Create(planned.target, spec, create_key(desired, state))
     message = f"creating {planned.target.name} under {planned.target.form_ref}"
     return Decision(_waiting(state, Reason.CREATE_PENDING, message), action)
@@ -550,15 +548,7 @@ def _not_ours(state: State, resource: ResourceView) -> Outcome:
 
 
 def _drifted(state: State, reason: Reason, message: str) -> Outcome:
-    return Outcome(
-        state=state,
-        conditions=(
-            _cond(ConditionType.DRIFTED, True, reason, message),
-            _cond(ConditionType.READY, False, reason, message),
-        ),
-        requeue_after=RETRY_SOON,
-        events=(Event("Warning", reason, message),),
-    )
+    return not_ready(state, ConditionType.DRIFTED, reason, message, RETRY_SOON)
 
 
 def _finalized(state: State, message: str) -> Outcome:
@@ -664,5 +654,5 @@ def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcom
         message = f"{action.verb} refused ({code}); re-reading the resource"
         return _waiting(state, Reason.OPERATION_RUNNING, message, RETRY_SOON)
     if code == "validation_failed":
-        return _degraded(state, Reason.INVALID_SPEC, refusal.message, None)
-    return _degraded(state, Reason.HOST_REJECTED, f"{code}: {refusal.message}", RETRY_LATER)
+        return degraded(state, Reason.INVALID_SPEC, refusal.message, None)
+    return degraded(state, Reason.HOST_REJECTED, f"{code}: {refusal.message}", RETRY_LATER)
