@@ -53,8 +53,9 @@ bench-host: venv ## benchmark the reference host (throughput, p50/p99 latency on
 HOST_LISTEN ?= 127.0.0.1:8787
 HOST_DB ?= .host/takoform-host.db
 
-run: venv ## run the operator (coming with the operator; `make host` runs the reference host today)
-	@echo "The operator itself is not built yet; \`make host\` runs the reference host it will drive."
+run: venv ## run the operator against KUBECONFIG and the host of `make host` (docs/operator.md)
+	TAKOFORM_HOST_URL=$${TAKOFORM_HOST_URL:-http://$(HOST_LISTEN)} \
+	  TAKOFORM_HOST_TOKEN=$${TAKOFORM_HOST_TOKEN:-dev-token} $(BIN)/takoform-operator run
 
 host: venv ## run the reference host on $(HOST_LISTEN) (token: dev-token, admin token: dev-admin)
 	@mkdir -p $(dir $(HOST_DB))

@@ -41,6 +41,28 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from takoform_operator.main import main as run_operator
+    from takoform_operator.settings import Settings
+
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        print(f"error: invalid TAKOFORM_* settings:\n{exc}", file=sys.stderr)
+        return 2
+    if args.namespace:
+        settings = settings.model_copy(update={"namespace": args.namespace})
+    if settings.token() is None:
+        print(
+            "error: no host token: set TAKOFORM_HOST_TOKEN or TAKOFORM_HOST_TOKEN_FILE",
+            file=sys.stderr,
+        )
+        return 2
+    return run_operator(settings)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="takoform-operator", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -50,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     generate.add_argument("--check", action="store_true", help="fail if anything would change")
     generate.add_argument("--root", type=Path, help="repository root (default: found from cwd)")
     generate.set_defaults(handler=_generate)
+    run = commands.add_parser(
+        "run", help="run the operator (settings from TAKOFORM_* variables; see docs/operator.md)"
+    )
+    run.add_argument("--namespace", help="watch only this namespace (default: all)")
+    run.set_defaults(handler=_run)
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args))

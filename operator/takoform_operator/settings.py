@@ -14,7 +14,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TAKOFORM_", extra="ignore")
 
     host_url: str = Field(
-        default="http://127.0.0.1:8080", description="Base URL of the Takoform host."
+        default="http://127.0.0.1:8787", description="Base URL of the Takoform host."
     )
     host_token: SecretStr | None = Field(default=None, description="Bearer token for the host.")
     host_token_file: Path | None = Field(
@@ -28,14 +28,8 @@ class Settings(BaseSettings):
         default=3, ge=0, description="Retries of a READ on transport errors, 429 and 5xx."
     )
     host_max_connections: int = Field(default=20, ge=1, description="Connection pool size.")
-    poll_pending_seconds: float = Field(
-        default=2.0, gt=0, description="Look again this soon while an operation is pending."
-    )
     poll_ready_seconds: float = Field(
         default=60.0, gt=0, description="Re-observe a ready resource this often (drift)."
-    )
-    retry_later_seconds: float = Field(
-        default=30.0, gt=0, description="Back-off after a host refusal or failure."
     )
     metrics_port: int = Field(default=8000, ge=0, description="Prometheus metrics port (0: off).")
     namespace: str | None = Field(

@@ -1,0 +1,74 @@
+"""The composition root: real adapters wired around the core, then kopf runs the handlers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+import kopf
+from prometheus_client import start_http_server
+
+from takoform_operator.host.client import HostClient
+from takoform_operator.kube.handlers import FINALIZER, Runtime, register
+from takoform_operator.kube.status import KubernetesStatusWriter
+from takoform_operator.metrics import Metrics
+from takoform_operator.reconciler import HostClientPort
+from takoform_operator.registry_data import load_registry
+from takoform_operator.settings import Settings
+
+logger = logging.getLogger("takoform_operator")
+
+
+def kopf_settings() -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    # Our own annotations and finalizer, never kopf's defaults under another project's domain.
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="takoform.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="takoform.io", key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING  # our own Events say what matters
+    return settings
+
+
+async def run(settings: Settings, stop: threading.Event | None = None) -> None:
+    registry = load_registry()
+    metrics = Metrics()
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port, registry=metrics.registry)
+        logger.info("metrics on :%d/metrics", settings.metrics_port)
+    async with HostClient.from_settings(settings) as client:
+        runtime = Runtime(
+            registry=registry,
+            settings=settings,
+            host=HostClientPort(client),
+            status=KubernetesStatusWriter(),
+            metrics=metrics,
+        )
+        kopf_registry = kopf.OperatorRegistry()
+        kopf.on.login(registry=kopf_registry)(_login)
+        register(runtime, kopf_registry)
+        logger.info("managing %d Form lines against %s", len(registry.lines()), settings.host_url)
+        await kopf.operator(
+            registry=kopf_registry,
+            settings=kopf_settings(),
+            standalone=True,
+            clusterwide=settings.namespace is None,
+            namespaces=[settings.namespace] if settings.namespace else (),
+            stop_flag=stop,
+        )
+
+
+def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    return kopf.login_via_client(**kwargs)
+
+
+def main(settings: Settings) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per host request is noise
+    asyncio.run(run(settings))
+    return 0

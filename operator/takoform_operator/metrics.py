@@ -1,0 +1,98 @@
+"""Prometheus metrics, created on an injectable registry. Per-resource series go away with the
+resource (`forget`), so a deleted CR never leaves a stale Blocked alert behind."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.reconcile import Outcome
+
+_HOST_TROUBLE = {Reason.HOST_UNAVAILABLE, Reason.HOST_REJECTED}
+
+
+def _labels(body: Any) -> dict[str, str]:
+    metadata = body["metadata"]
+    return {
+        "namespace": str(metadata.get("namespace", "")),
+        "name": str(metadata.get("name", "")),
+        "kind": str(body.get("kind", "")),
+    }
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.reconciles = Counter(
+            "takoform_reconciles",
+            "Reconciles run, by kind and result (ready, pending, blocked, degraded, finalized).",
+            ["kind", "result"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "takoform_reconcile_duration_seconds",
+            "Wall time of one reconcile, host calls included.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.blocked = Gauge(
+            "takoform_resource_blocked",
+            "1 while the resource is Blocked (uid mismatch, unsupported FormRef, name taken...).",
+            ["namespace", "name", "kind", "reason"],
+            registry=self.registry,
+        )
+        self.pending = Gauge(
+            "takoform_resource_pending_operation",
+            "1 while the resource has a host operation accepted and not yet seen settled.",
+            ["namespace", "name", "kind"],
+            registry=self.registry,
+        )
+        self.host_errors = Counter(
+            "takoform_host_errors",
+            "Reconciles that ended on a host error, by reason.",
+            ["kind", "reason"],
+            registry=self.registry,
+        )
+        self._blocked_reasons: dict[tuple[str, str, str], str] = {}
+
+    def reconciled(self, body: Any, outcome: Outcome, seconds: float) -> None:
+        labels = _labels(body)
+        key = (labels["namespace"], labels["name"], labels["kind"])
+        true = {c.type: c.reason for c in outcome.conditions if c.status}
+        result = _result(outcome, true)
+        self.reconciles.labels(kind=labels["kind"], result=result).inc()
+        self.duration.labels(kind=labels["kind"]).observe(seconds)
+        for reason in _HOST_TROUBLE & set(true.values()):
+            self.host_errors.labels(kind=labels["kind"], reason=str(reason)).inc()
+        previous = self._blocked_reasons.pop(key, None)
+        if previous is not None:
+            self.blocked.remove(*key, previous)
+        if ConditionType.BLOCKED in true:
+            blocked_reason = str(true[ConditionType.BLOCKED])
+            self.blocked.labels(*key, blocked_reason).set(1)
+            self._blocked_reasons[key] = blocked_reason
+        self.pending.labels(*key).set(1 if outcome.state.pending else 0)
+
+    def forget(self, body: Any) -> None:
+        labels = _labels(body)
+        key = (labels["namespace"], labels["name"], labels["kind"])
+        reason = self._blocked_reasons.pop(key, None)
+        if reason is not None:
+            self.blocked.remove(*key, reason)
+        with contextlib.suppress(KeyError):
+            self.pending.remove(*key)
+
+
+def _result(outcome: Outcome, true: dict[ConditionType, Reason]) -> str:
+    if outcome.finalized:
+        return "finalized"
+    if ConditionType.BLOCKED in true:
+        return "blocked"
+    if ConditionType.DEGRADED in true:
+        return "degraded"
+    if ConditionType.READY in true:
+        return "ready"
+    return "pending"

@@ -1,0 +1,223 @@
+"""The operator as users run it: a `takoform-operator run` process, a real kube-apiserver, the
+reference host as a real process. CRs go in with kubectl; what comes out is read back from the
+API server and the host."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fixtures_kube import KubeCluster, wait_until
+
+pytestmark = [pytest.mark.kube, pytest.mark.host]
+
+BUCKET_110 = "1.1.0"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Operator:
+    process: subprocess.Popen[bytes]
+    log: Path
+    metrics_url: str
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as answer:
+            return str(answer.read().decode())
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+@pytest.fixture
+def operator(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    kube_namespace: str,
+    host_factory: Any,
+    tmp_path: Path,
+) -> Iterator[tuple[Operator, Any, str]]:
+    host = host_factory(commit_delay=0.1)
+    with host.api() as api:
+        api.put("/v1alpha3/spaces/team-a")
+    port = _free_port()
+    log = tmp_path / "operator.log"
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kube_cluster.kubeconfig),
+        "TAKOFORM_HOST_URL": host.url,
+        "TAKOFORM_HOST_TOKEN": host.token,
+        "TAKOFORM_POLL_READY_SECONDS": "2",
+        "TAKOFORM_METRICS_PORT": str(port),
+    }
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "takoform_operator.cli", "run", "--namespace", kube_namespace],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    running = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
+    try:
+        wait_until(lambda: _serving(running), "the operator's metrics endpoint", timeout=30)
+        yield running, host, kube_namespace
+    except BaseException:
+        print(running.log_tail())
+        raise
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _serving(operator: Operator) -> bool:
+    if operator.process.poll() is not None:
+        pytest.fail(f"the operator exited:\n{operator.log_tail()}", pytrace=False)
+    try:
+        operator.metrics()
+    except OSError:
+        return False
+    return True
+
+
+def _bucket(name: str, size: int = 10, policy: str = "Delete") -> str:
+    return json.dumps(
+        {
+            "apiVersion": "storage.takoform.io/v1",
+            "kind": "Bucket",
+            "metadata": {"name": name},
+            "spec": {
+                "space": "team-a",
+                "deletionPolicy": policy,
+                "parameters": {"region": "eu-west-1", "sizeGiB": size},
+            },
+        }
+    )
+
+
+def _status(cluster: KubeCluster, namespace: str, name: str) -> dict[str, Any]:
+    found = cluster.kubectl("get", "bucket", name, "-o", "json", namespace=namespace, check=False)
+    if found.returncode != 0:
+        return {}
+    return dict(json.loads(found.stdout).get("status") or {})
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions", []) if c["type"] == kind), {})
+
+
+def _host_read(host: Any, name: str, schema_digest: str) -> httpx.Response:
+    with host.api() as api:
+        return api.get(
+            f"/v1alpha3/spaces/team-a/forms/storage.takoform.io/v1/Bucket/resources/{name}",
+            params={"definitionVersion": BUCKET_110, "schemaDigest": schema_digest},
+        )
+
+
+def test_operator_creates_updates_blocks_remedies_and_deletes(
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
+) -> None:
+    running, host, namespace = operator
+    kube_cluster.apply(_bucket("logs"), namespace=namespace)
+
+    def ready() -> bool:
+        return _condition(_status(kube_cluster, namespace, "logs"), "Ready").get("status") == "True"
+
+    wait_until(ready, "Bucket logs Ready", timeout=60)
+    status = _status(kube_cluster, namespace, "logs")
+    assert status["formRef"]["definitionVersion"] == BUCKET_110, "created under the default"
+    digest = status["formRef"]["schemaDigest"]
+    served = _host_read(host, "logs", digest).json()
+    assert served["metadata"]["uid"] == status["uid"]
+    assert status.get("pendingOperationId") is None
+    columns = kube_cluster.kubectl("get", "takoform", namespace=namespace).stdout
+    assert "logs" in columns and "Available" in columns, "kubectl get takoform lists it"
+
+    # A spec change becomes one fenced update under the recorded ref.
+    kube_cluster.kubectl(
+        "patch", "bucket", "logs", "--type=merge", "-p",
+        '{"spec":{"parameters":{"sizeGiB":20}}}', namespace=namespace,
+    )  # fmt: skip
+    wait_until(
+        lambda: _host_read(host, "logs", digest).json()["spec"]["sizeGiB"] == 20,
+        "the host spec updated",
+    )
+    wait_until(lambda: _status(kube_cluster, namespace, "logs").get("generation") == "2", "gen 2")
+
+    # Out-of-band delete+recreate: Blocked, with both uids, an Event and the metric.
+    original = status["uid"]
+    replacement = host.admin(
+        "POST",
+        "/admin/v1/resources/recreate",
+        {
+            "space": "team-a",
+            "apiVersion": "storage.takoform.io/v1",
+            "kind": "Bucket",
+            "name": "logs",
+        },
+    ).json()["metadata"]["uid"]
+
+    def blocked() -> bool:
+        condition = _condition(_status(kube_cluster, namespace, "logs"), "Blocked")
+        return condition.get("status") == "True"
+
+    wait_until(blocked, "Blocked", timeout=60)
+    condition = _condition(_status(kube_cluster, namespace, "logs"), "Blocked")
+    assert condition["reason"] == "UidMismatch"
+    assert original in condition["message"] and replacement in condition["message"]
+    assert _status(kube_cluster, namespace, "logs")["uid"] == original, "state kept"
+    events = kube_cluster.kubectl_json("get", "events", namespace=namespace)["items"]
+    assert any(e["reason"] == "UidMismatch" and e["type"] == "Warning" for e in events)
+    wait_until(
+        lambda: 'takoform_resource_blocked{kind="Bucket",name="logs"' in running.metrics(),
+        "the Blocked metric",
+    )
+
+    # Remedy: import the new incarnation explicitly.
+    kube_cluster.kubectl(
+        "annotate", "bucket", "logs", f"takoform.io/accept-uid={replacement}", namespace=namespace
+    )
+    wait_until(
+        lambda: ready() and _status(kube_cluster, namespace, "logs").get("uid") == replacement,
+        "rebound to the accepted incarnation",
+    )
+    assert "takoform_resource_blocked{" not in running.metrics(), "the series went away"
+
+    # Deletion under the Delete policy removes exactly the bound incarnation.
+    kube_cluster.kubectl("delete", "bucket", "logs", "--timeout=60s", namespace=namespace)
+    assert _host_read(host, "logs", digest).status_code == 404
+
+
+def test_orphan_policy_leaves_the_host_resource(
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
+) -> None:
+    _running, host, namespace = operator
+    kube_cluster.apply(_bucket("kept", policy="Orphan"), namespace=namespace)
+    wait_until(
+        lambda: (
+            _condition(_status(kube_cluster, namespace, "kept"), "Ready").get("status") == "True"
+        ),
+        "Bucket kept Ready",
+        timeout=60,
+    )
+    digest = _status(kube_cluster, namespace, "kept")["formRef"]["schemaDigest"]
+    kube_cluster.kubectl("delete", "bucket", "kept", "--timeout=60s", namespace=namespace)
+    assert _host_read(host, "kept", digest).status_code == 200

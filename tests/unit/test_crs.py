@@ -1,0 +1,95 @@
+"""A CR body to the core's Desired, and an outcome to the status merge-patch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from takoform_operator.core.conditions import Condition, ConditionType, Reason
+from takoform_operator.core.reconcile import Outcome
+from takoform_operator.core.state import DeletionPolicy, Pending, State, Verb
+from takoform_operator.kube.crs import InvalidCustomResource, desired_from_cr, status_patch
+from takoform_operator.metrics import Metrics
+
+
+def _body(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.takoform.io/v1",
+        "kind": "Bucket",
+        "metadata": {
+            "name": "logs",
+            "namespace": "demo",
+            "uid": "cr-uid-1",
+            "generation": 3,
+            "annotations": {"takoform.io/accept-uid": "u-new"},
+        },
+        "spec": {"space": "Team A", "parameters": {"sizeGiB": 1}, **spec},
+    }
+
+
+def test_desired_from_a_cr() -> None:
+    desired = desired_from_cr(_body(formRef={"definitionVersion": "1.0.0", "schemaDigest": "d"}))
+    assert desired.cr_uid == "cr-uid-1" and desired.cr_generation == 3
+    assert str(desired.line) == "storage.takoform.io/v1 Bucket"
+    assert desired.space == "Team A", "a SpaceID is opaque: spaces and case are kept"
+    assert desired.name == "logs"
+    assert desired.pin == ("1.0.0", "d")
+    assert desired.deletion_policy is DeletionPolicy.DELETE
+    assert desired.accept_uid == "u-new"
+    assert not desired.deleting
+
+
+def test_resource_name_overrides_the_cr_name() -> None:
+    assert desired_from_cr(_body(resourceName="logs-eu")).name == "logs-eu"
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [{"space": "a/b"}, {"space": ""}, {"resourceName": "Not_A_Name"}, {"deletionPolicy": "Keep"}],
+    ids=["space with slash", "empty space", "bad resource name", "unknown policy"],
+)
+def test_an_impossible_cr_is_reported(spec: dict[str, Any]) -> None:
+    with pytest.raises(InvalidCustomResource):
+        desired_from_cr(_body(**spec))
+
+
+def test_status_patch_clears_with_nulls_and_carries_conditions() -> None:
+    outcome = Outcome(
+        State(uid="u", pending=None, attempt=1),
+        (Condition(ConditionType.READY, True, Reason.AVAILABLE, "ok"),),
+        60.0,
+    )
+    patch = status_patch(outcome, None, now="T", cr_generation=3)
+    assert patch["pendingOperationId"] is None and patch["attempt"] == 1
+    assert patch["observedGeneration"] == 3
+    assert patch["conditions"][0]["type"] == "Ready"
+    assert patch["conditions"][0]["observedGeneration"] == 3
+
+
+def test_metrics_series_of_a_resource_go_away_with_it() -> None:
+    metrics = Metrics(CollectorRegistry())
+    body = _body()
+    blocked = Outcome(
+        State(pending=Pending("op", Verb.CREATE)),
+        (Condition(ConditionType.BLOCKED, True, Reason.UID_MISMATCH, "x"),),
+        60.0,
+    )
+    metrics.reconciled(body, blocked, 0.1)
+    labels = {"namespace": "demo", "name": "logs", "kind": "Bucket"}
+    assert (
+        metrics.registry.get_sample_value(
+            "takoform_resource_blocked", {**labels, "reason": "UidMismatch"}
+        )
+        == 1.0
+    )
+    assert metrics.registry.get_sample_value("takoform_resource_pending_operation", labels) == 1.0
+    metrics.forget(body)
+    assert (
+        metrics.registry.get_sample_value(
+            "takoform_resource_blocked", {**labels, "reason": "UidMismatch"}
+        )
+        is None
+    )
+    assert metrics.registry.get_sample_value("takoform_resource_pending_operation", labels) is None
