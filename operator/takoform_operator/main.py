@@ -21,8 +21,11 @@ from takoform_operator.settings import Settings
 logger = logging.getLogger("takoform_operator")
 
 
-def kopf_settings() -> kopf.OperatorSettings:
+def kopf_settings(namespace: str | None) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
+    if namespace is not None:
+        # One exact namespace: nothing to discover, and a namespaced Role cannot list namespaces.
+        settings.scanning.disabled = True
     # Our own annotations and finalizer, never kopf's defaults under another project's domain.
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="takoform.io")
@@ -53,7 +56,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         logger.info("managing %d Form lines against %s", len(registry.lines()), settings.host_url)
         await kopf.operator(
             registry=kopf_registry,
-            settings=kopf_settings(),
+            settings=kopf_settings(settings.namespace),
             standalone=True,
             clusterwide=settings.namespace is None,
             namespaces=[settings.namespace] if settings.namespace else (),

@@ -80,7 +80,7 @@ class KubeCluster:
         """Run kubectl against this cluster; text in/out. With `check` (default) a non-zero
         exit raises AssertionError showing the command and its stderr. `token` makes the call
         as that bearer token instead of the kubeconfig's user."""
-        kubeconfig = self._token_kubeconfig(token) if token else self.kubeconfig
+        kubeconfig = self.token_kubeconfig(token) if token else self.kubeconfig
         argv = [str(self.kubectl_bin), f"--kubeconfig={kubeconfig}"]
         if namespace:
             argv.append(f"--namespace={namespace}")
@@ -92,7 +92,7 @@ class KubeCluster:
             )
         return proc
 
-    def _token_kubeconfig(self, token: str) -> Path:
+    def token_kubeconfig(self, token: str) -> Path:
         # A kubeconfig whose only credential is the bearer token: with the admin client
         # certificate still present, the API server would authenticate the certificate instead.
         if token not in self._token_configs:

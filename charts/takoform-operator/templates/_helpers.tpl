@@ -1,0 +1,43 @@
+{{/* Names: the release-scoped base name, truncated to what Kubernetes accepts. */}}
+{{- define "takoform-operator.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Selector labels: immutable once installed, so they carry identity only. */}}
+{{- define "takoform-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Standard labels on every object. */}}
+{{- define "takoform-operator.labels" -}}
+{{ include "takoform-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: takoform-operator
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* Every (group, plural) of the CRDs the chart ships, for RBAC. */}}
+{{- define "takoform-operator.crdResources" -}}
+{{- $groups := dict -}}
+{{- range $path, $_ := .Files.Glob "crds/*.yaml" -}}
+{{- $crd := $.Files.Get $path | fromYaml -}}
+{{- $plurals := get $groups $crd.spec.group | default list -}}
+{{- $_ := set $groups $crd.spec.group (append $plurals $crd.spec.names.plural) -}}
+{{- end -}}
+{{- toYaml $groups -}}
+{{- end -}}
+
+{{/* The alert rule groups with the durations and severity of values.yaml filled in. */}}
+{{- define "takoform-operator.alertRules" -}}
+{{- .Files.Get "files/alert-rules.yaml"
+    | replace "__BLOCKED_FOR__" .Values.alerts.blockedFor
+    | replace "__STUCK_FOR__" .Values.alerts.stuckOperationFor
+    | replace "__HOST_ERRORS_FOR__" .Values.alerts.hostErrorsFor
+    | replace "__BLOCKED_SEVERITY__" .Values.alerts.blockedSeverity -}}
+{{- end -}}

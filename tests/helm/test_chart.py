@@ -1,0 +1,340 @@
+"""The Helm chart, rendered by real helm, applied to the real API server, its alert rules checked by
+promtool; the RBAC it grants is proven sufficient by running the operator with its token."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fixtures_kube import KubeCluster, KubeTools, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "takoform-operator"
+pytestmark = pytest.mark.kube
+
+
+@pytest.fixture
+def helm(kube_tools: KubeTools, tmp_path: Path) -> Any:
+    assert kube_tools.helm, "helm not built: run `make tools`"
+    home = tmp_path / "helm-home"  # keep helm's config and cache out of the real $HOME
+    env = {
+        **os.environ,
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [str(kube_tools.helm), *args], capture_output=True, text=True, env=env, timeout=120
+        )
+        if check:
+            assert proc.returncode == 0, f"helm {' '.join(args)}:\n{proc.stderr}{proc.stdout}"
+        return proc
+
+    return run
+
+
+def render(helm: Any, *values: str, namespace: str = "ops") -> list[dict[str, Any]]:
+    sets = [arg for value in values for arg in ("--set", value)]
+    out = helm("template", "t", str(CHART), "--namespace", namespace, *sets).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def kinds(docs: list[dict[str, Any]]) -> list[str]:
+    return sorted(doc["kind"] for doc in docs)
+
+
+def test_chart_lints_strictly(helm: Any) -> None:
+    helm("lint", "--strict", str(CHART))
+
+
+def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: Any) -> None:
+    base = ["ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"]
+    assert kinds(render(helm)) == base
+    monitoring = ["metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"]
+    assert kinds(render(helm, *monitoring)) == sorted([*base, "PrometheusRule", "ServiceMonitor"])
+    off = kinds(render(helm, "metrics.enabled=false", *monitoring))
+    assert off == ["ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"]
+
+
+def test_watch_namespace_narrows_rbac_to_a_role(helm: Any) -> None:
+    docs = render(helm, "watchNamespace=team-a")
+    assert "ClusterRole" not in kinds(docs) and "Role" in kinds(docs)
+    role = next(doc for doc in docs if doc["kind"] == "Role")
+    assert role["metadata"]["namespace"] == "team-a"
+    deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
+    env = {
+        e["name"]: e.get("value")
+        for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["TAKOFORM_NAMESPACE"] == "team-a"
+
+
+def test_rbac_covers_exactly_the_shipped_crds(helm: Any) -> None:
+    role = next(doc for doc in render(helm) if doc["kind"] == "ClusterRole")
+    granted = {
+        (group, resource)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    for path in sorted((REPO / "crds").glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+        assert (group, plural) in granted and (group, f"{plural}/status") in granted
+    assert all(verb != "delete" for rule in role["rules"] for verb in rule["verbs"])
+
+
+def test_labels_follow_the_conventions(helm: Any) -> None:
+    for doc in render(helm):
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "takoform-operator"
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+    deployment = next(doc for doc in render(helm) if doc["kind"] == "Deployment")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert set(selector) == {"app.kubernetes.io/name", "app.kubernetes.io/instance"}
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("replicaCount=2", "the operator runs standalone: two replicas would both reconcile"),
+        ("host.url=not-a-url", "the host URL must be http(s)"),
+        ("alerts.blockedFor=soon", "durations are Prometheus durations"),
+        ("metrics.port=70000", "ports stop at 65535"),
+        ("imagePullPolicy=Always", "an unknown top-level value is a typo, not a setting"),
+    ],
+)
+def test_values_schema_rejects_wrong_values(helm: Any, value: str, why: str) -> None:
+    proc = helm("template", "t", str(CHART), "--set", value, check=False)
+    assert proc.returncode != 0, why
+    assert "schema" in proc.stderr.lower(), proc.stderr
+
+
+def test_chart_crds_are_the_generated_ones() -> None:
+    for path in sorted((REPO / "crds").glob("*.yaml")):
+        assert (CHART / "crds" / path.name).read_text() == path.read_text()
+
+
+# -- alert rules ---------------------------------------------------------------------------------
+
+
+def rule_file(helm: Any, tmp_path: Path, *values: str) -> Path:
+    docs = render(helm, "metrics.prometheusRule.enabled=true", *values)
+    rule = next(doc for doc in docs if doc["kind"] == "PrometheusRule")
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump(rule["spec"], sort_keys=False))
+    return path
+
+
+def test_alert_rules_pass_promtool(helm: Any, kube_tools: KubeTools, tmp_path: Path) -> None:
+    assert kube_tools.promtool
+    rules = rule_file(helm, tmp_path)
+    check = subprocess.run(
+        [str(kube_tools.promtool), "check", "rules", str(rules)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "3 rules found" in check.stdout
+
+
+def test_alerts_fire_as_documented(helm: Any, kube_tools: KubeTools, tmp_path: Path) -> None:
+    """promtool's rule unit tests: Blocked fires after blockedFor, and only while blocked."""
+    assert kube_tools.promtool
+    rules = rule_file(helm, tmp_path)
+    series = '{namespace="demo",name="logs",kind="Bucket"'
+    tests = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {
+                        "series": f'takoform_resource_blocked{series},reason="UidMismatch"}}',
+                        "values": "1x10 _x10",
+                    },
+                    {
+                        "series": f"takoform_resource_pending_operation{series}}}",
+                        "values": "1x40",
+                    },
+                    {
+                        "series": "takoform_host_errors_total"
+                        + '{kind="Bucket",reason="HostUnavailable"}',
+                        "values": "0+5x20",
+                    },
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "3m", "alertname": "TakoformResourceBlocked", "exp_alerts": []},
+                    {
+                        "eval_time": "6m",
+                        "alertname": "TakoformResourceBlocked",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "critical",
+                                    "namespace": "demo",
+                                    "name": "logs",
+                                    "kind": "Bucket",
+                                    "reason": "UidMismatch",
+                                },
+                                "exp_annotations": {
+                                    "summary": "Bucket demo/logs is Blocked (UidMismatch)",
+                                    "description": (
+                                        "The operator will not mutate this resource until a human "
+                                        "chooses a remedy. Read them with: kubectl get bucket -n "
+                                        "demo logs -o jsonpath='{.status.conditions[?(@.type=="
+                                        '"Blocked")].message}\''
+                                    ),
+                                },
+                            }
+                        ],
+                    },
+                    {"eval_time": "18m", "alertname": "TakoformResourceBlocked", "exp_alerts": []},
+                    {"eval_time": "20m", "alertname": "TakoformOperationStuck", "exp_alerts": []},
+                    {
+                        "eval_time": "35m",
+                        "alertname": "TakoformOperationStuck",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "warning",
+                                    "namespace": "demo",
+                                    "name": "logs",
+                                    "kind": "Bucket",
+                                },
+                                "exp_annotations": {
+                                    "summary": "Bucket demo/logs has a host operation pending "
+                                    "for long",
+                                    "description": "A host operation was accepted and has not "
+                                    "settled. Its id is in status.pendingOperationId; the operator "
+                                    "keeps consulting it and never orphans it.",
+                                },
+                            }
+                        ],
+                    },
+                    {
+                        "eval_time": "18m",
+                        "alertname": "TakoformHostErrors",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "warning",
+                                    "kind": "Bucket",
+                                    "reason": "HostUnavailable",
+                                },
+                                "exp_annotations": {
+                                    "summary": "takoform-operator sees host errors "
+                                    "(HostUnavailable) for Bucket",
+                                    "description": "Reconciles end on host errors (unavailable or "
+                                    "refused). Check the host and the Degraded conditions of the "
+                                    "affected resources.",
+                                },
+                            }
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "alerts_test.yaml"
+    path.write_text(yaml.safe_dump(tests, sort_keys=False))
+    run = subprocess.run(
+        [str(kube_tools.promtool), "test", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+# -- on the real API server ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def installed(
+    helm: Any, kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str
+) -> Iterator[str]:
+    kubeconfig = f"--kubeconfig={kube_cluster.kubeconfig}"
+    helm(
+        "install", "tko", str(CHART), kubeconfig, "--namespace", kube_namespace,
+        "--set", f"watchNamespace={kube_namespace}",
+    )  # fmt: skip
+    yield kube_namespace
+    helm("uninstall", "tko", kubeconfig, "--namespace", kube_namespace, check=False)
+
+
+def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
+    installed: str, kube_cluster: KubeCluster, host_factory: Any, tmp_path: Path
+) -> None:
+    """No kubelet runs the Deployment here, so the operator runs as a local process that
+    authenticates as the chart's ServiceAccount: what the chart grants is all it gets."""
+    namespace = installed
+    deployment = kube_cluster.kubectl_json(
+        "get", "deployment", "tko-takoform-operator", namespace=namespace
+    )
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "tko-takoform-operator"
+    token = kube_cluster.kubectl(
+        "create", "token", "tko-takoform-operator", namespace=namespace
+    ).stdout
+    kubeconfig = kube_cluster.token_kubeconfig(token.strip())
+    host = host_factory(commit_delay=0.05)
+    with host.api() as api:
+        api.put("/v1alpha3/spaces/team-a")
+    log = tmp_path / "operator.log"
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "TAKOFORM_HOST_URL": host.url,
+        "TAKOFORM_HOST_TOKEN": host.token,
+        "TAKOFORM_METRICS_PORT": "0",
+    }
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "takoform_operator.cli", "run", "--namespace", namespace],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        kube_cluster.apply(
+            json.dumps(
+                {
+                    "apiVersion": "dns.takoform.io/v1",
+                    "kind": "Zone",
+                    "metadata": {"name": "example-org"},
+                    "spec": {"space": "team-a", "parameters": {"domain": "example.org"}},
+                }
+            ),
+            namespace=namespace,
+        )
+
+        def ready() -> bool:
+            zone = kube_cluster.kubectl_json("get", "zone", "example-org", namespace=namespace)
+            conditions = (zone.get("status") or {}).get("conditions", [])
+            return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+        try:
+            wait_until(ready, "the Zone Ready under the chart's RBAC", timeout=60)
+        except BaseException:
+            print(log.read_text(errors="replace")[-4000:])
+            raise
+        kube_cluster.kubectl("delete", "zone", "example-org", "--timeout=60s", namespace=namespace)
+        assert "Forbidden" not in log.read_text(errors="replace")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
