@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fixtures_helm import rule_file
 from fixtures_kube import KubeCluster, wait_until
 
 pytestmark = [pytest.mark.kube, pytest.mark.host]
@@ -221,3 +222,111 @@ def test_orphan_policy_leaves_the_host_resource(
     digest = _status(kube_cluster, namespace, "kept")["formRef"]["schemaDigest"]
     kube_cluster.kubectl("delete", "bucket", "kept", "--timeout=60s", namespace=namespace)
     assert _host_read(host, "kept", digest).status_code == 200
+
+
+@pytest.fixture
+def prometheus(
+    operator: tuple[Operator, Any, str], helm: Any, kube_tools: Any, tmp_path: Path
+) -> Iterator[str]:
+    """A real Prometheus scraping the operator every second with the chart's alert rules
+    (durations shortened through the chart's values)."""
+    assert kube_tools.prometheus, "prometheus missing: run `make tools`"
+    running, _host, _namespace = operator
+    rules = rule_file(helm, tmp_path, "alerts.blockedFor=2s", "alerts.stuckOperationFor=1h")
+    port = _free_port()
+    target = running.metrics_url.removeprefix("http://").removesuffix("/metrics")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        json.dumps(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(rules)],
+                "scrape_configs": [
+                    {"job_name": "takoform-operator", "static_configs": [{"targets": [target]}]}
+                ],
+            }
+        )
+    )
+    log = tmp_path / "prometheus.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [
+                str(kube_tools.prometheus),
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _get(f"{url}/-/ready") is not None, "Prometheus ready", timeout=30)
+        yield url
+    except BaseException:
+        print(log.read_text(errors="replace")[-3000:])
+        raise
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _get(url: str) -> Any:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            body = answer.read().decode()
+    except OSError:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body
+
+
+def _alerts(url: str, name: str) -> list[dict[str, Any]]:
+    found = _get(f"{url}/api/v1/alerts") or {}
+    alerts = found.get("data", {}).get("alerts", []) if isinstance(found, dict) else []
+    return [a for a in alerts if a["labels"].get("alertname") == name]
+
+
+def test_prometheus_fires_and_resolves_the_blocked_alert(
+    operator: tuple[Operator, Any, str], prometheus: str, kube_cluster: KubeCluster
+) -> None:
+    _running, host, namespace = operator
+    kube_cluster.apply(_bucket("watched"), namespace=namespace)
+    wait_until(
+        lambda: (
+            _condition(_status(kube_cluster, namespace, "watched"), "Ready").get("status") == "True"
+        ),
+        "Bucket watched Ready",
+        timeout=60,
+    )
+    assert _alerts(prometheus, "TakoformResourceBlocked") == []
+    target = {"space": "team-a", "apiVersion": "storage.takoform.io/v1", "kind": "Bucket"}
+    host.admin("POST", "/admin/v1/resources/recreate", {**target, "name": "watched"})
+
+    def firing() -> bool:
+        alerts = _alerts(prometheus, "TakoformResourceBlocked")
+        return any(
+            a["state"] == "firing"
+            and a["labels"]["name"] == "watched"
+            and a["labels"]["reason"] == "UidMismatch"
+            and a["labels"]["severity"] == "critical"
+            for a in alerts
+        )
+
+    wait_until(firing, "TakoformResourceBlocked firing in Prometheus", timeout=60)
+    # Remedy 3: delete the host-side replacement; the operator re-creates, the alert resolves.
+    host.admin("POST", "/admin/v1/resources/delete", {**target, "name": "watched"})
+    wait_until(
+        lambda: _alerts(prometheus, "TakoformResourceBlocked") == [],
+        "the alert resolved",
+        timeout=60,
+    )
+    assert _condition(_status(kube_cluster, namespace, "watched"), "Blocked").get("status") in (
+        None,
+        "False",
+    )

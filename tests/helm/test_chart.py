@@ -14,43 +14,11 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures_helm import CHART, kinds, render, rule_file
 from fixtures_kube import KubeCluster, KubeTools, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "takoform-operator"
 pytestmark = pytest.mark.kube
-
-
-@pytest.fixture
-def helm(kube_tools: KubeTools, tmp_path: Path) -> Any:
-    assert kube_tools.helm, "helm not built: run `make tools`"
-    home = tmp_path / "helm-home"  # keep helm's config and cache out of the real $HOME
-    env = {
-        **os.environ,
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
-
-    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            [str(kube_tools.helm), *args], capture_output=True, text=True, env=env, timeout=120
-        )
-        if check:
-            assert proc.returncode == 0, f"helm {' '.join(args)}:\n{proc.stderr}{proc.stdout}"
-        return proc
-
-    return run
-
-
-def render(helm: Any, *values: str, namespace: str = "ops") -> list[dict[str, Any]]:
-    sets = [arg for value in values for arg in ("--set", value)]
-    out = helm("template", "t", str(CHART), "--namespace", namespace, *sets).stdout
-    return [doc for doc in yaml.safe_load_all(out) if doc]
-
-
-def kinds(docs: list[dict[str, Any]]) -> list[str]:
-    return sorted(doc["kind"] for doc in docs)
 
 
 def test_chart_lints_strictly(helm: Any) -> None:
@@ -126,14 +94,6 @@ def test_chart_crds_are_the_generated_ones() -> None:
 
 
 # -- alert rules ---------------------------------------------------------------------------------
-
-
-def rule_file(helm: Any, tmp_path: Path, *values: str) -> Path:
-    docs = render(helm, "metrics.prometheusRule.enabled=true", *values)
-    rule = next(doc for doc in docs if doc["kind"] == "PrometheusRule")
-    path = tmp_path / "rules.yaml"
-    path.write_text(yaml.safe_dump(rule["spec"], sort_keys=False))
-    return path
 
 
 def test_alert_rules_pass_promtool(helm: Any, kube_tools: KubeTools, tmp_path: Path) -> None:
