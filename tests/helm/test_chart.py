@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -298,3 +299,46 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def _documented_values() -> list[str]:
+    """Dotted paths of values.yaml entries that carry a `# --` doc comment."""
+    paths, stack, documented = [], [], False
+    for line in (CHART / "values.yaml").read_text().splitlines():
+        stripped = line.strip()
+        if stripped.startswith("# --"):
+            documented = True
+            continue
+        key = re.match(r"^(\s*)([A-Za-z]+):", line)
+        if not key or stripped.startswith("#"):
+            continue
+        depth = len(key[1]) // 2
+        stack = [*stack[:depth], key[2]]
+        if documented:
+            paths.append(".".join(stack))
+        documented = False
+    return paths
+
+
+def test_every_value_is_documented_where_defined_and_in_the_readme() -> None:
+    documented = _documented_values()
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def leaves(node: Any, prefix: str = "") -> list[str]:
+        if (
+            isinstance(node, dict)
+            and node
+            and prefix not in ("resources", "podSecurityContext", "securityContext")
+        ):
+            return [p for k, v in node.items() for p in leaves(v, f"{prefix}.{k}".lstrip("."))]
+        return [prefix]
+
+    undocumented = [
+        leaf
+        for leaf in leaves(defaults)
+        if not any(leaf == d or leaf.startswith(d + ".") for d in documented)
+    ]
+    assert undocumented == [], "values without a `# --` comment"
+    readme = (CHART / "README.md").read_text()
+    missing = [path for path in documented if f"`{path}`" not in readme]
+    assert missing == [], "values missing from the chart README"
