@@ -195,3 +195,26 @@ async def test_restored_cr_without_status_never_adopts_silently(client: HostClie
     outcome = await restored.converge(port, REGISTRY)
     assert condition(outcome, ConditionType.BLOCKED) is Reason.NAME_TAKEN
     assert restored.state.form_ref is None
+
+
+async def test_host_without_creation_keys_falls_back_to_blocked_not_adoption(
+    host_factory: Any,
+) -> None:
+    """A host that records no keys cannot prove a resource is ours: after a lost 202 and an
+    expired record the operator blocks with the import remedy instead of adopting by name."""
+    host = host_factory(commit_delay=0.05, misbehaviours=("drop-idempotency-key",))
+    async with HostClient(host.url, host.token) as client:
+        await client.ensure_space("crash")
+        cr = SimulatedCr(desired("keyless"))
+        port = SpyPort(client)
+        await cr.reconcile(port, REGISTRY, persist=False)  # died after the host's 202
+        operations = await operations_for(client, "keyless")
+        for _ in range(100):
+            if (await client.get_operation(operations[0].id)).state != "running":
+                break
+            await asyncio.sleep(0.02)
+        host.admin("POST", "/admin/v1/operations/expire", {"ids": [operations[0].id]})
+        outcome = await cr.converge(port, REGISTRY)
+        assert condition(outcome, ConditionType.BLOCKED) is Reason.OWNERSHIP_UNPROVABLE
+        assert cr.state.form_ref is None, "never bound by name alone"
+        assert len([m for m in port.mutations if isinstance(m, Create)]) == 1, "no duplicate"
