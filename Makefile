@@ -53,9 +53,8 @@ bench-host: venv ## benchmark the reference host (throughput, p50/p99 latency on
 HOST_LISTEN ?= 127.0.0.1:8787
 HOST_DB ?= .host/takoform-host.db
 
-run: venv ## run the operator against KUBECONFIG and the host of `make host` (docs/operator.md)
-	TAKOFORM_HOST_URL=$${TAKOFORM_HOST_URL:-http://$(HOST_LISTEN)} \
-	  TAKOFORM_HOST_TOKEN=$${TAKOFORM_HOST_TOKEN:-dev-token} $(BIN)/takoform-operator run
+run: tools venv ## run the operator: local control plane + CRDs + reference host + operator (docs/operator.md)
+	hack/run.sh
 
 host: venv ## run the reference host on $(HOST_LISTEN) (token: dev-token, admin token: dev-admin)
 	@mkdir -p $(dir $(HOST_DB))
