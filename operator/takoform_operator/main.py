@@ -68,10 +68,20 @@ def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.login_via_client(**kwargs)
 
 
+class _RequeueIsNotAnError(logging.Filter):
+    """kopf logs every TemporaryError at ERROR; ours only mean "look again soon"."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.ERROR and "failed temporarily" in record.getMessage():
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
 def main(settings: Settings) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per host request is noise
+    logging.getLogger("kopf.objects").addFilter(_RequeueIsNotAnError())
     asyncio.run(run(settings))
     return 0
