@@ -76,7 +76,7 @@ async def reconciled(client: HostClient, name: str) -> None:
     for _ in range(1000):
         outcome = await reconcile_once(desired, state, port, registry)
         state = outcome.state
-        if any(c.type is ConditionType.READY and c.status for c in outcome.conditions):
+        if ConditionType.READY in outcome.asserted():
             return
         await asyncio.sleep(0.005)
     raise RuntimeError(f"{name} never became Ready")

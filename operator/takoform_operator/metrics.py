@@ -61,7 +61,7 @@ class Metrics:
     def reconciled(self, body: Any, outcome: Outcome, seconds: float) -> None:
         labels = _labels(body)
         key = (labels["namespace"], labels["name"], labels["kind"])
-        true = {c.type: c.reason for c in outcome.conditions if c.status}
+        true = outcome.asserted()
         result = _result(outcome, true)
         self.reconciles.labels(kind=labels["kind"], result=result).inc()
         self.duration.labels(kind=labels["kind"]).observe(seconds)

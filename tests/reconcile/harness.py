@@ -78,10 +78,7 @@ class SimulatedCr:
 
 def condition(outcome: Outcome, kind: ConditionType) -> Reason | None:
     """The reason of a True condition of that type, or None."""
-    for cond in outcome.conditions:
-        if cond.type is kind and cond.status:
-            return cond.reason
-    return None
+    return outcome.asserted().get(kind)
 
 
 def message(outcome: Outcome, kind: ConditionType) -> str:

@@ -28,21 +28,17 @@ CREATE = Decision(Outcome(State(), (), 2.0), Create(TARGET, {}, "cr-1:create:0")
 UPDATE = Decision(Outcome(BOUND, (), 2.0), Update(TARGET, {}, "4", "u-1", "cr-1:update:2:4:0"))
 
 
-def _true(outcome: Outcome) -> dict[ConditionType, Reason]:
-    return {c.type: c.reason for c in outcome.conditions if c.status}
-
-
 @pytest.mark.parametrize("code", ["generation_conflict", "revision_conflict", "uid_mismatch"])
 def test_a_stale_fence_rereads_and_never_overwrites(code: str) -> None:
     outcome = rejected(UPDATE, Rejection(code, "stale"), DESIRED)
     assert outcome.state == BOUND, "nothing recorded: the next reconcile re-reads"
     assert outcome.requeue_after == 0.0
-    assert ConditionType.RECONCILING in _true(outcome)
+    assert ConditionType.RECONCILING in outcome.asserted()
 
 
 def test_create_meeting_a_resource_under_another_ref_blocks_with_the_import_remedy() -> None:
     outcome = rejected(CREATE, Rejection("resource_exists", "exists"), DESIRED)
-    assert _true(outcome)[ConditionType.BLOCKED] is Reason.NAME_TAKEN
+    assert outcome.asserted()[ConditionType.BLOCKED] is Reason.NAME_TAKEN
     assert outcome.state == State()
 
 
@@ -70,10 +66,10 @@ def test_somebody_elses_operation_is_waited_for_not_adopted(
 ) -> None:
     outcome = rejected(CREATE, Rejection("operation_in_progress", "b", "op-5", operation), DESIRED)
     assert outcome.state == State()
-    assert _true(outcome)[ConditionType.RECONCILING] is Reason.NAME_BUSY
+    assert outcome.asserted()[ConditionType.RECONCILING] is Reason.NAME_BUSY
 
 
 def test_validation_failure_waits_for_a_spec_change() -> None:
     outcome = rejected(UPDATE, Rejection("validation_failed", "sizeGiB too big"), DESIRED)
-    assert _true(outcome)[ConditionType.DEGRADED] is Reason.INVALID_SPEC
+    assert outcome.asserted()[ConditionType.DEGRADED] is Reason.INVALID_SPEC
     assert outcome.requeue_after is None

@@ -189,17 +189,13 @@ def _run(verb: Verb, op: OpState, found: Presence, *, deleting: bool = False):
     return decide(desired, state, Plan("op-1", target), Observation(view, resource), REGISTRY)
 
 
-def _types(outcome) -> dict[ConditionType, Reason]:
-    return {c.type: c.reason for c in outcome.conditions if c.status}
-
-
 @pytest.mark.parametrize(("op", "found", "conclusion", "why"), MUTATION_ROWS)
 def test_decide_follows_mutation_rows(
     op: OpState, found: Presence, conclusion: Conclusion, why: str
 ) -> None:
     decision = _run(Verb.CREATE, op, found)
     state = decision.outcome.state
-    conditions = _types(decision.outcome)
+    conditions = decision.outcome.asserted()
     if conclusion is C.WAIT:
         assert state.pending is not None and state.uid == OURS, why
         assert decision.action is None
@@ -237,7 +233,7 @@ def test_decide_follows_delete_rows(
         assert outcome.finalized and decision.action is None, why
     elif conclusion in (C.BLOCK_KEEP_MARKER, C.BLOCK_CLEAR):
         assert not outcome.finalized and decision.action is None, "never delete a replacement"
-        assert _types(outcome).get(ConditionType.BLOCKED) is not None, why
+        assert outcome.asserted().get(ConditionType.BLOCKED) is not None, why
     elif conclusion is C.SETTLE_KEEP_MARKER:
         assert outcome.state.pending is not None and decision.action is None, why
     elif conclusion is C.SETTLE_CLEAR:

@@ -128,6 +128,10 @@ class Outcome:
     #: Deletion is complete (or orphaned): the adapter may let the CR go.
     finalized: bool = False
 
+    def asserted(self) -> dict[ConditionType, Reason]:
+        """The reason of every condition this outcome sets True, by type."""
+        return {c.type: c.reason for c in self.conditions if c.status}
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -215,6 +219,11 @@ def _settled(state: State, resource: ResourceView, registry: Registry) -> State:
         package_digest=resource.package_digest or state.package_digest,
         outputs=MappingProxyType(outputs),
     )
+
+
+def _bound_to(state: State, target: Target, uid: str | None) -> State:
+    """State bound to the exact target a create of ours was accepted for."""
+    return replace(state, form_ref=target.form_ref, space=target.space, name=target.name, uid=uid)
 
 
 def _proves_ours(resource: ResourceView, desired: Desired) -> bool:
@@ -501,13 +510,8 @@ def _decide_unbound(
             key = operation.idempotency_key or ""
             if operation.state is OpState.RUNNING and key.startswith(key_prefix(desired.cr_uid)):
                 # A create of ours we never recorded: wait for it, then delete what it made.
-                adopted = replace(
-                    state,
-                    form_ref=planned.target.form_ref,
-                    space=planned.target.space,
-                    name=planned.target.name,
-                    uid=operation.resource_uid,
-                    pending=Pending(operation_id, Verb.CREATE),
+                adopted = _bound_to(state, planned.target, operation.resource_uid).with_pending(
+                    Pending(operation_id, Verb.CREATE)
                 )
                 return Decision(_waiting(adopted, Reason.OPERATION_RUNNING, "create running"))
         return Decision(_finalized(state, "nothing was created on the host"))
@@ -581,13 +585,7 @@ def accepted(
     assert action is not None
     state = decision.outcome.state
     if isinstance(action, Create):
-        state = replace(
-            state,
-            form_ref=action.target.form_ref,
-            space=action.target.space,
-            name=action.target.name,
-            uid=operation.resource_uid,
-        )
+        state = _bound_to(state, action.target, operation.resource_uid)
     state = state.with_pending(Pending(operation_id, action.verb))
     if operation.state is not OpState.RUNNING:
         # A replayed key returned an already-settled operation: look again at once.
@@ -630,12 +628,8 @@ def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcom
             # The operation is ours (our CR uid is in its key): resume it instead.
             resumed = state
             if isinstance(action, Create):
-                resumed = replace(
-                    state,
-                    form_ref=action.target.form_ref,
-                    space=action.target.space,
-                    name=action.target.name,
-                    uid=operation.resource_uid if operation else None,
+                resumed = _bound_to(
+                    state, action.target, operation.resource_uid if operation else None
                 )
             resumed = resumed.with_pending(Pending(refusal.operation_id, action.verb))
             return _waiting(resumed, Reason.OPERATION_RUNNING, f"resuming {refusal.operation_id}")

@@ -16,7 +16,7 @@ from typing import Any
 
 import kopf
 
-from takoform_operator.core.conditions import Condition, ConditionType, Reason, transitions
+from takoform_operator.core.conditions import ConditionType, Reason, transitions
 from takoform_operator.core.reconcile import Outcome, degraded
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import State, StateUnreadable, state_from_status
@@ -120,11 +120,14 @@ async def _persist(
     if not write_state:
         patch = {"conditions": patch["conditions"], "observedGeneration": generation}
     _post_transitions(body, status.get("conditions"), patch["conditions"])
-    resource = body.resource if hasattr(body, "resource") else None
     group, version = str(body["apiVersion"]).split("/", 1)
-    plural = plural_of(str(body["kind"])) if resource is None else resource.plural
     await runtime.status.write(
-        group, version, plural, str(body.metadata.namespace), str(body.metadata.name), patch
+        group,
+        version,
+        plural_of(str(body["kind"])),
+        str(body.metadata.namespace),
+        str(body.metadata.name),
+        patch,
     )
 
 
@@ -134,13 +137,13 @@ def _requeue(outcome: Outcome, runtime: Runtime) -> None:
     delay = outcome.requeue_after
     if delay is None or delay >= runtime.settings.poll_ready_seconds:
         return
-    if any(c.type is ConditionType.BLOCKED and c.status for c in outcome.conditions):
+    if ConditionType.BLOCKED in outcome.asserted():
         return
-    raise kopf.TemporaryError(_summary(outcome.conditions), delay=max(delay, 0.5))
+    raise kopf.TemporaryError(_summary(outcome), delay=max(delay, 0.5))
 
 
-def _summary(conditions: tuple[Condition, ...]) -> str:
-    true = [f"{c.type}:{c.reason}" for c in conditions if c.status]
+def _summary(outcome: Outcome) -> str:
+    true = [f"{kind}:{reason}" for kind, reason in outcome.asserted().items()]
     return ", ".join(true) or "reconciling"
 
 
@@ -164,7 +167,7 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
                 runtime.locks.pop(str(body.metadata.uid), None)
                 return
             delay = outcome.requeue_after if outcome.requeue_after is not None else 30.0
-            raise kopf.TemporaryError(_summary(outcome.conditions), delay=max(delay, 0.5))
+            raise kopf.TemporaryError(_summary(outcome), delay=max(delay, 0.5))
 
         for on in (kopf.on.resume, kopf.on.create, kopf.on.update):
             on(group, version, plural, id="reconcile", registry=kopf_registry)(changed)
