@@ -5,11 +5,7 @@ API server and the host."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,17 +15,13 @@ from typing import Any
 import httpx
 import pytest
 from fixtures_helm import rule_file
+from fixtures_host import free_port
 from fixtures_kube import KubeCluster, wait_until
+from operator_process import operator_process
 
 pytestmark = [pytest.mark.kube, pytest.mark.host]
 
 BUCKET_110 = "1.1.0"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -57,36 +49,23 @@ def operator(
     host = host_factory(commit_delay=0.1)
     with host.api() as api:
         api.put("/v1alpha3/spaces/team-a")
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "operator.log"
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(kube_cluster.kubeconfig),
-        "TAKOFORM_HOST_URL": host.url,
-        "TAKOFORM_HOST_TOKEN": host.token,
-        "TAKOFORM_POLL_READY_SECONDS": "2",
-        "TAKOFORM_METRICS_PORT": str(port),
-    }
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "takoform_operator.cli", "run", "--namespace", kube_namespace],
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    running = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
-    try:
-        wait_until(lambda: _serving(running), "the operator's metrics endpoint", timeout=30)
-        yield running, host, kube_namespace
-    except BaseException:
-        print(running.log_tail())
-        raise
-    finally:
-        process.send_signal(signal.SIGTERM)
+    with operator_process(
+        kube_cluster.kubeconfig,
+        host,
+        kube_namespace,
+        log,
+        POLL_READY_SECONDS="2",
+        METRICS_PORT=str(port),
+    ) as process:
+        running = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
         try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
+            wait_until(lambda: _serving(running), "the operator's metrics endpoint", timeout=30)
+            yield running, host, kube_namespace
+        except BaseException:
+            print(running.log_tail())
+            raise
 
 
 def _serving(operator: Operator) -> bool:
@@ -233,7 +212,7 @@ def prometheus(
     assert kube_tools.prometheus, "prometheus missing: run `make tools`"
     running, _host, _namespace = operator
     rules = rule_file(helm, tmp_path, "alerts.blockedFor=2s", "alerts.stuckOperationFor=1h")
-    port = _free_port()
+    port = free_port()
     target = running.metrics_url.removeprefix("http://").removesuffix("/metrics")
     config = tmp_path / "prometheus.yml"
     config.write_text(

@@ -4,11 +4,8 @@ promtool; the RBAC it grants is proven sufficient by running the operator with i
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +14,7 @@ import pytest
 import yaml
 from fixtures_helm import CHART, kinds, render, rule_file
 from fixtures_kube import KubeCluster, KubeTools, wait_until
+from operator_process import operator_process
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.kube
@@ -254,38 +252,20 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
     with host.api() as api:
         api.put("/v1alpha3/spaces/team-a")
     log = tmp_path / "operator.log"
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(kubeconfig),
-        "TAKOFORM_HOST_URL": host.url,
-        "TAKOFORM_HOST_TOKEN": host.token,
-        "TAKOFORM_METRICS_PORT": "0",
+    zone = {
+        "apiVersion": "dns.takoform.io/v1",
+        "kind": "Zone",
+        "metadata": {"name": "example-org"},
+        "spec": {"space": "team-a", "parameters": {"domain": "example.org"}},
     }
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "takoform_operator.cli", "run", "--namespace", namespace],
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        kube_cluster.apply(
-            json.dumps(
-                {
-                    "apiVersion": "dns.takoform.io/v1",
-                    "kind": "Zone",
-                    "metadata": {"name": "example-org"},
-                    "spec": {"space": "team-a", "parameters": {"domain": "example.org"}},
-                }
-            ),
-            namespace=namespace,
-        )
 
-        def ready() -> bool:
-            zone = kube_cluster.kubectl_json("get", "zone", "example-org", namespace=namespace)
-            conditions = (zone.get("status") or {}).get("conditions", [])
-            return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    def ready() -> bool:
+        found = kube_cluster.kubectl_json("get", "zone", "example-org", namespace=namespace)
+        conditions = (found.get("status") or {}).get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
+    with operator_process(kubeconfig, host, namespace, log, METRICS_PORT="0"):
+        kube_cluster.apply(json.dumps(zone), namespace=namespace)
         try:
             wait_until(ready, "the Zone Ready under the chart's RBAC", timeout=60)
         except BaseException:
@@ -293,12 +273,6 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
             raise
         kube_cluster.kubectl("delete", "zone", "example-org", "--timeout=60s", namespace=namespace)
         assert "Forbidden" not in log.read_text(errors="replace")
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def _documented_values() -> list[str]:
