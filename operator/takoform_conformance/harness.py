@@ -568,10 +568,7 @@ class Context:
     ) -> httpx.Response:
         ref = ref or self.primary
         body_spec = self.model(ref).valid_spec() if spec is None else spec
-        sent = {"If-None-Match": "*"}
-        if key:
-            sent["Idempotency-Key"] = key
-        sent.update(headers or {})
+        sent = {"If-None-Match": "*", **_fence_headers(key=key), **(headers or {})}
         self.track(name, ref, space)
         return self.http.put(
             self.resource_path(name, ref, space),
@@ -592,15 +589,9 @@ class Context:
         uid: str | None = None,
     ) -> httpx.Response:
         ref = ref or self.primary
-        sent: dict[str, str] = {}
+        sent = _fence_headers(key=key, if_match=if_match, uid=uid)
         if generation is not None:
             sent["Takoform-Expected-Generation"] = str(generation)
-        if if_match is not None:
-            sent["If-Match"] = if_match
-        if uid is not None:
-            sent["Takoform-Expected-Uid"] = uid
-        if key:
-            sent["Idempotency-Key"] = key
         return self.http.put(
             self.resource_path(name, ref), params=self.query(ref), json={"spec": spec}, headers=sent
         )
@@ -615,13 +606,7 @@ class Context:
         uid: str | None = None,
     ) -> httpx.Response:
         ref = ref or self.primary
-        sent: dict[str, str] = {}
-        if if_match is not None:
-            sent["If-Match"] = if_match
-        if uid is not None:
-            sent["Takoform-Expected-Uid"] = uid
-        if key:
-            sent["Idempotency-Key"] = key
+        sent = _fence_headers(key=key, if_match=if_match, uid=uid)
         return self.http.delete(self.resource_path(name, ref), params=self.query(ref), headers=sent)
 
     def read(
@@ -770,3 +755,17 @@ class Context:
         changed = self.changed_faults
         if changed and self.admin_http is not None:
             self.admin_http.put(ADMIN + "/faults", json=changed)
+
+
+def _fence_headers(
+    *, key: str | None = None, if_match: str | None = None, uid: str | None = None
+) -> dict[str, str]:
+    """The optional mutation headers of docs/host-api.md section 6, as one mapping."""
+    sent: dict[str, str] = {}
+    if if_match is not None:
+        sent["If-Match"] = if_match
+    if uid is not None:
+        sent["Takoform-Expected-Uid"] = uid
+    if key:
+        sent["Idempotency-Key"] = key
+    return sent
