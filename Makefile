@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: bench-host bench-operator conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
+.PHONY: bench-host bench-reconcile conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -50,8 +50,8 @@ test: lint typecheck check-generated tools ## everything CI runs: lint, types, g
 bench-host: venv ## benchmark the reference host (throughput, p50/p99 latency on loopback)
 	$(BIN)/python hack/bench_host.py
 
-bench-operator: venv ## benchmark the reconcile against the host alone (resources/s, requests each)
-	$(BIN)/python hack/bench_operator.py
+bench-reconcile: venv ## benchmark the reconcile against the host alone (resources/s, requests each)
+	$(BIN)/python hack/bench_reconcile.py
 
 HOST_LISTEN ?= 127.0.0.1:8787
 HOST_DB ?= .host/takoform-host.db

@@ -16,7 +16,7 @@ import yaml
 
 from takoform_operator.catalog import Catalog
 from takoform_operator.core.definitions import FieldSpec, FormDefinition
-from takoform_operator.core.identity import FormLine
+from takoform_operator.core.identity import FormLine, plural_of
 from takoform_operator.core.registry import Registry
 from takoform_operator.registry_data import registry_document
 
@@ -30,15 +30,6 @@ CONDITION_TYPES = ("Ready", "Reconciling", "Degraded", "Drifted", "Blocked", "De
 
 
 # -- naming ------------------------------------------------------------------------------------
-
-
-def plural_of(kind: str) -> str:
-    lower = kind.lower()
-    if lower.endswith(("s", "x", "ch", "sh")):
-        return lower + "es"
-    if lower.endswith("y") and lower[-2:-1] not in ("a", "e", "i", "o", "u"):
-        return lower[:-1] + "ies"
-    return lower + "s"
 
 
 def crd_name(line: FormLine) -> str:

@@ -10,12 +10,12 @@ from typing import Any
 import kopf
 from prometheus_client import start_http_server
 
-from takoform_operator.host.client import HostClient
+from takoform_operator.host_client.client import HostClient
 from takoform_operator.kube.handlers import FINALIZER, Runtime, register
 from takoform_operator.kube.status import KubernetesStatusWriter
 from takoform_operator.metrics import Metrics
-from takoform_operator.reconciler import HostClientPort
 from takoform_operator.registry_data import load_registry
+from takoform_operator.service import HostClientPort
 from takoform_operator.settings import Settings
 
 logger = logging.getLogger("takoform_operator")
@@ -42,7 +42,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     if settings.metrics_port:
         start_http_server(settings.metrics_port, registry=metrics.registry)
         logger.info("metrics on :%d/metrics", settings.metrics_port)
-    async with HostClient.from_settings(settings) as client:
+    async with host_client(settings) as client:
         runtime = Runtime(
             registry=registry,
             settings=settings,
@@ -62,6 +62,24 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
             namespaces=[settings.namespace] if settings.namespace else (),
             stop_flag=stop,
         )
+
+
+def host_client(settings: Settings) -> HostClient:
+    """The host client configured from the settings (the client itself knows no settings)."""
+    verify: Any = str(settings.host_ca_bundle) if settings.host_ca_bundle else True
+    cert: Any = None
+    if settings.host_client_cert:
+        key = str(settings.host_client_key) if settings.host_client_key else None
+        cert = (str(settings.host_client_cert), key) if key else str(settings.host_client_cert)
+    return HostClient(
+        settings.host_url,
+        settings.token(),
+        timeout=settings.host_timeout_seconds,
+        read_retries=settings.host_read_retries,
+        max_connections=settings.host_max_connections,
+        verify=verify,
+        cert=cert,
+    )
 
 
 def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:

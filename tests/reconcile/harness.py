@@ -15,8 +15,8 @@ from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.reconcile import Action, Outcome, Target
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import Desired, OperationView, ResourceView, State
-from takoform_operator.host.client import HostClient
-from takoform_operator.reconciler import HostClientPort, reconcile_once
+from takoform_operator.host_client.client import HostClient
+from takoform_operator.service import HostClientPort, reconcile_once
 
 
 class SpyPort:

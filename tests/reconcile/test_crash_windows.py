@@ -18,7 +18,7 @@ from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.identity import FormLine
 from takoform_operator.core.reconcile import Create
 from takoform_operator.core.state import Desired
-from takoform_operator.host.client import HostClient
+from takoform_operator.host_client.client import HostClient
 from takoform_operator.registry_data import load_registry
 
 from .harness import SimulatedCr, SpyPort, condition

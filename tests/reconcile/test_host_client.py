@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from takoform_operator.core.identity import FormLine, FormRef
-from takoform_operator.host import errors
-from takoform_operator.host.client import HostClient
+from takoform_operator.host_client import errors
+from takoform_operator.host_client.client import HostClient
 from takoform_operator.registry_data import load_registry
 
 REGISTRY = load_registry()

@@ -22,7 +22,7 @@ from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.identity import FormLine, FormRef, canonical_import_id
 from takoform_operator.core.reconcile import Create, Delete, Update
 from takoform_operator.core.state import DeletionPolicy, Desired, State
-from takoform_operator.host.client import HostClient
+from takoform_operator.host_client.client import HostClient
 from takoform_operator.registry_data import load_registry
 
 from .harness import SimulatedCr, SpyPort, condition, message

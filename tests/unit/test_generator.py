@@ -393,4 +393,4 @@ def test_the_docs_index_lists_every_line() -> None:
     [("Bucket", "buckets"), ("Policy", "policies"), ("Gateway", "gateways"), ("Box", "boxes")],
 )
 def test_plural_of(kind: str, plural: str) -> None:
-    assert generator.plural_of(kind) == plural
+    assert FormLine("example.takoform.io/v1", kind).plural == plural

@@ -46,6 +46,20 @@ class FormLine:
     def version(self) -> str:
         return self.api_version.split("/", 1)[1]
 
+    @property
+    def plural(self) -> str:
+        """The CRD plural of this line's kind (English rules, lower case)."""
+        return plural_of(self.kind)
+
+
+def plural_of(kind: str) -> str:
+    lower = kind.lower()
+    if lower.endswith(("s", "x", "ch", "sh")):
+        return lower + "es"
+    if lower.endswith("y") and lower[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return lower[:-1] + "ies"
+    return lower + "s"
+
 
 @dataclass(frozen=True, order=True)
 class FormRef:

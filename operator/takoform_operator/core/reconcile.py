@@ -7,7 +7,7 @@ Pure: no kopf, no I/O, no clock. One reconcile is
     accepted()    the state to persist once the host accepted that mutation (202 + operation)
     rejected()    the state to persist when the host refused it
 
-The adapter (takoform_operator.reconciler) performs the reads and the mutation in between and
+The adapter (takoform_operator.service) performs the reads and the mutation in between and
 persists the returned state. Every mutation carries an idempotency key the next reconcile can
 recompute from what is already persisted, which is what makes a crash between the host's 202 and
 the status write harmless (docs/crash-safety.md).

@@ -17,14 +17,14 @@ from typing import Any
 import kopf
 
 from takoform_operator.core.conditions import ConditionType, Reason, transitions
+from takoform_operator.core.identity import plural_of
 from takoform_operator.core.reconcile import Outcome, degraded
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import State, StateUnreadable, state_from_status
-from takoform_operator.generator import plural_of
 from takoform_operator.kube.crs import InvalidCustomResource, desired_from_cr, status_patch
 from takoform_operator.kube.status import StatusWriter
 from takoform_operator.metrics import Metrics
-from takoform_operator.reconciler import HostPort, reconcile_once
+from takoform_operator.service import HostPort, reconcile_once
 from takoform_operator.settings import Settings
 
 FINALIZER = "takoform.io/finalizer"
@@ -150,7 +150,7 @@ def _summary(outcome: Outcome) -> str:
 def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
     """One set of handlers per Form line of the build's registry."""
     for line in runtime.registry.lines():
-        group, version, plural = line.group, line.version, plural_of(line.kind)
+        group, version, plural = line.group, line.version, line.plural
 
         async def changed(body: kopf.Body, **_: Any) -> None:
             _requeue(await reconcile_cr(runtime, body), runtime)

@@ -32,8 +32,8 @@ from takoform_operator.core.reconcile import (
 )
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import Desired, OperationView, OpState, ResourceView, State
-from takoform_operator.host.client import HostClient
-from takoform_operator.host.errors import (
+from takoform_operator.host_client.client import HostClient
+from takoform_operator.host_client.errors import (
     FormUnknown,
     HostProtocolError,
     HostRejected,

@@ -17,7 +17,7 @@ import httpx
 from pydantic import ValidationError
 
 from takoform_operator.core.identity import FormRef
-from takoform_operator.host.errors import (
+from takoform_operator.host_client.errors import (
     ERROR_CLASSES,
     HostError,
     HostProtocolError,
@@ -25,8 +25,7 @@ from takoform_operator.host.errors import (
     HostUnavailable,
     ResourceNotFound,
 )
-from takoform_operator.host.models import Operation, Resource
-from takoform_operator.settings import Settings
+from takoform_operator.host_client.models import Operation, Resource
 
 API = "/v1alpha3"
 _M = TypeVar("_M", Resource, Operation)
@@ -79,23 +78,6 @@ class HostClient:
         )
         self._read_retries = read_retries
         self._sleep = sleep
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> HostClient:
-        verify: Any = str(settings.host_ca_bundle) if settings.host_ca_bundle else True
-        cert: Any = None
-        if settings.host_client_cert:
-            key = str(settings.host_client_key) if settings.host_client_key else None
-            cert = (str(settings.host_client_cert), key) if key else str(settings.host_client_cert)
-        return cls(
-            settings.host_url,
-            settings.token(),
-            timeout=settings.host_timeout_seconds,
-            read_retries=settings.host_read_retries,
-            max_connections=settings.host_max_connections,
-            verify=verify,
-            cert=cert,
-        )
 
     async def __aenter__(self) -> HostClient:
         return self

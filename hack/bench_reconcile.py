@@ -11,7 +11,7 @@ the same concurrency, side by side:
 Prints resources/s, host requests per resource, p50/p99 time-to-ready, and the ratio of the two.
 Kubernetes is not in the loop: this measures the operator's own cost per resource.
 
-    .venv/bin/python hack/bench_operator.py [--resources 200] [--concurrency 16]
+    .venv/bin/python hack/bench_reconcile.py [--resources 200] [--concurrency 16]
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from bench_host import SPACE, start_host
 from takoform_operator.core.conditions import ConditionType
 from takoform_operator.core.identity import FormLine
 from takoform_operator.core.state import Desired, State
-from takoform_operator.host.client import HostClient
-from takoform_operator.reconciler import HostClientPort, reconcile_once
+from takoform_operator.host_client.client import HostClient
 from takoform_operator.registry_data import load_registry
+from takoform_operator.service import HostClientPort, reconcile_once
 
 BUCKET = FormLine("storage.takoform.io/v1", "Bucket")
 SPEC = {"region": "eu-west-1", "sizeGiB": 10}
