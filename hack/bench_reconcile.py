@@ -35,8 +35,9 @@ from takoform_operator.core.conditions import ConditionType
 from takoform_operator.core.identity import FormLine
 from takoform_operator.core.state import Desired, State
 from takoform_operator.host_client.client import HostClient
+from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.registry_data import load_registry
-from takoform_operator.service import HostClientPort, reconcile_once
+from takoform_operator.service import reconcile_once
 
 BUCKET = FormLine("storage.takoform.io/v1", "Bucket")
 SPEC = {"region": "eu-west-1", "sizeGiB": 10}

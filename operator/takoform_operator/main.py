@@ -11,11 +11,11 @@ import kopf
 from prometheus_client import start_http_server
 
 from takoform_operator.host_client.client import HostClient
+from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.kube.handlers import FINALIZER, Runtime, register
 from takoform_operator.kube.status import KubernetesStatusWriter
 from takoform_operator.metrics import Metrics
 from takoform_operator.registry_data import load_registry
-from takoform_operator.service import HostClientPort
 from takoform_operator.settings import Settings
 
 logger = logging.getLogger("takoform_operator")

@@ -10,20 +10,14 @@ key and the host answers with the operation it already accepted.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Protocol
 
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.reconcile import (
     RETRY_LATER,
-    Action,
-    Create,
     Decision,
-    Delete,
     Observation,
     Outcome,
     Rejection,
-    Target,
-    Update,
     accepted,
     decide,
     degraded,
@@ -31,75 +25,16 @@ from takoform_operator.core.reconcile import (
     rejected,
 )
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.state import Desired, OperationView, OpState, ResourceView, State
-from takoform_operator.host_client.client import HostClient
-from takoform_operator.host_client.errors import (
+from takoform_operator.core.state import Desired, OperationView, State
+from takoform_operator.host_port import (
     FormUnknown,
+    HostPort,
     HostProtocolError,
     HostRejected,
     HostUnavailable,
     OperationInProgress,
-    OperationNotFound,
-    ResourceNotFound,
     SpaceNotFound,
 )
-
-
-class HostPort(Protocol):
-    """The host as the reconcile needs it: observe, get operation, create, update, delete."""
-
-    async def get_operation(self, operation_id: str) -> OperationView: ...
-
-    async def read(self, target: Target) -> ResourceView | None: ...
-
-    async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]: ...
-
-    async def execute(self, action: Action) -> tuple[str, OperationView]: ...
-
-
-class HostClientPort:
-    """HostPort over the HTTP client; the only place host answers meet core values."""
-
-    def __init__(self, client: HostClient) -> None:
-        self._client = client
-
-    async def get_operation(self, operation_id: str) -> OperationView:
-        try:
-            return (await self._client.get_operation(operation_id)).view()
-        except OperationNotFound:
-            return OperationView(OpState.NOT_FOUND)
-
-    async def read(self, target: Target) -> ResourceView | None:
-        try:
-            resource = await self._client.get_resource(target.space, target.form_ref, target.name)
-        except ResourceNotFound:
-            return None
-        return resource.view()
-
-    async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]:
-        found = await self._client.list_operations(target.space, target.form_ref, target.name)
-        return [(op.id, op.view()) for op in found]
-
-    async def execute(self, action: Action) -> tuple[str, OperationView]:
-        t = action.target
-        if isinstance(action, Create):
-            op = await self._client.create(t.space, t.form_ref, t.name, action.spec, action.key)
-        elif isinstance(action, Update):
-            op = await self._client.update(
-                t.space,
-                t.form_ref,
-                t.name,
-                action.spec,
-                expected_generation=action.expected_generation,
-                expected_uid=action.expected_uid,
-                key=action.key,
-            )
-        else:
-            assert isinstance(action, Delete)
-            op = await self._client.delete(
-                t.space, t.form_ref, t.name, expected_uid=action.expected_uid, key=action.key
-            )
-        return op.id, op.view()
 
 
 async def reconcile_once(

@@ -16,7 +16,8 @@ from takoform_operator.core.reconcile import Action, Outcome, Target
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import Desired, OperationView, ResourceView, State
 from takoform_operator.host_client.client import HostClient
-from takoform_operator.service import HostClientPort, reconcile_once
+from takoform_operator.host_client.port import HostClientPort
+from takoform_operator.service import reconcile_once
 
 
 class SpyPort:

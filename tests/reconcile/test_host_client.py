@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+from takoform_operator import host_port as errors
 from takoform_operator.core.identity import FormLine, FormRef
-from takoform_operator.host_client import errors
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.registry_data import load_registry
 

@@ -17,7 +17,8 @@ import httpx
 from pydantic import ValidationError
 
 from takoform_operator.core.identity import FormRef
-from takoform_operator.host_client.errors import (
+from takoform_operator.host_client.models import Operation, Resource
+from takoform_operator.host_port import (
     ERROR_CLASSES,
     HostError,
     HostProtocolError,
@@ -25,7 +26,6 @@ from takoform_operator.host_client.errors import (
     HostUnavailable,
     ResourceNotFound,
 )
-from takoform_operator.host_client.models import Operation, Resource
 
 API = "/v1alpha3"
 _M = TypeVar("_M", Resource, Operation)

@@ -21,10 +21,11 @@ from takoform_operator.core.identity import plural_of
 from takoform_operator.core.reconcile import Outcome, degraded
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import State, StateUnreadable, state_from_status
+from takoform_operator.host_port import HostPort
 from takoform_operator.kube.crs import InvalidCustomResource, desired_from_cr, status_patch
 from takoform_operator.kube.status import StatusWriter
 from takoform_operator.metrics import Metrics
-from takoform_operator.service import HostPort, reconcile_once
+from takoform_operator.service import reconcile_once
 from takoform_operator.settings import Settings
 
 FINALIZER = "takoform.io/finalizer"

@@ -1,4 +1,7 @@
-"""Host errors, translated once from HTTP answers (docs/host-api.md section 9).
+"""The host as the reconcile service needs it: the HostPort protocol and the errors it raises.
+
+Implementations (takoform_operator.host_client) translate HTTP answers into this tree once
+(docs/host-api.md section 9):
 
     HostError
     ├── HostUnavailable          transport failure, 429 or 5xx: retryable (retry_after honoured)
@@ -24,7 +27,11 @@ Callers match on types and `.code`, never on message text.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from takoform_operator.core.reconcile import Action, Target
+    from takoform_operator.core.state import OperationView, ResourceView
 
 
 class HostError(Exception):
@@ -157,3 +164,15 @@ ERROR_CLASSES: dict[str, type[HostRejected]] = {
     "idempotency_key_reused": IdempotencyKeyReused,
     "precondition_required": InvalidRequest,
 }
+
+
+class HostPort(Protocol):
+    """The host as the reconcile needs it: observe, get operation, create, update, delete."""
+
+    async def get_operation(self, operation_id: str) -> OperationView: ...
+
+    async def read(self, target: Target) -> ResourceView | None: ...
+
+    async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]: ...
+
+    async def execute(self, action: Action) -> tuple[str, OperationView]: ...
