@@ -11,21 +11,20 @@ import asyncio
 import datetime
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 
-from takoform_operator.core.conditions import ConditionType, Reason, transitions
+from takoform_operator.core.conditions import ConditionType, transitions
 from takoform_operator.core.identity import plural_of
-from takoform_operator.core.reconcile import Outcome, degraded
+from takoform_operator.core.reconcile import Outcome
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.state import State, StateUnreadable, state_from_status
 from takoform_operator.host_port import HostPort
-from takoform_operator.kube.crs import InvalidCustomResource, desired_from_cr, status_patch
+from takoform_operator.kube.claims import ClaimBook
+from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.kube.status import StatusWriter
 from takoform_operator.metrics import Metrics
-from takoform_operator.service import reconcile_once
 from takoform_operator.settings import Settings
 
 FINALIZER = "takoform.io/finalizer"
@@ -41,6 +40,7 @@ class Runtime:
     host: HostPort
     status: StatusWriter
     metrics: Metrics
+    claims: ClaimBook = field(default_factory=ClaimBook)
     clock: Callable[[], datetime.datetime] = field(
         default=lambda: datetime.datetime.now(datetime.UTC)
     )
@@ -60,27 +60,14 @@ async def reconcile_cr(runtime: Runtime, body: kopf.Body, *, deleting: bool = Fa
 
 
 async def _reconcile_locked(runtime: Runtime, body: kopf.Body, deleting: bool) -> Outcome:
-    raw = dict(body)
-    status = dict(raw.get("status") or {})
-    try:
-        state = state_from_status(status)
-    except StateUnreadable as exc:
-        outcome = degraded(State(), Reason.STATE_UNREADABLE, str(exc), None)
-        await _persist(runtime, body, outcome, status, write_state=False)
-        return outcome
-    try:
-        desired = desired_from_cr(raw)
-    except InvalidCustomResource as exc:
-        outcome = degraded(state, Reason.INVALID_SPEC, str(exc), None)
-        await _persist(runtime, body, outcome, status)
-        return outcome
-    if deleting and not desired.deleting:
-        desired = replace(desired, deleting=True)
     started = runtime.clock()
-    outcome = await reconcile_once(desired, state, runtime.host, runtime.registry)
+    result = await reconcile_cr_body(
+        body, runtime.host, runtime.registry, runtime.claims, now=_now(runtime), deleting=deleting
+    )
+    outcome = result.outcome
     runtime.metrics.reconciled(body, outcome, (runtime.clock() - started).total_seconds())
-    if not outcome.finalized:
-        await _persist(runtime, body, outcome, status)
+    if result.status is not None:
+        await _persist(runtime, body, result.status)
     for event in outcome.events:
         if event.type == "Normal":  # warnings are posted once, as condition transitions
             kopf.event(body, type=event.type, reason=str(event.reason), message=event.message)
@@ -106,21 +93,9 @@ def _post_transitions(
         kopf.event(body, type=level, reason=str(condition["reason"]), message=message)
 
 
-async def _persist(
-    runtime: Runtime,
-    body: kopf.Body,
-    outcome: Outcome,
-    status: dict[str, Any],
-    *,
-    write_state: bool = True,
-) -> None:
-    generation = int(body.metadata.get("generation") or 0)
-    patch = status_patch(
-        outcome, status.get("conditions"), now=_now(runtime), cr_generation=generation
-    )
-    if not write_state:
-        patch = {"conditions": patch["conditions"], "observedGeneration": generation}
-    _post_transitions(body, status.get("conditions"), patch["conditions"])
+async def _persist(runtime: Runtime, body: kopf.Body, patch: dict[str, Any]) -> None:
+    before = (body.get("status") or {}).get("conditions")
+    _post_transitions(body, before, patch["conditions"])
     group, version = str(body["apiVersion"]).split("/", 1)
     await runtime.status.write(
         group,
