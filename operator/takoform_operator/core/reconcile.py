@@ -51,6 +51,8 @@ POLL_PENDING = 2.0
 POLL_READY = 60.0
 RETRY_SOON = 0.0
 RETRY_LATER = 30.0
+#: A status write that did not land: nothing was concluded that a replay cannot recompute.
+RETRY_WRITE = 1.0
 
 REMEDIES = (
     "Remedies: (1) import the new incarnation explicitly: kubectl annotate {obj} "

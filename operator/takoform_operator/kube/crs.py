@@ -77,6 +77,19 @@ def _pin(doc: Any, api_version: str, kind: str) -> tuple[str, str] | None:
     return str(version), str(digest)
 
 
+def merged_status(status: Mapping[str, Any] | None, patch: Mapping[str, Any]) -> dict[str, Any]:
+    """`status` after the merge-patch `patch` (RFC 7386: null removes a member)."""
+    merged = dict(status or {})
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merged_status(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
 def status_patch(
     outcome: Outcome,
     previous_conditions: Sequence[Mapping[str, Any]] | None,
