@@ -20,7 +20,12 @@ def operator(
     kube_namespace: str,
     host_factory: Any,
     tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> Iterator[tuple[Operator, Any, str]]:
+    """The operator for the test's namespace; `@pytest.mark.operator_settings(NAME="value")`
+    overrides TAKOFORM_* settings (default: re-observe every 2 s)."""
+    marker = request.node.get_closest_marker("operator_settings")
+    settings = {"POLL_READY_SECONDS": "2", **(marker.kwargs if marker else {})}
     host = host_factory(commit_delay=0.1)
     with host.api() as api:
         api.put("/v1alpha3/spaces/team-a")
@@ -31,8 +36,8 @@ def operator(
         host,
         kube_namespace,
         log,
-        POLL_READY_SECONDS="2",
         METRICS_PORT=str(port),
+        **settings,
     ) as process:
         running = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
         try:

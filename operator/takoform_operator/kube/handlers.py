@@ -175,7 +175,9 @@ async def _delete_step(runtime: Runtime, body: Mapping[str, Any]) -> float | Non
     await _set_finalizers(runtime, body, [f for f in finalizers if f != FINALIZER])
     uid = str(body["metadata"]["uid"])
     runtime.metrics.forget(body)
-    runtime.claims.forget(uid)
+    if runtime.loops is not None:
+        for waiting in runtime.claims.forget(uid):
+            runtime.loops.wake(waiting.uid)  # the identity may be free for one of them now
     return None
 
 
@@ -212,8 +214,9 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
         uid = str(body.metadata.uid)
         if type == "DELETED":
             loops.stop(uid)
-            runtime.claims.forget(uid)
             runtime.locks.pop(uid, None)
+            for waiting in runtime.claims.forget(uid):
+                loops.wake(waiting.uid)  # the identity may be free for one of them now
         else:
             loops.seen(uid, body)
 

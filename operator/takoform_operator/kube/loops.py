@@ -102,6 +102,12 @@ class ReconcileLoops:
         if loop is not None:
             loop.body = body
 
+    def wake(self, uid: str) -> None:
+        """Reconcile this CR now (something it depends on changed, e.g. an owner went away)."""
+        loop = self._loops.get(uid)
+        if loop is not None:
+            loop.wake.set()
+
     def stop(self, uid: str) -> None:
         """The CR is gone or being deleted: its loop ends. A reconcile already running is not
         cancelled (the per-CR lock orders it before the delete handler's)."""
