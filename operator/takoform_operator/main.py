@@ -56,14 +56,27 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         kopf.on.login(registry=kopf_registry)(_login)
         register(runtime, kopf_registry)
         logger.info("managing %d Form lines against %s", len(registry.lines()), settings.host_url)
-        await kopf.operator(
-            registry=kopf_registry,
-            settings=kopf_settings(settings.namespace),
-            standalone=True,
-            clusterwide=settings.namespace is None,
-            namespaces=[settings.namespace] if settings.namespace else (),
-            stop_flag=stop,
-        )
+        lag_watch = asyncio.create_task(watch_loop_lag(metrics))
+        try:
+            await kopf.operator(
+                registry=kopf_registry,
+                settings=kopf_settings(settings.namespace),
+                standalone=True,
+                clusterwide=settings.namespace is None,
+                namespaces=[settings.namespace] if settings.namespace else (),
+                stop_flag=stop,
+            )
+        finally:
+            lag_watch.cancel()
+
+
+async def watch_loop_lag(metrics: Metrics, interval: float = 0.1) -> None:
+    """Measure how late the event loop runs a short timer (a busy loop answers nobody)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        started = loop.time()
+        await asyncio.sleep(interval)
+        metrics.loop_lagged(max(0.0, loop.time() - started - interval))
 
 
 def host_client(settings: Settings) -> HostClient:
