@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from takoform_operator.core.definitions import canonical_json, sha256_digest
-from takoform_operator.core.identity import FormRef
+from takoform_spec.canonical import canonical_json, sha256_digest
+from takoform_spec.identity import FormRef
 
 from .harness import (
     API,

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import httpx
 
-from takoform_operator.core.identity import FormRef, parse_definition_version
+from takoform_spec.identity import FormRef, parse_definition_version
 
 API = "/v1alpha3"
 ADMIN = "/admin/v1"

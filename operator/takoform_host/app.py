@@ -26,8 +26,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from takoform_operator.core.errors import InvalidName, InvalidSpaceId
-from takoform_operator.core.identity import FormLine, validate_resource_name, validate_space_id
+from takoform_spec.errors import InvalidName, InvalidSpaceId
+from takoform_spec.identity import FormLine, validate_resource_name, validate_space_id
 
 from . import ADMIN_PREFIX, API_PREFIX
 from .engine import Host, HostError, Mutation, canonical_decimal, dumps, fingerprint

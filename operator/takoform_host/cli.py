@@ -17,7 +17,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from takoform_operator.core.errors import TakoformError
+from takoform_spec.errors import TakoformError
 
 from .misbehaviours import MISBEHAVIOURS, Faults, UnknownMisbehaviour, check_misbehaviours
 

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from takoform_operator.core.definitions import canonical_json, sha256_digest
-from takoform_operator.core.errors import CodecError
-from takoform_operator.core.identity import FormLine, FormRef
+from takoform_spec.canonical import canonical_json, sha256_digest
+from takoform_spec.identity import FormLine, FormRef
 
 from .envelope import bump, generate_outputs, new_representation, timestamp
 from .forms import InstalledForms, ref_key
 from .misbehaviours import Faults
+from .validation import InvalidSpec, validate_spec
 
 log = logging.getLogger("takoform_host")
 
@@ -485,14 +485,13 @@ class Host:
             encoded = dict(spec)
         else:
             try:
-                encoded = self.forms.registry.codec_for(ref).encode(ref, spec)
-            except CodecError as exc:
-                field_name = "spec" if exc.field == "<document>" else exc.field
+                encoded = validate_spec(definition, spec)
+            except InvalidSpec as exc:
                 raise HostError(
                     422,
                     "validation_failed",
                     str(exc),
-                    {"field": field_name, "formRef": ref.to_json()},
+                    {"field": exc.field, "formRef": ref.to_json()},
                 ) from None
         if not self.on("ignore-defaults"):
             for spec_field in definition.fields:

@@ -12,7 +12,7 @@ import pytest
 
 from takoform_conformance import CHECKS, cited_rules
 from takoform_conformance.harness import ERROR_CODES, FormModel
-from takoform_operator.catalog import load_catalog
+from takoform_spec.catalog import load_catalog
 
 from .switches import REQUIRED_NAMES, SWITCH_TO_CHECK
 

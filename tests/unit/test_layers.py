@@ -1,4 +1,4 @@
-"""The pure core stays pure: no kopf, no Kubernetes, no HTTP, no I/O (an enforced layer rule).
+"""The pure core and the shared spec stay pure: no kopf, Kubernetes, HTTP or I/O (a layer rule).
 
 Like an import-linter contract, but as a test so it runs wherever the tests run.
 """
@@ -12,6 +12,9 @@ import pytest
 
 OPERATOR = Path(__file__).resolve().parents[2] / "operator"
 CORE = OPERATOR / "takoform_operator" / "core"
+SPEC = OPERATOR / "takoform_spec"
+#: The one impure module of the spec: it reads the catalog files shipped beside it.
+SPEC_IO = SPEC / "catalog" / "__init__.py"
 
 #: Modules the core must never import: frameworks, clients, and anything that does I/O.
 FORBIDDEN = {
@@ -37,11 +40,12 @@ FORBIDDEN = {
 FORBIDDEN_CALLS = {"open", "print", "input"}
 
 
-def _core_modules() -> list[Path]:
-    return sorted(CORE.glob("*.py"))
+def _pure_modules() -> list[Path]:
+    spec = [path for path in SPEC.rglob("*.py") if path != SPEC_IO]
+    return sorted([*CORE.glob("*.py"), *spec])
 
 
-@pytest.mark.parametrize("module", _core_modules(), ids=lambda p: p.name)
+@pytest.mark.parametrize("module", _pure_modules(), ids=lambda p: str(p.relative_to(OPERATOR)))
 def test_core_module_imports_nothing_impure(module: Path) -> None:
     tree = ast.parse(module.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
@@ -55,6 +59,8 @@ def test_core_module_imports_nothing_impure(module: Path) -> None:
             assert top not in FORBIDDEN, f"{module.name} imports {name}"
             if top == "takoform_operator":
                 assert name.startswith("takoform_operator.core"), f"{module.name} imports {name}"
+            if top == "takoform_spec":
+                assert name != "takoform_spec.catalog", f"{module.name} imports {name}"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             assert node.func.id not in FORBIDDEN_CALLS, f"{module.name} calls {node.func.id}()"
 

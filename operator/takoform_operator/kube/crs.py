@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from takoform_operator.core.conditions import merge_conditions
-from takoform_operator.core.errors import InvalidIdentity
-from takoform_operator.core.identity import FormLine, validate_resource_name, validate_space_id
 from takoform_operator.core.reconcile import Outcome
 from takoform_operator.core.state import DeletionPolicy, Desired, state_to_status
+from takoform_spec.errors import InvalidIdentity
+from takoform_spec.identity import FormLine, validate_resource_name, validate_space_id
 
 #: The annotation that imports a new incarnation explicitly (rule 6, remedy 1).
 ACCEPT_UID_ANNOTATION = "takoform.io/accept-uid"

@@ -17,7 +17,6 @@ from typing import Any
 import kopf
 
 from takoform_operator.core.conditions import ConditionType, Reason, transitions
-from takoform_operator.core.identity import plural_of
 from takoform_operator.core.reconcile import Outcome, degraded
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import State, StateUnreadable, state_from_status
@@ -27,6 +26,7 @@ from takoform_operator.kube.status import StatusWriter
 from takoform_operator.metrics import Metrics
 from takoform_operator.service import reconcile_once
 from takoform_operator.settings import Settings
+from takoform_spec.identity import plural_of
 
 FINALIZER = "takoform.io/finalizer"
 logger = logging.getLogger("takoform_operator")
