@@ -126,8 +126,9 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .app import Auth, HostApp
-    from .engine import Host, Settings
     from .forms import install
+    from .misbehaviours import Settings
+    from .rules import Host
 
     try:
         tokens = _read_tokens(args.token_file, "TAKOFORM_HOST_TOKENS", split=True)

@@ -1,17 +1,81 @@
-"""A desired spec checked against the exact definition's declared fields (H-22), by the host itself.
+"""The body of a PUT checked against the exact definition: fields, defaults, immutability.
 
-The host reads a Form Definition on its own: it shares the definition model with the operator
-(`takoform_spec.definitions`) but not the operator's codecs, so a codec bug cannot pass on both
-sides at once.
+H-22 (only declared fields, of the declared types and constraints), H-27 (declared defaults are
+stored), immutable fields. The host reads a Form Definition on its own: it shares the definition
+model with the operator (`takoform_spec.definitions`) but not the operator's codecs, so a codec
+bug cannot pass on both sides at once.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from takoform_spec.definitions import FieldSpec, FormDefinition
+
+from .errors import HostError
+from .misbehaviours import Settings
+
+
+def checked_spec(
+    definition: FormDefinition,
+    body: Any,
+    settings: Settings,
+    current: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The spec to store for `body` (a create, or an update of `current`), or a HostError."""
+    ref = definition.ref
+    if not isinstance(body, dict):
+        raise HostError(400, "invalid_request", 'the body must be the JSON object {"spec": {...}}')
+    for member in body:
+        if member != "spec":
+            raise HostError(
+                422,
+                "validation_failed",
+                f'body member {member!r} is not allowed; the body is {{"spec": {{...}}}}',
+                {"field": member, "formRef": ref.to_json()},
+            )
+    if "spec" not in body:
+        raise HostError(
+            422,
+            "validation_failed",
+            "the body has no spec",
+            {"field": "spec", "formRef": ref.to_json()},
+        )
+    spec = body["spec"]
+    if settings.on("store-undeclared-fields"):
+        if not isinstance(spec, dict):
+            raise HostError(422, "validation_failed", "spec must be an object", {"field": "spec"})
+        encoded = dict(spec)
+    else:
+        try:
+            encoded = validate_spec(definition, spec)
+        except InvalidSpec as exc:
+            raise HostError(
+                422,
+                "validation_failed",
+                str(exc),
+                {"field": exc.field, "formRef": ref.to_json()},
+            ) from None
+    if not settings.on("ignore-defaults"):
+        for spec_field in definition.fields:
+            if spec_field.name not in encoded and spec_field.default is not None:
+                encoded[spec_field.name] = copy.deepcopy(spec_field.default)
+    if current is not None and not settings.on("store-undeclared-fields"):
+        for spec_field in definition.fields:
+            if spec_field.immutable and encoded.get(spec_field.name) != current.get(
+                spec_field.name
+            ):
+                raise HostError(
+                    422,
+                    "validation_failed",
+                    f"field {spec_field.name!r} is immutable: it cannot change after creation "
+                    f"(current {current.get(spec_field.name)!r})",
+                    {"field": spec_field.name, "formRef": ref.to_json()},
+                )
+    return encoded
 
 
 class InvalidSpec(ValueError):
