@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from .checks import CHECKS
-from .harness import Check, CheckResult, HostUnusable
+from .outcomes import Check, CheckResult, HostUnusable
 from .runner import Progress, RunReport, run, select
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 import httpx
 
 from .checks import CHECKS
-from .harness import Check, CheckFailed, CheckResult, CheckSkipped, Context, HostUnusable
+from .context import Context
+from .lifecycle import cleanup, preflight, setup_space
+from .outcomes import Check, CheckFailed, CheckResult, CheckSkipped, HostUnusable
 
 _CITED = re.compile(r"^(H-[0-9]+|§)")
 
@@ -59,10 +61,10 @@ def run(
     ctx = Context(url, token, admin_token, op_timeout=op_timeout, poll_interval=poll_interval)
     results: list[CheckResult] = []
     try:
-        ctx.preflight()
+        preflight(ctx)
         setup_error = None
         try:
-            ctx.setup_space()
+            setup_space(ctx)
         except CheckFailed as exc:
             setup_error = f"set-up failed: {exc}"
         for index, item in enumerate(checks, 1):
@@ -76,7 +78,7 @@ def run(
             if progress:
                 progress(index, len(checks), item, result)
     finally:
-        ctx.cleanup()
+        cleanup(ctx)
     return RunReport(url, results, ctx.cleanup_problems, ctx.space)
 
 
