@@ -163,4 +163,4 @@ class Admin:
         forms.activate(ref, digest)
         with self.store.tx():
             self.store.save_active_package(ref, digest)
-        return self.host.form_item(ref)
+        return self.host.forms.item(ref)

@@ -246,17 +246,21 @@ class HostApp:
 
     async def list_forms(self, request: Request) -> Response:
         return self.json(
-            200, {"items": [self.host.form_item(ref) for ref in self.host.forms.all_refs()]}
+            200, {"items": [self.host.forms.item(ref) for ref in self.host.forms.all_refs()]}
         )
 
     async def availability(self, request: Request, group: str, version: str, kind: str) -> Response:
         dv, sd = self._ref_params(request)
-        ref, _ = self.host.resolve(line_param(group, version, kind), dv, sd)
+        ref, _ = self.host.forms.resolve(
+            line_param(group, version, kind), dv, sd, self.host.settings
+        )
         return self.json(200, {"formRef": ref.to_json(), "available": True})
 
     async def definition(self, request: Request, group: str, version: str, kind: str) -> Response:
         dv, sd = self._ref_params(request)
-        ref, _ = self.host.resolve(line_param(group, version, kind), dv, sd)
+        ref, _ = self.host.forms.resolve(
+            line_param(group, version, kind), dv, sd, self.host.settings
+        )
         schema = self.host.forms.schema(ref, alter=self.host.on("serve-wrong-schema"))
         doc = {
             "formRef": ref.to_json(),

@@ -1,4 +1,4 @@
-"""Installed Form Definitions and their packages.
+"""Installed Form Definitions, their packages, and which installed FormRef a request names.
 
 Every FormRef the host serves comes from at least one *package* (a definition file; its package
 digest is the SHA-256 of the file's bytes). The same FormRef may be installed from several
@@ -18,6 +18,9 @@ from takoform_spec.catalog import Catalog, load_catalog, load_definition_file
 from takoform_spec.definitions import FormDefinition, check_compatibility
 from takoform_spec.errors import CatalogError
 from takoform_spec.identity import FormLine, FormRef, parse_definition_version
+
+from .errors import HostError
+from .misbehaviours import Settings
 
 #: Package files shipped with the host (e.g. a mirror of a catalog definition).
 SHIPPED_PACKAGES_DIR = Path(__file__).parent / "packages"
@@ -79,6 +82,57 @@ class InstalledForms:
 
     def has_line(self, line: FormLine) -> bool:
         return bool(self.refs_of_line(line))
+
+    # -- what a request names ---------------------------------------------------------------
+
+    def resolve(
+        self, line: FormLine, version: str | None, digest: str | None, settings: Settings
+    ) -> tuple[FormRef, bool]:
+        """The installed FormRef a request names, and whether lookups may ignore the binding.
+
+        Fails closed (H-8): anything but an installed exact FormRef is `form_unknown`.
+        """
+        if not version or not digest:
+            newest = self.newest_of_line(line)
+            if settings.on("default-missing-formref") and newest is not None:
+                return newest, False
+            missing = [
+                n for n, v in (("definitionVersion", version), ("schemaDigest", digest)) if not v
+            ]
+            raise HostError(
+                400,
+                "invalid_request",
+                "the query parameters definitionVersion and schemaDigest are both required",
+                {"missing": missing},
+            )
+        ref = self.lookup((line.api_version, line.kind, version, digest))
+        if ref is not None:
+            return ref, settings.on("serve-under-any-installed-ref")
+        newest = self.newest_of_line(line)
+        if settings.on("match-group-kind") and newest is not None:
+            return newest, True
+        raise HostError(
+            404,
+            "form_unknown",
+            f"FormRef {line.api_version} {line.kind} definitionVersion={version} "
+            f"schemaDigest={digest} is not installed on this host",
+            {
+                "formRef": {
+                    "apiVersion": line.api_version,
+                    "kind": line.kind,
+                    "definitionVersion": version,
+                    "schemaDigest": digest,
+                },
+                "installed": [ref.to_json() for ref in self.refs_of_line(line)],
+            },
+        )
+
+    def item(self, ref: FormRef) -> dict[str, Any]:
+        return {
+            "formRef": ref.to_json(),
+            "packageDigests": self.package_digests(ref),
+            "activePackageDigest": self.active_package(ref),
+        }
 
     # -- packages ----------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The reference rules of the host API: spaces, exact FormRefs, fences, validation, idempotency.
+"""The reference rules of the host API: spaces, reads, mutations, fences, idempotency.
 
 Every method runs synchronously on the event loop thread, so a check and the write it guards can
 never interleave with another request. Every mutation is ONE SQLite transaction committed before
@@ -130,57 +130,6 @@ class Host:
             return
         raise HostError(404, "space_not_found", f"space {name!r} does not exist", {"space": name})
 
-    # -- Forms -------------------------------------------------------------------------------
-
-    def resolve(
-        self, line: FormLine, version: str | None, digest: str | None
-    ) -> tuple[FormRef, bool]:
-        """The installed FormRef a request names, and whether lookups may ignore the binding.
-
-        Fails closed (H-8): anything but an installed exact FormRef is `form_unknown`.
-        """
-        if not version or not digest:
-            newest = self.forms.newest_of_line(line)
-            if self.on("default-missing-formref") and newest is not None:
-                return newest, False
-            missing = [
-                n for n, v in (("definitionVersion", version), ("schemaDigest", digest)) if not v
-            ]
-            raise HostError(
-                400,
-                "invalid_request",
-                "the query parameters definitionVersion and schemaDigest are both required",
-                {"missing": missing},
-            )
-        ref = self.forms.lookup((line.api_version, line.kind, version, digest))
-        if ref is not None:
-            return ref, self.on("serve-under-any-installed-ref")
-        newest = self.forms.newest_of_line(line)
-        if self.on("match-group-kind") and newest is not None:
-            return newest, True
-        raise HostError(
-            404,
-            "form_unknown",
-            f"FormRef {line.api_version} {line.kind} definitionVersion={version} "
-            f"schemaDigest={digest} is not installed on this host",
-            {
-                "formRef": {
-                    "apiVersion": line.api_version,
-                    "kind": line.kind,
-                    "definitionVersion": version,
-                    "schemaDigest": digest,
-                },
-                "installed": [ref.to_json() for ref in self.forms.refs_of_line(line)],
-            },
-        )
-
-    def form_item(self, ref: FormRef) -> dict[str, Any]:
-        return {
-            "formRef": ref.to_json(),
-            "packageDigests": self.forms.package_digests(ref),
-            "activePackageDigest": self.forms.active_package(ref),
-        }
-
     # -- resources ---------------------------------------------------------------------------
 
     def find(self, space: str, ref: FormRef, name: str, loose: bool = False) -> Resource | None:
@@ -209,7 +158,7 @@ class Host:
         self, space: str, line: FormLine, name: str, version: str | None, digest: str | None
     ) -> Resource:
         self.require_space(space)
-        ref, loose = self.resolve(line, version, digest)
+        ref, loose = self.forms.resolve(line, version, digest, self.settings)
         res = self.find(space, ref, name, loose)
         if res is None:
             raise self.not_found(space, ref, name)
@@ -219,7 +168,7 @@ class Host:
         self, space: str, line: FormLine, version: str | None, digest: str | None
     ) -> list[dict[str, Any]]:
         self.require_space(space)
-        ref, loose = self.resolve(line, version, digest)
+        ref, loose = self.forms.resolve(line, version, digest, self.settings)
         found = (self.find(space, ref, n, loose) for n in self.store.resource_names(space, line))
         return [res.doc for res in found if res is not None]
 
@@ -269,7 +218,9 @@ class Host:
                     )
                 bypass = True
         self.require_space(m.space)
-        ref, loose = self.resolve(m.line, m.definition_version, m.schema_digest)
+        ref, loose = self.forms.resolve(
+            m.line, m.definition_version, m.schema_digest, self.settings
+        )
         if m.method == "DELETE":
             return self._delete(m, ref, loose, bypass)
         return self._put(m, ref, loose, bypass)
