@@ -28,6 +28,7 @@ layers that adapt them (FRAMEWORKS below).
 And purity: the operator's core and the spec do no I/O and import no framework. The catalog is
 its own layer because it reads the definition files shipped beside it: the one impure module of
 `takoform_spec`, which nothing pure may import.
+
 Every import counts, including those inside functions and under `if TYPE_CHECKING:`.
 """
 
