@@ -9,17 +9,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from takoform_operator.core.conditions import merge_conditions
-from takoform_operator.core.errors import InvalidIdentity
-from takoform_operator.core.identity import (
+from takoform_operator.core.ownership import Claimant, Identity
+from takoform_operator.core.reconcile import Outcome
+from takoform_operator.core.state import DeletionPolicy, Desired, state_to_status
+from takoform_spec.errors import InvalidIdentity
+from takoform_spec.identity import (
     FormLine,
     FormRef,
     form_ref_problems,
     validate_resource_name,
     validate_space_id,
 )
-from takoform_operator.core.ownership import Claimant, Identity
-from takoform_operator.core.reconcile import Outcome
-from takoform_operator.core.state import DeletionPolicy, Desired, state_to_status
 
 #: The annotation that imports a new incarnation explicitly (rule 6, remedy 1).
 ACCEPT_UID_ANNOTATION = "takoform.io/accept-uid"

@@ -21,7 +21,6 @@ from typing import Any, cast
 import kopf
 
 from takoform_operator.core.conditions import transitions
-from takoform_operator.core.identity import plural_of
 from takoform_operator.core.reconcile import RETRY_LATER, RETRY_WRITE, Outcome
 from takoform_operator.core.registry import Registry
 from takoform_operator.host_port import HostPort
@@ -32,6 +31,7 @@ from takoform_operator.kube.loops import ReconcileLoops
 from takoform_operator.kube.status import CrWriter, StatusWriteFailed
 from takoform_operator.metrics import Metrics
 from takoform_operator.settings import Settings
+from takoform_spec.identity import plural_of
 
 FINALIZER = "takoform.io/finalizer"
 #: A recorded claim is followed at once by the next step; never more than this in one go.
