@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: bench-host bench-reconcile conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
+.PHONY: bench bench-host bench-reconcile conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -46,6 +46,11 @@ unit: venv ## fast unit tests of the pure core only
 
 test: lint typecheck check-generated tools ## everything CI runs: lint, types, generated files, all tests
 	$(BIN)/pytest -q
+
+BENCH_SIZES ?= 100,1000,5000
+
+bench: tools venv ## benchmark the operator process end to end (BENCH_SIZES=100,1000,5000; docs/performance.md)
+	$(BIN)/python hack/bench_operator.py --sizes $(BENCH_SIZES)
 
 bench-host: venv ## benchmark the reference host (throughput, p50/p99 latency on loopback)
 	$(BIN)/python hack/bench_host.py

@@ -96,7 +96,8 @@ async def reconcile_cr(
                 if runtime.loops is not None:
                     runtime.loops.wrote(uid, body)
             for event in outcome.events:
-                if event.type == "Normal":  # warnings are posted once, as condition transitions
+                # Warnings are posted once, as condition transitions.
+                if event.type == "Normal" and event.reason not in _QUIET_REASONS:
                     _post(body, event.type, str(event.reason), event.message)
             if not outcome.continue_now:
                 break
@@ -104,6 +105,9 @@ async def reconcile_cr(
 
 
 _WARNING_CONDITIONS = {"Blocked", "Degraded", "Drifted"}
+#: Normal events of the core that only say an operation was accepted: the status says it too,
+#: and one Event per CR per step would be most of the operator's API writes.
+_QUIET_REASONS = {"CreatePending", "UpdatePending", "DeletePending"}
 
 
 def _post(body: Mapping[str, Any], level: str, reason: str, message: str) -> None:
@@ -114,17 +118,17 @@ def _post(body: Mapping[str, Any], level: str, reason: str, message: str) -> Non
 def _post_transitions(
     body: Mapping[str, Any], before: list[dict[str, Any]] | None, after: list[dict[str, Any]]
 ) -> None:
-    """One Event per condition that changed: a Warning when trouble starts, Normal otherwise."""
+    """Events for the transitions a human acts on: a Warning when trouble starts, a Normal
+    Event when it clears, and one when the resource becomes Ready."""
     for condition in transitions(before, after):
         kind, true = condition["type"], condition["status"] == "True"
-        if kind == "Ready" and not true:
-            continue  # the condition that made it not Ready says why
-        if true:
-            level = "Warning" if kind in _WARNING_CONDITIONS else "Normal"
-            message = condition["message"]
-        else:
-            level, message = "Normal", f"{kind} cleared"
-        _post(body, level, str(condition["reason"]), message)
+        if kind in _WARNING_CONDITIONS:
+            if true:
+                _post(body, "Warning", str(condition["reason"]), condition["message"])
+            else:
+                _post(body, "Normal", str(condition["reason"]), f"{kind} cleared")
+        elif kind == "Ready" and true:
+            _post(body, "Normal", str(condition["reason"]), condition["message"])
 
 
 def _where(body: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
