@@ -24,8 +24,13 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
+
+# The tests' support modules (waiting, processes) are shared with these scripts.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+from waiting import wait_for
 
 API = "/v1alpha3"
 SPACE = "bench"
@@ -195,8 +200,12 @@ def main() -> int:
                 concurrent(url, headers, ref, args.clients, args.creates, args.reads)
             )
             with httpx.Client(base_url=url, headers=headers) as client:
-                time.sleep(0.1)
-                ops = client.get(f"{API}/operations", params={"space": SPACE}).json()["items"]
+
+                def all_settled() -> list[dict[str, Any]] | None:
+                    ops = client.get(f"{API}/operations", params={"space": SPACE}).json()["items"]
+                    return ops if ops and all(op["state"] != "running" for op in ops) else None
+
+                ops = wait_for(all_settled, "every benchmark operation to settle")
             settled = sum(1 for op in ops if op["state"] == "succeeded")
         finally:
             proc.terminate()

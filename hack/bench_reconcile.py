@@ -30,6 +30,10 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
+# The tests' support modules (waiting, processes) are shared with these scripts.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+from waiting import await_for, await_settled
+
 from bench_host import SPACE, start_host
 from takoform_operator.core.conditions import ConditionType
 from takoform_operator.core.identity import FormLine
@@ -57,8 +61,7 @@ async def host_alone(client: HostClient, name: str) -> None:
     ref = load_registry().default_create_ref(BUCKET)
     assert ref is not None
     operation = await client.create(SPACE, ref, name, SPEC, key=f"bench:{name}")
-    while (await client.get_operation(operation.id)).state == "running":
-        await asyncio.sleep(0.005)
+    await await_settled(client, operation.id, timeout=60, interval=0.005)
     await client.get_resource(SPACE, ref, name)
 
 
@@ -74,13 +77,14 @@ async def reconciled(client: HostClient, name: str) -> None:
         parameters=SPEC,
     )
     state = State()
-    for _ in range(1000):
+
+    async def ready() -> bool:
+        nonlocal state
         outcome = await reconcile_once(desired, state, port, registry)
         state = outcome.state
-        if ConditionType.READY in outcome.asserted():
-            return
-        await asyncio.sleep(0.005)
-    raise RuntimeError(f"{name} never became Ready")
+        return ConditionType.READY in outcome.asserted()
+
+    await await_for(ready, f"{name} Ready", timeout=60, interval=0.005)
 
 
 async def phase(

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+from waiting import wait_settled
 
 from .helpers import (
     API,
@@ -18,7 +19,6 @@ from .helpers import (
     query,
     read,
     resource_path,
-    wait_settled,
 )
 
 pytestmark = pytest.mark.host

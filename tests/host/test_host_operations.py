@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from waiting import wait_settled
 
 from .helpers import (
     API,
@@ -19,7 +20,6 @@ from .helpers import (
     query,
     read,
     resource_path,
-    wait_settled,
 )
 
 pytestmark = pytest.mark.host

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from waiting import await_settled
 
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.identity import FormLine
@@ -137,10 +138,7 @@ async def test_lost_202_and_expired_record_adopts_by_creation_key(
     first = await cr.reconcile(port, REGISTRY, persist=False)
     operation_id = next(iter(op.id for op in await operations_for(client, "lost-expired")))
     assert first.state.pending is not None and first.state.pending.operation_id == operation_id
-    for _ in range(100):
-        if (await client.get_operation(operation_id)).state != "running":
-            break
-        await asyncio.sleep(0.02)
+    await await_settled(client, operation_id)
     host.admin("POST", "/admin/v1/operations/expire", {"ids": [operation_id]})
     outcome = await cr.converge(port, REGISTRY)
     assert condition(outcome, ConditionType.READY) is Reason.AVAILABLE
@@ -209,10 +207,7 @@ async def test_host_without_creation_keys_falls_back_to_blocked_not_adoption(
         port = SpyPort(client)
         await cr.reconcile(port, REGISTRY, persist=False)  # died after the host's 202
         operations = await operations_for(client, "keyless")
-        for _ in range(100):
-            if (await client.get_operation(operations[0].id)).state != "running":
-                break
-            await asyncio.sleep(0.02)
+        await await_settled(client, operations[0].id)
         host.admin("POST", "/admin/v1/operations/expire", {"ids": [operations[0].id]})
         outcome = await cr.converge(port, REGISTRY)
         assert condition(outcome, ConditionType.BLOCKED) is Reason.OWNERSHIP_UNPROVABLE

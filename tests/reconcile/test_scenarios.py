@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from waiting import await_settled
 
 from takoform_operator.catalog import DEFINITIONS_DIR, load_definition_file
 from takoform_operator.core.conditions import ConditionType, Reason
@@ -263,7 +264,7 @@ async def test_rule7_expired_record_lets_the_resource_get_decide(
     present = SimulatedCr(desired("expired-present"))
     await present.reconcile(spy, REGISTRY)  # accepted; marker recorded
     operation_id = present.state.pending.operation_id  # type: ignore[union-attr]
-    await _settled(client, operation_id)
+    await await_settled(client, operation_id)
     host.admin("POST", "/admin/v1/operations/expire", {"ids": [operation_id]})
     outcome = await present.converge(spy, REGISTRY)
     assert condition(outcome, ConditionType.READY) is Reason.AVAILABLE
@@ -272,7 +273,7 @@ async def test_rule7_expired_record_lets_the_resource_get_decide(
     absent = SimulatedCr(desired("expired-absent"))
     await absent.reconcile(spy, REGISTRY)
     operation_id = absent.state.pending.operation_id  # type: ignore[union-attr]
-    await _settled(client, operation_id)
+    await await_settled(client, operation_id)
     host.admin("POST", "/admin/v1/operations/expire", {"ids": [operation_id]})
     host.admin("POST", "/admin/v1/resources/delete", admin_target("expired-absent"))
     outcome = await absent.reconcile(spy, REGISTRY)
@@ -287,7 +288,7 @@ async def test_rule7_failed_operation_absent_means_state_removable(
     cr = SimulatedCr(desired("fails-once"))
     host.set_faults(failNextOperations=1)
     await cr.reconcile(spy, REGISTRY)
-    await _settled(client, cr.state.pending.operation_id)  # type: ignore[union-attr]
+    await await_settled(client, cr.state.pending.operation_id)  # type: ignore[union-attr]
     outcome = await cr.reconcile(spy, REGISTRY)
     assert condition(outcome, ConditionType.DEGRADED) is Reason.OPERATION_FAILED
     assert cr.state.form_ref is None and cr.state.pending is None, "state removed"
@@ -298,23 +299,13 @@ async def test_rule7_failed_operation_absent_means_state_removable(
     assert len(keys) == 2 and keys[0] != keys[1]
 
 
-async def _settled(client: HostClient, operation_id: str) -> None:
-    import asyncio
-
-    for _ in range(100):
-        if (await client.get_operation(operation_id)).state != "running":
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"operation {operation_id} did not settle")
-
-
 # -- rule 5: import ----------------------------------------------------------------------------
 
 
 async def test_rule5_import_by_json_id_keeps_the_older_definition(client: HostClient) -> None:
     older = ref("1.0.0")
     operation = await client.create("team-a", older, "legacy", SPEC, key="outside:1")
-    await _settled(client, operation.id)
+    await await_settled(client, operation.id)
     import_id = canonical_import_id("team-a", "legacy", older)
     spy = SpyPort(client)
     cr = SimulatedCr(desired("legacy", import_id=import_id, parameters={**SPEC, "sizeGiB": 12}))
@@ -346,7 +337,7 @@ async def test_rule5_import_of_an_undecodable_id_is_refused(client: HostClient) 
 
 async def test_name_taken_by_someone_else_is_never_adopted(client: HostClient) -> None:
     operation = await client.create("team-a", ref("1.1.0"), "taken", SPEC, key="someone:else")
-    await _settled(client, operation.id)
+    await await_settled(client, operation.id)
     spy = SpyPort(client)
     cr = SimulatedCr(desired("taken"))
     outcome = await cr.converge(spy, REGISTRY)

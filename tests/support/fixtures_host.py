@@ -20,13 +20,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from waiting import TimedOut, wait_until
 
 STARTUP_TIMEOUT = 30.0
 _LIVE: set[HostProcess] = set()
@@ -113,19 +113,24 @@ class HostProcess:
         finally:
             log.close()
         _LIVE.add(self)
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"takoform-host exited with {self.proc.returncode} during start-up:\n"
-                    + self.log_tail()
-                )
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + "/healthz", timeout=1.0).status_code == 200:
-                    return
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"takoform-host did not become ready in time:\n{self.log_tail()}")
+        try:
+            wait_until(self._answers, f"{self} to answer /healthz", STARTUP_TIMEOUT, interval=0.05)
+        except TimedOut:
+            self.kill()
+            raise RuntimeError(
+                f"takoform-host did not become ready in time:\n{self.log_tail()}"
+            ) from None
+
+    def _answers(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(
+                f"takoform-host exited with {self.proc.returncode} during start-up:\n"
+                + self.log_tail()
+            )
+        with contextlib.suppress(httpx.HTTPError):
+            return httpx.get(self.url + "/healthz", timeout=1.0).status_code == 200
+        return False
 
     def kill(self) -> None:
         """SIGKILL: no shutdown, nothing flushed beyond what was committed."""
