@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import secrets
 import statistics
 import sys
 import tempfile
@@ -124,9 +123,9 @@ def main() -> int:
     parser.add_argument("--resources", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
-    token = secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="takoform-bench-") as scratch:
-        process, url = start_host(Path(scratch), token)
+        host = start_host(Path(scratch))
+        url, token = host.url, host.token
         try:
             print(f"host {url}; {args.resources} Buckets per phase, concurrency {args.concurrency}")
             alone = asyncio.run(
@@ -136,8 +135,7 @@ def main() -> int:
                 phase(url, token, "core", reconciled, args.resources, args.concurrency)
             )
         finally:
-            process.terminate()
-            process.wait(timeout=15)
+            host.stop()
     print(f"{'phase':<12}{'ready/s':>10}{'req/res':>10}{'p50 ms':>10}{'p99 ms':>10}")
     for label, figures in (("host alone", alone), ("reconcile", core)):
         print(

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 from fixtures_helm import rule_file
-from fixtures_host import free_port
 from fixtures_kube import KubeCluster, wait_until
 from operator_process import operator_process
+from processes import free_port
 
 pytestmark = [pytest.mark.kube, pytest.mark.host]
 

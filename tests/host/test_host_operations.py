@@ -28,7 +28,7 @@ pytestmark = pytest.mark.host
 @pytest.fixture(scope="module")
 def slow_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A host whose mutations take 0.6 s to commit: long enough to look inside the window."""
-    from fixtures_host import HostProcess
+    from processes import HostProcess
 
     host = HostProcess(tmp_path_factory.mktemp("slow-host"), commit_delay=0.6)
     host.start()
