@@ -29,6 +29,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import runners
 import waiting
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,16 +86,15 @@ class KubeCluster:
         exit raises AssertionError showing the command and its stderr. `token` makes the call
         as that bearer token instead of the kubeconfig's user."""
         kubeconfig = self.token_kubeconfig(token) if token else self.kubeconfig
-        argv = [str(self.kubectl_bin), f"--kubeconfig={kubeconfig}"]
-        if namespace:
-            argv.append(f"--namespace={namespace}")
-        argv += list(args)
-        proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
-        if check and proc.returncode != 0:
-            raise AssertionError(
-                f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}{proc.stdout}"
-            )
-        return proc
+        return runners.kubectl(
+            self.kubectl_bin,
+            kubeconfig,
+            *args,
+            namespace=namespace,
+            input=input,
+            check=check,
+            timeout=timeout,
+        )
 
     def token_kubeconfig(self, token: str) -> Path:
         # A kubeconfig whose only credential is the bearer token: with the admin client
