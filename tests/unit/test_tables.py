@@ -1,7 +1,9 @@
 """Rules 6 and 7 as tables: every (operation state x resource presence x uid) combination.
 
-Each row names the conclusion and why; the second half drives the same rows through `decide` to
-prove the core does what the row says (marker kept or cleared, blocked, state removed).
+The production tables (core/tables.py) are not retyped here. The first half checks each row
+against the text of decision 0017 rules 6 and 7, one clause per test, quoted; the second half
+drives every row of the production tables through `decide` to prove the core does what the row
+says (marker kept or cleared, blocked, state removed).
 """
 
 from __future__ import annotations
@@ -48,62 +50,108 @@ A, SAME, DIFF, UNK = (
 )
 C = Conclusion
 
-# (op state, presence, conclusion, why) — rule 7 for a pending create or update.
-MUTATION_ROWS = [
-    (R, A, C.WAIT, "running: absence is not deletion, nothing committed"),
-    (R, SAME, C.SETTLE_KEEP_MARKER, "running: a readable representation settles, marker survives"),
-    (R, DIFF, C.BLOCK_KEEP_MARKER, "running: another incarnation under the name is rule 6"),
-    (R, UNK, C.ADOPT_IF_PROVEN_KEEP_MARKER, "running: an unrecorded uid needs proof"),
-    (S, A, C.GONE_CLEAR, "succeeded, then removed out of band: drift, marker settled"),
-    (S, SAME, C.SETTLE_CLEAR, "succeeded: result verified by uid, settle and clear"),
-    (S, DIFF, C.BLOCK_CLEAR, "succeeded but another uid is there: blocked, never rebound"),
-    (S, UNK, C.ADOPT_IF_PROVEN_CLEAR, "succeeded, uid unknown: adopt only with our key on it"),
-    (F, A, C.GONE_CLEAR, "failed and absent: state may be removed"),
-    (F, SAME, C.SETTLE_CLEAR, "failed but present with our uid: the uid decides, keep it"),
-    (F, DIFF, C.BLOCK_CLEAR, "failed, another uid present: blocked"),
-    (F, UNK, C.ADOPT_IF_PROVEN_CLEAR, "failed, uid unknown: adopt only with proof"),
-    (N, A, C.GONE_CLEAR, "record expired, absent: the exact GET is the final word"),
-    (N, SAME, C.SETTLE_CLEAR, "record expired, our uid present: settle"),
-    (N, DIFF, C.BLOCK_CLEAR, "record expired, another uid: blocked"),
-    (N, UNK, C.ADOPT_IF_PROVEN_CLEAR, "record expired, uid unknown: adopt only with proof"),
-]
+TABLES = {"create-or-update": MUTATION_TABLE, "delete": DELETE_TABLE}
+EVERY = [(o, p) for o in OpState for p in Presence]
 
-DELETE_ROWS = [
-    (R, A, C.WAIT, "delete running: never conclude before it commits"),
-    (R, SAME, C.SETTLE_KEEP_MARKER, "delete running, still there: settle, keep marker"),
-    (R, DIFF, C.BLOCK_KEEP_MARKER, "delete running, another uid: blocked"),
-    (R, UNK, C.WAIT, "delete running, uid unknown: wait"),
-    (S, A, C.GONE_CLEAR, "deleted: finalize"),
-    (S, SAME, C.SETTLE_CLEAR, "host says deleted but ours is there: keep, delete again"),
-    (S, DIFF, C.GONE_CLEAR, "ours is deleted; the replacement is not ours to touch"),
-    (S, UNK, C.GONE_CLEAR, "ours is deleted"),
-    (F, A, C.GONE_CLEAR, "failed but absent: gone"),
-    (F, SAME, C.SETTLE_CLEAR, "failed, still there: keep state, retry with a fresh key"),
-    (F, DIFF, C.BLOCK_CLEAR, "failed, another uid: blocked"),
-    (F, UNK, C.BLOCK_CLEAR, "failed, uid unknown: blocked"),
-    (N, A, C.GONE_CLEAR, "expired, absent: gone"),
-    (N, SAME, C.SETTLE_CLEAR, "expired, still there: keep state and delete again"),
-    (N, DIFF, C.BLOCK_CLEAR, "expired, another uid: blocked"),
-    (N, UNK, C.BLOCK_CLEAR, "expired, uid unknown: blocked"),
-]
+#: What each conclusion means for the marker and for state (checked through decide below).
+KEEPS_MARKER = {C.WAIT, C.SETTLE_KEEP_MARKER, C.BLOCK_KEEP_MARKER, C.ADOPT_IF_PROVEN_KEEP_MARKER}
+SETTLES = {C.SETTLE_KEEP_MARKER, C.SETTLE_CLEAR}  # binds state to what was found, no proof asked
+ADOPTS = {C.ADOPT_IF_PROVEN_KEEP_MARKER, C.ADOPT_IF_PROVEN_CLEAR}  # binds only with proof
+BLOCKS = {C.BLOCK_KEEP_MARKER, C.BLOCK_CLEAR}
+
+
+def rows(table_names: tuple[str, ...] = tuple(TABLES)) -> list[object]:
+    return [
+        pytest.param(TABLES[name], op, found, id=f"{name}-{op}-{found}")
+        for name in table_names
+        for op, found in EVERY
+    ]
 
 
 def test_tables_cover_every_combination() -> None:
-    every = {(o, p) for o in OpState for p in Presence}
-    assert set(MUTATION_TABLE) == every
-    assert set(DELETE_TABLE) == every
-    assert {(o, p) for o, p, _, _ in MUTATION_ROWS} == every
-    assert {(o, p) for o, p, _, _ in DELETE_ROWS} == every
+    assert set(MUTATION_TABLE) == set(EVERY)
+    assert set(DELETE_TABLE) == set(EVERY)
 
 
-@pytest.mark.parametrize(("op", "found", "conclusion", "why"), MUTATION_ROWS)
-def test_mutation_table_row(op: OpState, found: Presence, conclusion: Conclusion, why: str) -> None:
-    assert MUTATION_TABLE[(op, found)] is conclusion, why
+# -- each row against the text of decision 0017 -------------------------------------------------
 
 
-@pytest.mark.parametrize(("op", "found", "conclusion", "why"), DELETE_ROWS)
-def test_delete_table_row(op: OpState, found: Presence, conclusion: Conclusion, why: str) -> None:
-    assert DELETE_TABLE[(op, found)] is conclusion, why
+@pytest.mark.parametrize(("table", "op", "found"), rows())
+def test_the_marker_survives_exactly_while_the_operation_runs(
+    table: dict[tuple[OpState, Presence], Conclusion], op: OpState, found: Presence
+) -> None:
+    """Rule 7, still running: "the marker survives, because nothing has committed"; and
+    "pending_operation_id ... is cleared only by an operation that actually settled" (or whose
+    record expired: then "the exact resource GET is the final word")."""
+    assert (table[(op, found)] in KEEPS_MARKER) == (op is R)
+
+
+@pytest.mark.parametrize("table", TABLES.values(), ids=TABLES)
+def test_absence_while_running_is_not_deletion(
+    table: dict[tuple[OpState, Presence], Conclusion],
+) -> None:
+    """Rule 7, still running: "absence is NOT deletion"."""
+    assert table[(R, A)] is C.WAIT
+
+
+@pytest.mark.parametrize("table", TABLES.values(), ids=TABLES)
+def test_a_terminal_error_lets_the_exact_get_decide(
+    table: dict[tuple[OpState, Presence], Conclusion],
+) -> None:
+    """Rule 7, terminal error: "absent means state may be removed, present means the UID
+    decides"."""
+    assert table[(F, A)] is C.GONE_CLEAR
+    assert table[(F, SAME)] is C.SETTLE_CLEAR, "our incarnation is there: keep it"
+    assert table[(F, DIFF)] is C.BLOCK_CLEAR, "another incarnation: rule 6"
+
+
+@pytest.mark.parametrize(("table", "found"), [(t, p) for t in TABLES.values() for p in Presence])
+def test_an_expired_record_is_judged_like_a_terminal_error(
+    table: dict[tuple[OpState, Presence], Conclusion], found: Presence
+) -> None:
+    """Rule 7, operation_not_found: "the record expired; the exact resource GET is the final
+    word, under the same UID rule" - and never read as "the mutation failed" by itself."""
+    assert table[(N, found)] is table[(F, found)]
+
+
+def test_a_successful_mutation_settles_only_the_verified_uid() -> None:
+    """Rule 7, terminal success: "the result resource is verified against the exact identity and
+    its UID checked; the ordinary read settles and clears"."""
+    assert MUTATION_TABLE[(S, SAME)] is C.SETTLE_CLEAR
+    assert MUTATION_TABLE[(S, DIFF)] not in SETTLES | ADOPTS
+
+
+@pytest.mark.parametrize(("table", "op"), [(t, o) for t in TABLES.values() for o in OpState])
+def test_a_different_uid_is_never_rebound(
+    table: dict[tuple[OpState, Presence], Conclusion], op: OpState
+) -> None:
+    """Rule 7: "No branch re-binds by name alone: a known UID is verified in every branch"."""
+    assert table[(op, DIFF)] not in SETTLES | ADOPTS
+
+
+@pytest.mark.parametrize("op", OpState)
+def test_a_uid_mismatch_under_a_pending_mutation_blocks_and_keeps_state(op: OpState) -> None:
+    """Rule 6: "It never re-binds and never removes" - the resource stays in state, blocked."""
+    assert MUTATION_TABLE[(op, DIFF)] in BLOCKS
+
+
+@pytest.mark.parametrize(("table", "op"), [(t, o) for t in TABLES.values() for o in OpState])
+def test_an_unknown_uid_is_never_settled_without_proof(
+    table: dict[tuple[OpState, Presence], Conclusion], op: OpState
+) -> None:
+    """Rule 7: "an unknown one is adopted only from a representation the host served under the
+    exact FormRef state records" - and, for a mutation of ours, only with our key on it."""
+    assert table[(op, UNK)] not in SETTLES
+    if table is MUTATION_TABLE:
+        assert table[(op, UNK)] in ADOPTS
+
+
+@pytest.mark.parametrize("op", OpState)
+def test_a_pending_delete_never_adopts_or_settles_a_stranger(op: OpState) -> None:
+    """A delete sends the uid it expects; whatever else sits under the name is not ours to take
+    (and so never a target of the next delete)."""
+    assert DELETE_TABLE[(op, DIFF)] not in SETTLES | ADOPTS
+    assert DELETE_TABLE[(op, UNK)] not in SETTLES | ADOPTS
 
 
 def _resource(uid: str, *, key: str | None = None, spec: dict | None = None) -> ResourceView:
@@ -189,13 +237,14 @@ def _run(verb: Verb, op: OpState, found: Presence, *, deleting: bool = False):
     return decide(desired, state, Plan("op-1", target), Observation(view, resource), REGISTRY)
 
 
-@pytest.mark.parametrize(("op", "found", "conclusion", "why"), MUTATION_ROWS)
-def test_decide_follows_mutation_rows(
-    op: OpState, found: Presence, conclusion: Conclusion, why: str
-) -> None:
+@pytest.mark.parametrize(("op", "found"), EVERY, ids=[f"{o}-{p}" for o, p in EVERY])
+def test_decide_follows_mutation_rows(op: OpState, found: Presence) -> None:
+    conclusion = MUTATION_TABLE[(op, found)]
+    why = f"{op} and {found} -> {conclusion}"
     decision = _run(Verb.CREATE, op, found)
     state = decision.outcome.state
     conditions = decision.outcome.asserted()
+    assert (state.pending is not None) == (conclusion in KEEPS_MARKER), why
     if conclusion is C.WAIT:
         assert state.pending is not None and state.uid == OURS, why
         assert decision.action is None
@@ -221,12 +270,13 @@ def test_decide_follows_mutation_rows(
             assert conditions[ConditionType.READY] is Reason.AVAILABLE
 
 
-@pytest.mark.parametrize(("op", "found", "conclusion", "why"), DELETE_ROWS)
-def test_decide_follows_delete_rows(
-    op: OpState, found: Presence, conclusion: Conclusion, why: str
-) -> None:
+@pytest.mark.parametrize(("op", "found"), EVERY, ids=[f"{o}-{p}" for o, p in EVERY])
+def test_decide_follows_delete_rows(op: OpState, found: Presence) -> None:
+    conclusion = DELETE_TABLE[(op, found)]
+    why = f"{op} and {found} -> {conclusion}"
     decision = _run(Verb.DELETE, op, found, deleting=True)
     outcome = decision.outcome
+    assert (outcome.state.pending is not None) == (conclusion in KEEPS_MARKER), why
     if conclusion is C.WAIT:
         assert outcome.state.pending is not None and not outcome.finalized, why
     elif conclusion is C.GONE_CLEAR:
