@@ -299,6 +299,65 @@ async def test_rule7_failed_operation_absent_means_state_removable(
     assert len(keys) == 2 and keys[0] != keys[1]
 
 
+async def test_rule7_settled_create_whose_uid_was_never_recorded_is_adopted_by_its_key(
+    host_factory: Any,
+) -> None:
+    """Rule 7, unknown uid: a host whose 202 names no resource uid leaves state bound without
+    one. Once the record has expired, the exact GET finds a resource it cannot compare uids with;
+    our own create key on it proves it ours, so it is adopted - not re-created, not blocked."""
+    host = host_factory(commit_delay=0.05, misbehaviours=("omit-result-uid",))
+    async with HostClient(host.url, host.token) as http:
+        await http.ensure_space("team-a")
+        spy = SpyPort(http)
+        cr = SimulatedCr(desired("unrecorded"))
+        await cr.reconcile(spy, REGISTRY)
+        assert cr.state.pending is not None and cr.state.uid is None, "the 202 named no uid"
+        operation_id = cr.state.pending.operation_id
+        await await_settled(http, operation_id)
+        host.admin("POST", "/admin/v1/operations/expire", {"ids": [operation_id]})
+        outcome = await cr.reconcile(spy, REGISTRY)
+        served = await http.get_resource("team-a", ref("1.1.0"), "unrecorded")
+        [create] = [m for m in spy.mutations if isinstance(m, Create)]
+        assert served.metadata.creation_idempotency_key == create.key, "the proof"
+        assert cr.state.uid == served.metadata.uid, "adopted"
+        assert cr.state.pending is None, "the record expired: the marker is cleared"
+        assert condition(outcome, ConditionType.READY) is Reason.AVAILABLE
+        assert condition(outcome, ConditionType.BLOCKED) is None
+
+
+async def test_rule7_running_create_visible_early_with_our_key_is_adopted_marker_kept(
+    host_factory: Any,
+) -> None:
+    """Rule 7, still running, unknown uid: a host that shows the resource before its operation
+    commits (and names no uid on the 202) is read while the create runs. Our key on it proves it
+    ours: state takes its uid, the marker survives until the operation settles."""
+    host = host_factory(
+        commit_delay=0.05, misbehaviours=("omit-result-uid", "visible-before-commit")
+    )
+    async with HostClient(host.url, host.token) as http:
+        await http.ensure_space("team-a")
+        spy = SpyPort(http)
+        cr = SimulatedCr(desired("early"))
+        host.set_faults(stuckOperations=True)
+        try:
+            await cr.reconcile(spy, REGISTRY)
+            pending = cr.state.pending
+            assert pending is not None and cr.state.uid is None, "the 202 named no uid"
+            outcome = await cr.reconcile(spy, REGISTRY)
+            served = await http.get_resource("team-a", ref("1.1.0"), "early")
+            assert (await http.get_operation(pending.operation_id)).state == "running"
+            assert cr.state.uid == served.metadata.uid, "adopted on the proof of our key"
+            assert cr.state.pending == pending, "nothing committed: the marker survives"
+            assert condition(outcome, ConditionType.RECONCILING) is Reason.OPERATION_RUNNING
+            assert condition(outcome, ConditionType.BLOCKED) is None
+        finally:
+            host.set_faults(stuckOperations=False)
+        outcome = await cr.converge(spy, REGISTRY)
+        assert condition(outcome, ConditionType.READY) is Reason.AVAILABLE
+        assert cr.state.pending is None and cr.state.uid == served.metadata.uid
+        assert len([m for m in spy.mutations if isinstance(m, Create)]) == 1, "no second create"
+
+
 # -- rule 5: import ----------------------------------------------------------------------------
 
 
