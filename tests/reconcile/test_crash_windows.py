@@ -6,7 +6,6 @@ write did not. Afterwards the host, a real process, is asked what exists.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -273,7 +272,8 @@ async def test_death_before_the_failed_create_is_recorded_retries_with_a_fresh_k
     port = SpyPort(client)
     host.set_faults(failNextOperations=1)
     await cr.reconcile(port, REGISTRY)  # accepted, recorded
-    await asyncio.sleep(0.2)
+    assert cr.state.pending is not None
+    assert (await await_settled(client, cr.state.pending.operation_id)).state == "failed"
     await cr.reconcile(port, REGISTRY, persist=False)  # saw the failure, died before writing
     outcome = await cr.converge(port, REGISTRY)  # sees it again, bumps, creates anew
     if condition(outcome, ConditionType.DEGRADED):
