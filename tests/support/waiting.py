@@ -10,7 +10,7 @@ called first, before any pause, so an event that already happened costs no wait 
 - ``wait_settled(client, op_id)`` / ``await_settled(client, op_id)``: a host operation's final
   record, over the raw host API (an ``httpx.Client``) or the operator's ``HostClient``.
 
-This is the only module of the tests that sleeps between polls (hack/check-test-sleeps.py).
+This is the only module of the tests that sleeps between polls (hack/check_test_sleeps.py).
 """
 
 from __future__ import annotations
