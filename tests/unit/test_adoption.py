@@ -22,6 +22,7 @@ from takoform_operator.core.reconcile import (
     Create,
     Decision,
     Observation,
+    Outcome,
     Plan,
     Update,
     accepted,
@@ -46,7 +47,11 @@ def desired(cr_uid: str = CR_UID, **changes: Any) -> Desired:
 
 
 def reconcile(want: Desired, state: State, seen: Observation) -> Decision:
+    """One reconcile as the service runs it; a recorded claim is persisted and followed at once."""
     planned = plan(want, state, REGISTRY)
+    while isinstance(planned, Outcome) and planned.continue_now:
+        state = planned.state
+        planned = plan(want, state, REGISTRY)
     assert isinstance(planned, Plan), planned
     return decide(want, state, planned, seen, REGISTRY)
 
@@ -93,7 +98,10 @@ def test_a_settled_create_with_our_key_on_it_is_adopted_and_the_marker_cleared(
     assert adopted.uid == FOUND_UID, "bound to the incarnation our key proves is ours"
     assert adopted.form_ref == create.target.form_ref, "under the exact ref it was created with"
     assert adopted.pending is None, "the operation settled (or its record expired)"
-    assert decision.outcome.asserted() == {ConditionType.READY: Reason.AVAILABLE}
+    if op is OpState.FAILED:  # adopted as ours, and the failure is still reported
+        assert decision.outcome.asserted() == {ConditionType.DEGRADED: Reason.OPERATION_FAILED}
+    else:
+        assert decision.outcome.asserted() == {ConditionType.READY: Reason.AVAILABLE}
     assert decision.action is None, "the spec already matches: nothing to send"
 
 

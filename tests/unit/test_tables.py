@@ -25,7 +25,9 @@ from takoform_operator.core.tables import (
     DELETE_TABLE,
     MUTATION_TABLE,
     Conclusion,
+    Marker,
     Presence,
+    Row,
     UidRule,
     presence,
     uid_rule,
@@ -48,16 +50,15 @@ A, SAME, DIFF, UNK = (
     Presence.DIFFERENT_UID,
     Presence.UNKNOWN_UID,
 )
-C = Conclusion
+C, KEEP, CLEAR = Conclusion, Marker.KEEP, Marker.CLEAR
 
-TABLES = {"create-or-update": MUTATION_TABLE, "delete": DELETE_TABLE}
+Table = dict[tuple[OpState, Presence], Row]
+TABLES: dict[str, Table] = {"create-or-update": MUTATION_TABLE, "delete": DELETE_TABLE}
 EVERY = [(o, p) for o in OpState for p in Presence]
 
-#: What each conclusion means for the marker and for state (checked through decide below).
-KEEPS_MARKER = {C.WAIT, C.SETTLE_KEEP_MARKER, C.BLOCK_KEEP_MARKER, C.ADOPT_IF_PROVEN_KEEP_MARKER}
-SETTLES = {C.SETTLE_KEEP_MARKER, C.SETTLE_CLEAR}  # binds state to what was found, no proof asked
-ADOPTS = {C.ADOPT_IF_PROVEN_KEEP_MARKER, C.ADOPT_IF_PROVEN_CLEAR}  # binds only with proof
-BLOCKS = {C.BLOCK_KEEP_MARKER, C.BLOCK_CLEAR}
+#: Conclusions that bind state to the resource found: SETTLE without asking for proof (its uid
+#: was verified), ADOPT_IF_PROVEN only with our key on it (both checked through decide below).
+BINDS = {C.SETTLE, C.ADOPT_IF_PROVEN}
 
 
 def rows(table_names: tuple[str, ...] = tuple(TABLES)) -> list[object]:
@@ -78,80 +79,76 @@ def test_tables_cover_every_combination() -> None:
 
 @pytest.mark.parametrize(("table", "op", "found"), rows())
 def test_the_marker_survives_exactly_while_the_operation_runs(
-    table: dict[tuple[OpState, Presence], Conclusion], op: OpState, found: Presence
+    table: Table, op: OpState, found: Presence
 ) -> None:
     """Rule 7, still running: "the marker survives, because nothing has committed"; and
     "pending_operation_id ... is cleared only by an operation that actually settled" (or whose
     record expired: then "the exact resource GET is the final word")."""
-    assert (table[(op, found)] in KEEPS_MARKER) == (op is R)
+    assert (table[(op, found)].marker is KEEP) == (op is R)
 
 
 @pytest.mark.parametrize("table", TABLES.values(), ids=TABLES)
 def test_absence_while_running_is_not_deletion(
-    table: dict[tuple[OpState, Presence], Conclusion],
+    table: Table,
 ) -> None:
     """Rule 7, still running: "absence is NOT deletion"."""
-    assert table[(R, A)] is C.WAIT
+    assert table[(R, A)].conclusion is C.WAIT
 
 
 @pytest.mark.parametrize("table", TABLES.values(), ids=TABLES)
 def test_a_terminal_error_lets_the_exact_get_decide(
-    table: dict[tuple[OpState, Presence], Conclusion],
+    table: Table,
 ) -> None:
     """Rule 7, terminal error: "absent means state may be removed, present means the UID
     decides"."""
-    assert table[(F, A)] is C.GONE_CLEAR
-    assert table[(F, SAME)] is C.SETTLE_CLEAR, "our incarnation is there: keep it"
-    assert table[(F, DIFF)] is C.BLOCK_CLEAR, "another incarnation: rule 6"
+    assert table[(F, A)].conclusion is C.GONE
+    assert table[(F, SAME)].conclusion is C.SETTLE, "our incarnation is there: keep it"
+    assert table[(F, DIFF)].conclusion is C.BLOCK, "another incarnation: rule 6"
 
 
 @pytest.mark.parametrize(("table", "found"), [(t, p) for t in TABLES.values() for p in Presence])
-def test_an_expired_record_is_judged_like_a_terminal_error(
-    table: dict[tuple[OpState, Presence], Conclusion], found: Presence
-) -> None:
+def test_an_expired_record_is_judged_like_a_terminal_error(table: Table, found: Presence) -> None:
     """Rule 7, operation_not_found: "the record expired; the exact resource GET is the final
-    word, under the same UID rule" - and never read as "the mutation failed" by itself."""
-    assert table[(N, found)] is table[(F, found)]
+    word, under the same UID rule". (Whether the next key must be fresh is another matter: an
+    expired record says nothing about how the operation ended.)"""
+    expired, failed = table[(N, found)], table[(F, found)]
+    assert (expired.conclusion, expired.marker) == (failed.conclusion, failed.marker)
 
 
 def test_a_successful_mutation_settles_only_the_verified_uid() -> None:
     """Rule 7, terminal success: "the result resource is verified against the exact identity and
     its UID checked; the ordinary read settles and clears"."""
-    assert MUTATION_TABLE[(S, SAME)] is C.SETTLE_CLEAR
-    assert MUTATION_TABLE[(S, DIFF)] not in SETTLES | ADOPTS
+    assert MUTATION_TABLE[(S, SAME)] == Row(C.SETTLE, CLEAR)
+    assert MUTATION_TABLE[(S, DIFF)].conclusion not in BINDS
 
 
 @pytest.mark.parametrize(("table", "op"), [(t, o) for t in TABLES.values() for o in OpState])
-def test_a_different_uid_is_never_rebound(
-    table: dict[tuple[OpState, Presence], Conclusion], op: OpState
-) -> None:
+def test_a_different_uid_is_never_rebound(table: Table, op: OpState) -> None:
     """Rule 7: "No branch re-binds by name alone: a known UID is verified in every branch"."""
-    assert table[(op, DIFF)] not in SETTLES | ADOPTS
+    assert table[(op, DIFF)].conclusion not in BINDS
 
 
 @pytest.mark.parametrize("op", OpState)
 def test_a_uid_mismatch_under_a_pending_mutation_blocks_and_keeps_state(op: OpState) -> None:
     """Rule 6: "It never re-binds and never removes" - the resource stays in state, blocked."""
-    assert MUTATION_TABLE[(op, DIFF)] in BLOCKS
+    assert MUTATION_TABLE[(op, DIFF)].conclusion is C.BLOCK
 
 
 @pytest.mark.parametrize(("table", "op"), [(t, o) for t in TABLES.values() for o in OpState])
-def test_an_unknown_uid_is_never_settled_without_proof(
-    table: dict[tuple[OpState, Presence], Conclusion], op: OpState
-) -> None:
+def test_an_unknown_uid_is_never_settled_without_proof(table: Table, op: OpState) -> None:
     """Rule 7: "an unknown one is adopted only from a representation the host served under the
     exact FormRef state records" - and, for a mutation of ours, only with our key on it."""
-    assert table[(op, UNK)] not in SETTLES
+    assert table[(op, UNK)].conclusion is not C.SETTLE
     if table is MUTATION_TABLE:
-        assert table[(op, UNK)] in ADOPTS
+        assert table[(op, UNK)].conclusion is C.ADOPT_IF_PROVEN
 
 
 @pytest.mark.parametrize("op", OpState)
 def test_a_pending_delete_never_adopts_or_settles_a_stranger(op: OpState) -> None:
     """A delete sends the uid it expects; whatever else sits under the name is not ours to take
     (and so never a target of the next delete)."""
-    assert DELETE_TABLE[(op, DIFF)] not in SETTLES | ADOPTS
-    assert DELETE_TABLE[(op, UNK)] not in SETTLES | ADOPTS
+    assert DELETE_TABLE[(op, DIFF)].conclusion not in BINDS
+    assert DELETE_TABLE[(op, UNK)].conclusion not in BINDS
 
 
 def _resource(uid: str, *, key: str | None = None, spec: dict | None = None) -> ResourceView:
@@ -239,31 +236,31 @@ def _run(verb: Verb, op: OpState, found: Presence, *, deleting: bool = False):
 
 @pytest.mark.parametrize(("op", "found"), EVERY, ids=[f"{o}-{p}" for o, p in EVERY])
 def test_decide_follows_mutation_rows(op: OpState, found: Presence) -> None:
-    conclusion = MUTATION_TABLE[(op, found)]
-    why = f"{op} and {found} -> {conclusion}"
+    row = MUTATION_TABLE[(op, found)]
+    why = f"{op} and {found} -> {row}"
     decision = _run(Verb.CREATE, op, found)
     state = decision.outcome.state
     conditions = decision.outcome.asserted()
-    assert (state.pending is not None) == (conclusion in KEEPS_MARKER), why
-    if conclusion is C.WAIT:
-        assert state.pending is not None and state.uid == OURS, why
+    assert (state.pending is not None) == (row.marker is KEEP), why
+    assert state.attempt == (4 if row.fresh_attempt else 3), why
+    assert state.form_ref == BUCKET, "the recorded target is never dropped"
+    if row.conclusion is C.WAIT:
+        assert state.uid == OURS, why
         assert decision.action is None
-    elif conclusion is C.SETTLE_KEEP_MARKER:
-        assert state.pending is not None and state.revision == "2", why
-    elif conclusion in (C.BLOCK_KEEP_MARKER, C.BLOCK_CLEAR):
+    elif row.conclusion is C.BLOCK:
         assert conditions[ConditionType.BLOCKED] is Reason.UID_MISMATCH, why
-        assert state.uid == OURS and state.form_ref == BUCKET, "state kept"
-        assert (state.pending is not None) == (conclusion is C.BLOCK_KEEP_MARKER), why
+        assert state.uid == OURS, "state kept"
         assert decision.action is None, "no mutation while blocked"
-    elif conclusion in (C.ADOPT_IF_PROVEN_KEEP_MARKER, C.ADOPT_IF_PROVEN_CLEAR):
-        # The resource carries somebody else's key: never adopted.
+    elif row.conclusion is C.ADOPT_IF_PROVEN:
+        # The resource carries somebody else's key: never adopted (see test_adoption.py).
         assert conditions[ConditionType.BLOCKED] is Reason.NAME_TAKEN, why
         assert state.uid is None and decision.action is None
-    elif conclusion is C.GONE_CLEAR:
-        assert state.pending is None and state.form_ref is None, why
-        assert state.attempt == 4, "a fresh attempt: the old key must never replay"
-    elif conclusion is C.SETTLE_CLEAR:
-        assert state.pending is None and state.uid == OURS, why
+    elif row.conclusion is C.GONE:
+        assert state.uid is None, why
+    elif row.conclusion is C.SETTLE and row.marker is KEEP:
+        assert state.revision == "2", why
+    elif row.conclusion is C.SETTLE:
+        assert state.uid == OURS, why
         if op is OpState.FAILED:
             assert conditions[ConditionType.DEGRADED] is Reason.OPERATION_FAILED
         else:
@@ -272,27 +269,28 @@ def test_decide_follows_mutation_rows(op: OpState, found: Presence) -> None:
 
 @pytest.mark.parametrize(("op", "found"), EVERY, ids=[f"{o}-{p}" for o, p in EVERY])
 def test_decide_follows_delete_rows(op: OpState, found: Presence) -> None:
-    conclusion = DELETE_TABLE[(op, found)]
-    why = f"{op} and {found} -> {conclusion}"
+    row = DELETE_TABLE[(op, found)]
+    why = f"{op} and {found} -> {row}"
     decision = _run(Verb.DELETE, op, found, deleting=True)
     outcome = decision.outcome
-    assert (outcome.state.pending is not None) == (conclusion in KEEPS_MARKER), why
-    if conclusion is C.WAIT:
-        assert outcome.state.pending is not None and not outcome.finalized, why
-    elif conclusion is C.GONE_CLEAR:
+    if row.conclusion is C.GONE:
         assert outcome.finalized and decision.action is None, why
-    elif conclusion in (C.BLOCK_KEEP_MARKER, C.BLOCK_CLEAR):
+        return
+    assert (outcome.state.pending is not None) == (row.marker is KEEP), why
+    if row.conclusion is C.WAIT:
+        assert not outcome.finalized, why
+    elif row.conclusion is C.BLOCK:
         assert not outcome.finalized and decision.action is None, "never delete a replacement"
         assert outcome.asserted().get(ConditionType.BLOCKED) is not None, why
-    elif conclusion is C.SETTLE_KEEP_MARKER:
-        assert outcome.state.pending is not None and decision.action is None, why
-    elif conclusion is C.SETTLE_CLEAR:
-        if op is OpState.FAILED:
-            assert decision.action is None and outcome.state.pending is None, why
-        else:
-            assert isinstance(decision.action, Delete), "delete again, with a fresh key"
-            assert decision.action.expected_uid == OURS
-            assert decision.action.key.endswith(":4")
+    elif row.marker is KEEP:
+        assert decision.action is None, why
+    elif op is OpState.FAILED:
+        assert decision.action is None, why
+        assert outcome.state.attempt == 4, "the next delete uses a fresh key"
+    else:
+        assert isinstance(decision.action, Delete), "delete again, with a fresh key"
+        assert decision.action.expected_uid == OURS
+        assert decision.action.key.endswith(":4")
 
 
 def test_running_update_with_changed_spec_sends_nothing() -> None:
@@ -312,4 +310,4 @@ def test_settled_update_then_new_desired_spec_updates_with_fences() -> None:
     assert decision.action.expected_generation == "1"
     assert decision.action.expected_uid == OURS
     assert decision.action.spec["sizeGiB"] == 20
-    assert decision.action.key == f"{CR_UID}:update:2:1:0"
+    assert decision.action.key == f"{CR_UID}:update:{OURS}:2:1:0"
