@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create the virtual environment and install the project
 
-lint: venv ## ruff lint + format check
+lint: venv ## ruff lint + format check; no test sleeps where it should await an event
 	$(BIN)/ruff check operator tests hack
 	$(BIN)/ruff format --check operator tests hack
+	$(BIN)/python hack/check_test_sleeps.py
 
 typecheck: venv ## mypy (strict on the pure core)
 	$(BIN)/mypy
