@@ -71,9 +71,10 @@ def next_delay(outcome: Outcome, settings: Settings) -> float:
 
 async def reconcile_cr(
     runtime: Runtime, body: Mapping[str, Any], *, deleting: bool = False
-) -> Outcome:
+) -> tuple[Outcome, Mapping[str, Any]]:
     """Reconcile one CR and write its status; serialised per CR. A recorded claim (nothing
-    sent) is persisted and followed at once by the next step. Raises StatusWriteFailed."""
+    sent) is persisted and followed at once by the next step. Returns the outcome and the body
+    as written. Raises StatusWriteFailed."""
     uid = str(body["metadata"]["uid"])
     lock = runtime.locks.setdefault(uid, asyncio.Lock())
     async with lock:
@@ -90,8 +91,12 @@ async def reconcile_cr(
             outcome = result.outcome
             runtime.metrics.reconciled(body, outcome, (runtime.clock() - started).total_seconds())
             if result.status is not None:
-                await _persist(runtime, body, result.status)
-                body = {**body, "status": merged_status(body.get("status"), result.status)}
+                version = await _persist(runtime, body, result.status)
+                body = {
+                    **body,
+                    "metadata": {**body["metadata"], "resourceVersion": version},
+                    "status": merged_status(body.get("status"), result.status),
+                }
                 runtime.claims.observe(body)
                 if runtime.loops is not None:
                     runtime.loops.wrote(uid, body)
@@ -101,7 +106,7 @@ async def reconcile_cr(
                     _post(body, event.type, str(event.reason), event.message)
             if not outcome.continue_now:
                 break
-        return outcome
+        return outcome, body
 
 
 _WARNING_CONDITIONS = {"Blocked", "Degraded", "Drifted"}
@@ -139,10 +144,11 @@ def _where(body: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
     return group, version, plural, str(metadata["namespace"]), str(metadata["name"])
 
 
-async def _persist(runtime: Runtime, body: Mapping[str, Any], patch: dict[str, Any]) -> None:
-    await runtime.writer.write(*_where(body), patch)
+async def _persist(runtime: Runtime, body: Mapping[str, Any], patch: dict[str, Any]) -> str:
+    version = await runtime.writer.write(*_where(body), patch)
     # Events only for what landed: a lost write is retried and posts them then.
     _post_transitions(body, (body.get("status") or {}).get("conditions"), patch["conditions"])
+    return version
 
 
 async def _loop_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
@@ -156,7 +162,7 @@ async def _loop_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
             body = await _set_finalizers(
                 runtime, body, [*metadata.get("finalizers", ()), FINALIZER]
             )
-        outcome = await reconcile_cr(runtime, body)
+        outcome, _ = await reconcile_cr(runtime, body)
     except StatusWriteFailed as exc:
         logger.warning("%s; retrying in %.1f s", exc, RETRY_WRITE)
         return RETRY_WRITE
@@ -171,7 +177,7 @@ async def _delete_step(runtime: Runtime, body: Mapping[str, Any]) -> float | Non
     finalizers = list(body["metadata"].get("finalizers") or ())
     if FINALIZER not in finalizers:
         return None  # released already (or never ours to hold)
-    outcome = await reconcile_cr(runtime, body, deleting=True)
+    outcome, body = await reconcile_cr(runtime, body, deleting=True)
     if not outcome.finalized:
         return next_delay(outcome, runtime.settings)
     for event in outcome.events:
@@ -190,8 +196,14 @@ async def _set_finalizers(
 ) -> Mapping[str, Any]:
     metadata = body["metadata"]
     resource_version = str(metadata.get("resourceVersion", ""))
-    await runtime.writer.set_finalizers(*_where(body), finalizers, resource_version)
-    return {**body, "metadata": {**metadata, "finalizers": finalizers}}
+    version = await runtime.writer.set_finalizers(*_where(body), finalizers, resource_version)
+    written = {
+        **body,
+        "metadata": {**metadata, "finalizers": finalizers, "resourceVersion": version},
+    }
+    if runtime.loops is not None:
+        runtime.loops.wrote(str(metadata["uid"]), written)
+    return written
 
 
 def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:

@@ -18,9 +18,11 @@ class StatusWriteFailed(Exception):
 
 
 class CrWriter(Protocol):
+    """Each write returns the CR's new metadata.resourceVersion (a precondition of the next)."""
+
     async def write(
         self, group: str, version: str, plural: str, namespace: str, name: str, status: Any
-    ) -> None:
+    ) -> str:
         """Merge-patch the status subresource."""
 
     async def set_finalizers(
@@ -32,7 +34,7 @@ class CrWriter(Protocol):
         name: str,
         finalizers: Sequence[str],
         resource_version: str,
-    ) -> None:
+    ) -> str:
         """Replace metadata.finalizers, only if the CR is still at `resource_version`."""
 
 
@@ -47,8 +49,8 @@ class KubernetesCrWriter:
 
     async def write(
         self, group: str, version: str, plural: str, namespace: str, name: str, status: Any
-    ) -> None:
-        await self._patch(
+    ) -> str:
+        return await self._patch(
             self._api.patch_namespaced_custom_object_status,
             (group, version, namespace, plural, name),
             {"status": status},
@@ -63,21 +65,22 @@ class KubernetesCrWriter:
         name: str,
         finalizers: Sequence[str],
         resource_version: str,
-    ) -> None:
+    ) -> str:
         # resourceVersion in a merge-patch is a precondition: a concurrent change is a 409.
         metadata = {"finalizers": list(finalizers), "resourceVersion": resource_version}
-        await self._patch(
+        return await self._patch(
             self._api.patch_namespaced_custom_object,
             (group, version, namespace, plural, name),
             {"metadata": metadata},
         )
 
-    async def _patch(self, call: Any, where: tuple[str, ...], body: dict[str, Any]) -> None:
+    async def _patch(self, call: Any, where: tuple[str, ...], body: dict[str, Any]) -> str:
         try:
             send = functools.partial(
                 call, *where, body, _content_type="application/merge-patch+json"
             )
-            await asyncio.to_thread(send)
+            answer = await asyncio.to_thread(send)
+            return str(answer["metadata"]["resourceVersion"])
         except (ApiException, OSError, urllib3.exceptions.HTTPError) as exc:
             namespace, name = where[2], where[4]
             raise StatusWriteFailed(f"write to {namespace}/{name} did not land: {exc}") from exc
