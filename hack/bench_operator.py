@@ -46,8 +46,9 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
-from bench_host import free_port  # noqa: E402
+sys.path.insert(0, str(REPO / "tests" / "support"))
+from processes import free_port  # noqa: E402
+from waiting import wait_until  # noqa: E402
 
 SPACE = "bench"
 TOKEN = "bench-token"
@@ -146,13 +147,12 @@ class Host:
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
         )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            time.sleep(0.05)
-        raise SystemExit("the host did not become ready")
+        wait_until(self._healthy, "the reference host", timeout=30)
+
+    def _healthy(self) -> bool:
+        with contextlib.suppress(httpx.HTTPError):
+            return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
+        return False
 
     def requests(self) -> Counter[str]:
         """'PUT resource', 'GET operation', ... -> count, from the access log so far."""
