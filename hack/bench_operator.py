@@ -337,6 +337,7 @@ def measure(kube: Kube, host: Host, workdir: Path, mode: str, n: int, args: Any)
         asyncio.run(create_all(kube, namespace, items, None, created))
     host_before, api_before = host.requests(), kube.request_counts()
     operator = OperatorProcess(kube, host, namespace, workdir, args.poll)
+    profiler = _profile(operator, workdir / f"profile-{mode}-{n}.txt") if args.profile else None
     start = time.monotonic()
     try:
         if mode == "backlog":
@@ -372,7 +373,20 @@ def measure(kube: Kube, host: Host, workdir: Path, mode: str, n: int, args: Any)
         row.loop_lag = operator.loop_lag_max()
         return row
     finally:
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait(timeout=60)
+            print(f"profile: {workdir / f'profile-{mode}-{n}.txt'}", file=sys.stderr)
         operator.stop()
+
+
+def _profile(operator: OperatorProcess, output: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling the operator (collapsed stacks, for flame graphs or a grep)."""
+    return subprocess.Popen(
+        ["py-spy", "record", "--pid", str(operator.proc.pid), "--rate", "50",
+         "--format", "raw", "--output", str(output), "--nonblocking"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
 
 
 # -- the minimal script ------------------------------------------------------------------------
@@ -447,6 +461,7 @@ def main() -> int:
     parser.add_argument("--steady-polls", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--no-minimal", action="store_true", help="skip the minimal script")
+    parser.add_argument("--profile", action="store_true", help="py-spy the operator (on PATH)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     modes = args.modes.split(",")

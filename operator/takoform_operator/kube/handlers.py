@@ -124,7 +124,7 @@ def _post_transitions(
     body: Mapping[str, Any], before: list[dict[str, Any]] | None, after: list[dict[str, Any]]
 ) -> None:
     """Events for the transitions a human acts on: a Warning when trouble starts, a Normal
-    Event when it clears, and one when the resource becomes Ready."""
+    Event when it clears. Becoming Ready is in the status and needs no Event."""
     for condition in transitions(before, after):
         kind, true = condition["type"], condition["status"] == "True"
         if kind in _WARNING_CONDITIONS:
@@ -132,8 +132,6 @@ def _post_transitions(
                 _post(body, "Warning", str(condition["reason"]), condition["message"])
             else:
                 _post(body, "Normal", str(condition["reason"]), f"{kind} cleared")
-        elif kind == "Ready" and true:
-            _post(body, "Normal", str(condition["reason"]), condition["message"])
 
 
 def _where(body: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
