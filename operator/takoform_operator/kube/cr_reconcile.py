@@ -19,6 +19,7 @@ from takoform_operator.core.state import State, StateUnreadable, state_from_stat
 from takoform_operator.host_port import HostPort
 from takoform_operator.kube.crs import (
     InvalidCustomResource,
+    desired_for_deletion,
     desired_from_cr,
     merged_status,
     status_patch,
@@ -59,14 +60,21 @@ async def reconcile_cr_body(
         outcome = degraded(State(), Reason.STATE_UNREADABLE, str(exc), None)
         patch = status_patch(outcome, status.get("conditions"), now=now, cr_generation=generation)
         return CrOutcome(outcome, {k: patch[k] for k in ("conditions", "observedGeneration")})
+    deleting = deleting or metadata.get("deletionTimestamp") is not None
     try:
         desired = desired_from_cr(body)
     except InvalidCustomResource as exc:
-        if (deleting or metadata.get("deletionTimestamp")) and not state.claimed:
+        if deleting and not state.claimed:
             # Nothing was ever sent for a CR that never claimed a target: let it go.
             return CrOutcome(Outcome(state, (), None, finalized=True), None)
-        outcome = degraded(state, Reason.INVALID_SPEC, str(exc), None)
-        return CrOutcome(outcome, _patch(outcome, status, now, generation))
+        try:
+            if not (deleting and state.requested is not None):
+                raise
+            # A deletion needs only what was recorded, not the spec that no longer parses.
+            desired = desired_for_deletion(body, state.requested)
+        except InvalidCustomResource:
+            outcome = degraded(state, Reason.INVALID_SPEC, str(exc), None)
+            return CrOutcome(outcome, _patch(outcome, status, now, generation))
     if deleting and not desired.deleting:
         desired = replace(desired, deleting=True)
     identity = identity_of(desired, state)
