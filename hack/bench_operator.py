@@ -383,7 +383,7 @@ def measure(kube: Kube, host: Host, workdir: Path, mode: str, n: int, args: Any)
 def _profile(operator: OperatorProcess, output: Path) -> subprocess.Popen[bytes]:
     """py-spy sampling the operator (collapsed stacks, for flame graphs or a grep)."""
     return subprocess.Popen(
-        ["py-spy", "record", "--pid", str(operator.proc.pid), "--rate", "50",
+        [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(operator.proc.pid), "--rate", "50",
          "--format", "raw", "--output", str(output), "--nonblocking"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
