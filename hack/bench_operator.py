@@ -461,7 +461,7 @@ def main() -> int:
     parser.add_argument("--steady-polls", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--no-minimal", action="store_true", help="skip the minimal script")
-    parser.add_argument("--profile", action="store_true", help="py-spy the operator (on PATH)")
+    parser.add_argument("--profile", action="store_true", help="sample the operator with py-spy (a test extra)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     modes = args.modes.split(",")
