@@ -364,6 +364,23 @@ class HostView:
                 data.resources += self._get(path, query)["items"]
         return data
 
+    def update(self, resource: Mapping[str, Any], spec: Mapping[str, Any]) -> int:
+        """Another client of the host updates the resource's spec (fenced on its generation,
+        no idempotency key). Returns the HTTP status (202 accepted, or a refusal)."""
+        space, api_version, kind, name = resource_identity(resource)
+        group, version = api_version.split("/", 1)
+        ref = resource["formRef"]
+        response = self._api.put(
+            f"/v1alpha3/spaces/{space}/forms/{group}/{version}/{kind}/resources/{name}",
+            params={
+                "definitionVersion": ref["definitionVersion"],
+                "schemaDigest": ref["schemaDigest"],
+            },
+            headers={"Takoform-Expected-Generation": resource["metadata"]["generation"]},
+            json={"spec": dict(spec)},
+        )
+        return response.status_code
+
     def set_faults(self, **faults: Any) -> None:
         self.admin("PUT", "/faults", faults)
 

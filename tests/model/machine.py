@@ -32,6 +32,7 @@ import asyncio
 import copy
 import itertools
 import json
+import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -126,6 +127,8 @@ class World:
 
     def next_example(self) -> int:
         n = next(self.counter)
+        if n and n % 1000 == 0:
+            print(f"model checker: {n} sequences", file=sys.stderr, flush=True)
         if n and n % self.rotate_every == 0:
             self._fresh_host()
         return n
@@ -434,6 +437,15 @@ class OwnershipModel(RuleBasedStateMachine):
         resources = self.host().resources
         if resources:
             self.world.view.out_of_band(verb, resources[which % len(resources)])
+            self._touched()
+
+    @rule(which=st.integers(0, 3), size=st.sampled_from(SIZES))
+    def out_of_band_update(self, which: int, size: int) -> None:
+        """Another client of the host changes a resource's spec (an ordinary fenced update)."""
+        resources = self.host().resources
+        if resources:
+            resource = resources[which % len(resources)]
+            self.world.view.update(resource, {**resource["spec"], "sizeGiB": size})
             self._touched()
 
     @rule()

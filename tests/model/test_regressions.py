@@ -1,0 +1,158 @@
+"""Shrunk sequences the model checker found against the operator before ownership was a
+persisted fact (issue 8), kept as regression tests against the current seam.
+
+Each replays the steps as the state machine runs them (invariants after every step, liveness at
+the end) and then asserts the outcome the issue asks for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.reconcile import Create, Update
+
+from .machine import OwnershipModel, World
+from .steps import replay, step
+
+pytestmark = pytest.mark.host
+
+CREATE_ALPHA = step(
+    "create_cr",
+    namespace="ns-a",
+    name="alpha",
+    resource_name=None,
+    size=10,
+    policy="Delete",
+    same_instant=False,
+)
+
+
+def resources(machine: OwnershipModel) -> list[dict[str, Any]]:
+    machine._touched()
+    return machine.host().resources
+
+
+def reason(machine: OwnershipModel, index: int, kind: ConditionType) -> Reason | None:
+    uid = list(machine.cluster.crs)[index]
+    return machine.last_outcomes[uid].asserted().get(kind)
+
+
+def test_lost_status_write_after_an_accepted_create_then_a_name_edit_makes_no_second_resource(
+    model_world: World,
+) -> None:
+    """(a) The create is accepted, its status write lost, then spec.resourceName is added:
+    before, the CR created a second resource under the new name and orphaned the first."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile_losing_status_write", pick=0),
+            step("edit_resource_name", pick=0, resource_name="beta"),
+            step("reconcile", pick=0),
+        ],
+    )
+    assert [type(sent.action) for sent in machine.port.sent] == [Create]
+    assert len(resources(machine)) == 1
+    assert reason(machine, 0, ConditionType.BLOCKED) is Reason.IDENTITY_CHANGED
+
+
+def test_a_second_cr_importing_an_owned_resource_is_blocked_and_its_delete_leaves_it(
+    model_world: World,
+) -> None:
+    """(b) A second CR sets spec.importId to a resource another CR manages: before, both
+    managed it, and deleting the second (policy Delete) deleted the first one's resource."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile", pick=0),
+            step("reconcile", pick=0),
+            step(
+                "create_importing_cr",
+                namespace="ns-b",
+                name="alpha",
+                pick=0,
+                size=20,
+                policy="Delete",
+            ),
+            step("reconcile", pick=1),
+        ],
+    )
+    assert reason(machine, 1, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
+    (owned,) = resources(machine)
+    assert owned["spec"]["sizeGiB"] == 10
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile", pick=0),
+            step("reconcile", pick=0),
+            step(
+                "create_importing_cr",
+                namespace="ns-b",
+                name="alpha",
+                pick=0,
+                size=20,
+                policy="Delete",
+            ),
+            step("reconcile", pick=1),
+            step("delete_cr", pick=1, policy="Delete"),
+            step("reconcile", pick=1),
+        ],
+    )
+    assert len(machine.cluster.crs) == 1
+    (owned,) = resources(machine)
+    first = next(iter(machine.cluster.crs.values()))
+    assert owned["metadata"]["uid"] == first["status"]["uid"]
+
+
+def test_an_accepted_uid_rebind_starts_a_fresh_key_sequence_and_converges(
+    model_world: World,
+) -> None:
+    """(c) An update (CR generation 2 at host generation 1) settled; someone else changes the
+    host spec and replaces the resource (new uid, host generation 1 again); the new uid is
+    accepted. Before, the update to the new incarnation reused the first update's key, got
+    idempotency_key_reused, recorded that old operation as pending and never converged
+    (host spec 30, CR spec 20, forever)."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile", pick=0),
+            step("reconcile", pick=0),
+            step("edit_parameters", pick=0, size=20),
+            step("reconcile", pick=0),
+            step("reconcile", pick=0),
+            step("out_of_band_update", which=0, size=30),
+            step("out_of_band", which=0, verb="recreate"),
+            step("reconcile", pick=0),
+            step("accept_uid", pick=0),
+            step("reconcile", pick=0),
+        ],
+    )
+    assert reason(machine, 0, ConditionType.READY) is Reason.AVAILABLE
+    (resource,) = resources(machine)
+    assert resource["spec"]["sizeGiB"] == 20
+    replacement = resource["metadata"]["uid"]
+    updates = [s.action for s in machine.port.sent if isinstance(s.action, Update)]
+    assert len(updates) == 2, "one update to the old incarnation, one to the accepted one"
+    assert updates[0].expected_uid != replacement
+    assert updates[1].expected_uid == replacement
+    assert updates[1].key != updates[0].key
+
+
+def test_a_malformed_pin_is_a_condition_not_an_exception(model_world: World) -> None:
+    """(d) spec.formRef.definitionVersion "1.0": before, every reconcile raised ValueError."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("edit_pin", pick=0, pin="1.0"),
+            step("reconcile", pick=0),
+        ],
+    )
+    assert reason(machine, 0, ConditionType.DEGRADED) is Reason.INVALID_SPEC
+    assert resources(machine) == []
