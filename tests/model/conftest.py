@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,10 @@ def write_bucket_minor(directory: Path) -> Path:
 def model_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     workdir = tmp_path_factory.mktemp("model")
     package = write_bucket_minor(workdir)
+    # The host's database on a memory file system where there is one: the checker's sequences
+    # then wait on no disk flush (the host's durability is proven elsewhere, not here).
+    shm = Path("/dev/shm")
+    hostdir = Path(tempfile.mkdtemp(prefix="takoform-model-", dir=shm)) if shm.is_dir() else workdir
     runner = asyncio.Runner()
     hosts = itertools.count()
 
@@ -66,6 +72,7 @@ def model_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             runner.run(client.aclose())
             view.close()
             host.stop()
+            shutil.rmtree(host.workdir, ignore_errors=True)
 
         return stop, client, view
 
@@ -87,6 +94,8 @@ def model_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     finally:
         world.close()
         runner.close()
+        if hostdir != workdir:
+            shutil.rmtree(hostdir, ignore_errors=True)
 
 
 async def _client(url: str, token: str) -> HostClient:
