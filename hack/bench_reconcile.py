@@ -32,12 +32,12 @@ import httpx
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_host import SPACE, start_host
 from takoform_operator.core.conditions import ConditionType
-from takoform_operator.core.identity import FormLine
 from takoform_operator.core.state import Desired, State
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.registry_data import load_registry
 from takoform_operator.service import reconcile_once
+from takoform_spec.identity import FormLine
 
 BUCKET = FormLine("storage.takoform.io/v1", "Bucket")
 SPEC = {"region": "eu-west-1", "sizeGiB": 10}

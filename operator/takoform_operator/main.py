@@ -12,8 +12,8 @@ from prometheus_client import start_http_server
 
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.port import HostClientPort
-from takoform_operator.kube.handlers import FINALIZER, Runtime, register
-from takoform_operator.kube.status import KubernetesStatusWriter
+from takoform_operator.kube.handlers import Runtime, register
+from takoform_operator.kube.status import KubernetesCrWriter
 from takoform_operator.metrics import Metrics
 from takoform_operator.registry_data import load_registry
 from takoform_operator.settings import Settings
@@ -26,8 +26,10 @@ def kopf_settings(namespace: str | None) -> kopf.OperatorSettings:
     if namespace is not None:
         # One exact namespace: nothing to discover, and a namespaced Role cannot list namespaces.
         settings.scanning.disabled = True
-    # Our own annotations and finalizer, never kopf's defaults under another project's domain.
-    settings.persistence.finalizer = FINALIZER
+    # kopf only watches, indexes and posts events; the reconcile loops own FINALIZER. kopf
+    # removes its own finalizer from objects whose handlers do not need one, so it gets a
+    # name of its own (never ours), under our domain like its annotations.
+    settings.persistence.finalizer = "kopf.takoform.io/unused"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="takoform.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="takoform.io", key="last-handled-configuration"
@@ -47,21 +49,34 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
             registry=registry,
             settings=settings,
             host=HostClientPort(client),
-            status=KubernetesStatusWriter(),
+            writer=KubernetesCrWriter(),
             metrics=metrics,
         )
         kopf_registry = kopf.OperatorRegistry()
         kopf.on.login(registry=kopf_registry)(_login)
         register(runtime, kopf_registry)
         logger.info("managing %d Form lines against %s", len(registry.lines()), settings.host_url)
-        await kopf.operator(
-            registry=kopf_registry,
-            settings=kopf_settings(settings.namespace),
-            standalone=True,
-            clusterwide=settings.namespace is None,
-            namespaces=[settings.namespace] if settings.namespace else (),
-            stop_flag=stop,
-        )
+        lag_watch = asyncio.create_task(watch_loop_lag(metrics))
+        try:
+            await kopf.operator(
+                registry=kopf_registry,
+                settings=kopf_settings(settings.namespace),
+                standalone=True,
+                clusterwide=settings.namespace is None,
+                namespaces=[settings.namespace] if settings.namespace else (),
+                stop_flag=stop,
+            )
+        finally:
+            lag_watch.cancel()
+
+
+async def watch_loop_lag(metrics: Metrics, interval: float = 0.1) -> None:
+    """Measure how late the event loop runs a short timer (a busy loop answers nobody)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        started = loop.time()
+        await asyncio.sleep(interval)
+        metrics.loop_lagged(max(0.0, loop.time() - started - interval))
 
 
 def host_client(settings: Settings) -> HostClient:
@@ -86,20 +101,11 @@ def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.login_via_client(**kwargs)
 
 
-class _RequeueIsNotAnError(logging.Filter):
-    """kopf logs every TemporaryError at ERROR; ours only mean "look again soon"."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno == logging.ERROR and "failed temporarily" in record.getMessage():
-            record.levelno, record.levelname = logging.INFO, "INFO"
-        return True
-
-
 def main(settings: Settings) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per host request is noise
-    logging.getLogger("kopf.objects").addFilter(_RequeueIsNotAnError())
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # one line per watch event
     asyncio.run(run(settings))
     return 0

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from takoform_conformance import CHECKS, cited_rules
-from takoform_conformance.harness import ERROR_CODES, FormModel
-from takoform_operator.catalog import load_catalog
+from takoform_conformance.forms import FormModel
+from takoform_conformance.vocabulary import ERROR_CODES
+from takoform_spec.catalog import load_catalog
 
 from .switches import REQUIRED_NAMES, SWITCH_TO_CHECK
 

@@ -247,7 +247,7 @@ def test_spaces(client: httpx.Client) -> None:
 
 
 def test_definition_schema_hashes_to_the_schema_digest(client: httpx.Client) -> None:
-    from takoform_operator.core.definitions import canonical_json, sha256_digest
+    from takoform_spec.canonical import canonical_json, sha256_digest
 
     for item in client.get(f"{API}/forms").json()["items"]:
         ref = item["formRef"]

@@ -30,7 +30,6 @@ from typing import Any
 
 import httpx
 
-from takoform_operator.core.identity import FormRef
 from takoform_operator.core.reconcile import Action, Outcome, Target
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import OperationView, ResourceView
@@ -39,6 +38,7 @@ from takoform_operator.host_port import HostUnavailable
 from takoform_operator.kube.claims import ClaimBook
 from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION
+from takoform_spec.identity import FormRef
 
 API_VERSION = "storage.takoform.io/v1"
 KIND = "Bucket"

@@ -20,10 +20,10 @@ import pytest
 import yaml
 from fixtures_host import HostProcess
 
-from takoform_operator.catalog import CATALOG_DIR, load_definition_file
-from takoform_operator.core.identity import FormLine
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.registry_data import load_registry
+from takoform_spec.catalog import CATALOG_DIR, load_definition_file
+from takoform_spec.identity import FormLine
 
 from .cluster import API_VERSION, KIND, HostView
 from .machine import World

@@ -41,13 +41,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.identity import FormRef, canonical_import_id
+from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.reconcile import Action, Create, Outcome
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import ResourceView
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION
+from takoform_spec.identity import FormRef
 
 from .cluster import (
     API_VERSION,

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.identity import FormLine
 from takoform_operator.core.reconcile import Create
 from takoform_operator.core.state import Desired
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.registry_data import load_registry
+from takoform_spec.identity import FormLine
 
 from .harness import SimulatedCr, SpyPort, condition
 

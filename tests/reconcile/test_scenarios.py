@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 import yaml
 
-from takoform_operator.catalog import DEFINITIONS_DIR, load_definition_file
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.identity import FormLine, FormRef, canonical_import_id
+from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.reconcile import Create, Delete, Update
 from takoform_operator.core.state import DeletionPolicy, Desired, State
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.registry_data import load_registry
+from takoform_spec.catalog import DEFINITIONS_DIR, load_definition_file
+from takoform_spec.identity import FormLine, FormRef
 
 from .harness import SimulatedCr, SpyPort, condition, message
 

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from takoform_operator import cli, generator
-from takoform_operator.catalog import load_catalog
-from takoform_operator.core.definitions import FormDefinition
-from takoform_operator.core.identity import FormLine
+from takoform_spec.catalog import load_catalog
+from takoform_spec.definitions import FormDefinition
+from takoform_spec.identity import FormLine
 
 from .strategies import document_strategy
 

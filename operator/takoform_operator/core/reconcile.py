@@ -20,9 +20,11 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from takoform_spec.identity import FormRef
+
 from .conditions import Condition, ConditionType, Reason
 from .errors import CodecError, InvalidImportId, UnknownFormRef
-from .identity import FormRef, canonical_import_id, parse_import_id
+from .import_id import canonical_import_id, parse_import_id
 from .ownership import Claimant, Identity, owner
 from .registry import Registry
 from .state import (
@@ -51,6 +53,8 @@ POLL_PENDING = 2.0
 POLL_READY = 60.0
 RETRY_SOON = 0.0
 RETRY_LATER = 30.0
+#: A status write that did not land: nothing was concluded that a replay cannot recompute.
+RETRY_WRITE = 1.0
 
 REMEDIES = (
     "Remedies: (1) import the new incarnation explicitly: kubectl annotate {obj} "

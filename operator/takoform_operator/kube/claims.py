@@ -32,15 +32,17 @@ class ClaimBook:
         self._by_uid[uid] = entry
         self._by_identity.setdefault(identity, {})[uid] = claimant
 
-    def forget(self, uid: str) -> None:
-        """The CR is gone (or names nothing any more): it releases what it named."""
+    def forget(self, uid: str) -> Sequence[Claimant]:
+        """The CR is gone (or names nothing any more): it releases what it named. Returns the
+        other CRs that name the same identity (one of them may own it now)."""
         old = self._by_uid.pop(uid, None)
         if old is None:
-            return
+            return ()
         holders = self._by_identity.get(old[0], {})
         holders.pop(uid, None)
         if not holders:
             self._by_identity.pop(old[0], None)
+        return tuple(holders.values())
 
     def claimants(self, identity: Identity) -> Sequence[Claimant]:
         return tuple(self._by_identity.get(identity, {}).values())

@@ -9,17 +9,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from takoform_operator.core.conditions import merge_conditions
-from takoform_operator.core.errors import InvalidIdentity
-from takoform_operator.core.identity import (
+from takoform_operator.core.ownership import Claimant, Identity
+from takoform_operator.core.reconcile import Outcome
+from takoform_operator.core.state import DeletionPolicy, Desired, state_to_status
+from takoform_spec.errors import InvalidIdentity
+from takoform_spec.identity import (
     FormLine,
     FormRef,
     form_ref_problems,
     validate_resource_name,
     validate_space_id,
 )
-from takoform_operator.core.ownership import Claimant, Identity
-from takoform_operator.core.reconcile import Outcome
-from takoform_operator.core.state import DeletionPolicy, Desired, state_to_status
 
 #: The annotation that imports a new incarnation explicitly (rule 6, remedy 1).
 ACCEPT_UID_ANNOTATION = "takoform.io/accept-uid"
@@ -75,6 +75,19 @@ def _pin(doc: Any, api_version: str, kind: str) -> tuple[str, str] | None:
     if problems:
         raise InvalidCustomResource(f"spec.formRef is not an exact FormRef: {'; '.join(problems)}")
     return str(version), str(digest)
+
+
+def merged_status(status: Mapping[str, Any] | None, patch: Mapping[str, Any]) -> dict[str, Any]:
+    """`status` after the merge-patch `patch` (RFC 7386: null removes a member)."""
+    merged = dict(status or {})
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merged_status(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def status_patch(
