@@ -430,6 +430,11 @@ class OwnershipModel(RuleBasedStateMachine):
         """A new build: 1.2.0 supported, DefaultCreates of the line moved to `version`."""
         self.registry = self.world.upgraded.with_default_create(self.world.refs[version])
 
+    @rule()
+    def roll_back_registry(self) -> None:
+        """Back to the production build, which cannot decode 1.2.0 (fail closed, rule 4)."""
+        self.registry = self.world.production
+
     # -- rules: the host ---------------------------------------------------------------------------
 
     @rule(which=st.integers(0, 3), verb=st.sampled_from(("delete", "recreate")))
