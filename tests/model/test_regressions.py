@@ -14,6 +14,7 @@ import pytest
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.reconcile import Create, Update
 
+from .cluster import creator_of
 from .machine import OwnershipModel, World
 from .steps import replay, step
 
@@ -43,19 +44,32 @@ def reason(machine: OwnershipModel, index: int, kind: ConditionType) -> Reason |
 def test_lost_status_write_after_an_accepted_create_then_a_name_edit_makes_no_second_resource(
     model_world: World,
 ) -> None:
-    """(a) The create is accepted, its status write lost, then spec.resourceName is added:
-    before, the CR created a second resource under the new name and orphaned the first."""
+    """(a) The create of "beta" is accepted, its status write lost, then spec.resourceName is
+    set to "alpha" (the name another CR asks for): before, the first resource was orphaned the
+    moment the spec stopped naming it, and the next reconcile created a second one."""
     machine = replay(
         model_world,
         [
-            CREATE_ALPHA,
+            step(
+                "create_cr",
+                namespace="ns-a",
+                name="beta",
+                resource_name=None,
+                size=10,
+                policy="Delete",
+                same_instant=False,
+            ),
             step("reconcile_losing_status_write", pick=0),
-            step("edit_resource_name", pick=0, resource_name="beta"),
-            step("reconcile", pick=0),
+            CREATE_ALPHA,
+            step("edit_resource_name", pick=0, resource_name="alpha"),
         ],
     )
-    assert [type(sent.action) for sent in machine.port.sent] == [Create]
-    assert len(resources(machine)) == 1
+    first_uid = next(iter(machine.cluster.crs))
+    creates = [s for s in machine.port.sent if isinstance(s.action, Create)]
+    assert [s.action.target.name for s in creates if s.cr_uid == first_uid] == ["beta"]
+    (beta,) = [r for r in resources(machine) if r["metadata"]["name"] == "beta"]
+    assert creator_of(beta) == first_uid
+    assert machine.cluster.crs[first_uid]["status"]["name"] == "beta", "it holds what it made"
     assert reason(machine, 0, ConditionType.BLOCKED) is Reason.IDENTITY_CHANGED
 
 
