@@ -87,7 +87,8 @@ CLEAN_FAULTS: dict[str, Any] = {
     "commitDelayMs": 0,
     "latencyMs": 0,
 }
-#: Degraded conditions a CR's own spec causes: stable until the user edits it.
+#: Degraded conditions a CR's own spec causes: stable until the user edits it (not for a CR being
+#: deleted: a deletion ends finalized, or Blocked with a remedy).
 SPEC_CAUSED = {
     Reason.INVALID_SPEC,
     Reason.INVALID_IMPORT_ID,
@@ -712,6 +713,9 @@ class OwnershipModel(RuleBasedStateMachine):
             if "Remed" not in message and blocked not in FAIL_CLOSED:
                 raise self._violation("Blocked without a remedy", cr=uid, message=message)
             return True
+        if self.cluster.crs[uid]["metadata"].get("deletionTimestamp") is not None:
+            # kubectl delete must end: finalized, or Blocked naming what the user has to do.
+            return False
         return asserted.get(ConditionType.DEGRADED) in SPEC_CAUSED
 
     def teardown(self) -> None:

@@ -73,54 +73,46 @@ def test_lost_status_write_after_an_accepted_create_then_a_name_edit_makes_no_se
     assert reason(machine, 0, ConditionType.BLOCKED) is Reason.IDENTITY_CHANGED
 
 
-def test_a_second_cr_importing_an_owned_resource_is_blocked_and_its_delete_leaves_it(
-    model_world: World,
-) -> None:
-    """(b) A second CR sets spec.importId to a resource another CR manages: before, both
-    managed it, and deleting the second (policy Delete) deleted the first one's resource."""
-    machine = replay(
-        model_world,
-        [
-            CREATE_ALPHA,
-            step("reconcile", pick=0),
-            step("reconcile", pick=0),
-            step(
-                "create_importing_cr",
-                namespace="ns-b",
-                name="alpha",
-                pick=0,
-                size=20,
-                policy="Delete",
-            ),
-            step("reconcile", pick=1),
-        ],
-    )
+CREATE_BETA = step(
+    "create_cr",
+    namespace="ns-a",
+    name="beta",
+    resource_name=None,
+    size=10,
+    policy="Delete",
+    same_instant=False,
+)
+#: The exact sequence the checker shrank: CR ns-a/alpha imports what ns-a/beta created.
+IMPORT_OWNED = [
+    CREATE_BETA,
+    step("reconcile", pick=0),
+    step("create_importing_cr", namespace="ns-a", name="alpha", pick=0, size=10, policy="Delete"),
+    step("reconcile", pick=1),
+]
+
+
+def test_a_second_cr_importing_an_owned_resource_is_blocked(model_world: World) -> None:
+    """(b) A second CR sets spec.importId to a resource another CR manages: before, it was
+    bound at once and both CRs claimed (and then managed) one host resource."""
+    machine = replay(model_world, IMPORT_OWNED)
     assert reason(machine, 1, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
+    owner = next(iter(machine.cluster.crs.values()))
     (owned,) = resources(machine)
-    assert owned["spec"]["sizeGiB"] == 10
+    assert owned["metadata"]["uid"] == owner["status"]["uid"]
+
+
+def test_deleting_the_blocked_importer_leaves_the_owned_resource(model_world: World) -> None:
+    """(b, continued) Before, deleting the second CR (policy Delete) deleted the first CR's
+    host resource."""
     machine = replay(
         model_world,
-        [
-            CREATE_ALPHA,
-            step("reconcile", pick=0),
-            step("reconcile", pick=0),
-            step(
-                "create_importing_cr",
-                namespace="ns-b",
-                name="alpha",
-                pick=0,
-                size=20,
-                policy="Delete",
-            ),
-            step("reconcile", pick=1),
-            step("delete_cr", pick=1, policy="Delete"),
-            step("reconcile", pick=1),
-        ],
+        [*IMPORT_OWNED, step("delete_cr", pick=1, policy="Delete"), step("reconcile", pick=1)],
     )
     assert len(machine.cluster.crs) == 1
+    owner = next(iter(machine.cluster.crs.values()))
     (owned,) = resources(machine)
-    first = next(iter(machine.cluster.crs.values()))
-    assert owned["metadata"]["uid"] == first["status"]["uid"]
+    assert owned["metadata"]["uid"] == owner["status"]["uid"]
+    assert not [s for s in machine.port.sent if s.cr_uid != owner["metadata"]["uid"]]
 
 
 def test_an_accepted_uid_rebind_starts_a_fresh_key_sequence_and_converges(
