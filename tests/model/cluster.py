@@ -207,16 +207,26 @@ class RecordingPort:
         self.sent: list[Sent] = []
         self.lose_next_answer = False
         self.last_read: ResourceView | None = None
+        #: Everything the host served to the operator, by resource uid and by operation id:
+        #: evidence for a binding even after the resource is gone or the record expired.
+        self.served: dict[str, ResourceView] = {}
+        self.operations: dict[str, OperationView] = {}
 
     async def get_operation(self, operation_id: str) -> OperationView:
-        return await self._port.get_operation(operation_id)
+        operation = await self._port.get_operation(operation_id)
+        self.operations[operation_id] = operation
+        return operation
 
     async def read(self, target: Target) -> ResourceView | None:
         self.last_read = await self._port.read(target)
+        if self.last_read is not None:
+            self.served[self.last_read.uid] = self.last_read
         return self.last_read
 
     async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]:
-        return await self._port.list_operations(target)
+        listed = await self._port.list_operations(target)
+        self.operations.update(listed)
+        return listed
 
     async def execute(self, action: Action) -> tuple[str, OperationView]:
         assert self.current is not None
@@ -225,6 +235,7 @@ class RecordingPort:
         self.sent.append(record)
         operation_id, operation = await self._port.execute(action)
         record.operation_id, record.operation = operation_id, operation
+        self.operations[operation_id] = operation
         if self.lose_next_answer:
             self.lose_next_answer = False
             raise HostUnavailable("the answer was lost after the host accepted it (injected)")

@@ -44,7 +44,7 @@ from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.reconcile import Action, Create, Outcome
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.state import ResourceView
+from takoform_operator.core.state import ResourceView, Verb
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION
@@ -562,17 +562,25 @@ class OwnershipModel(RuleBasedStateMachine):
             raise self._violation(
                 f"silent rebind: status.uid {old} -> {new}", cr=cr_uid, accept=accept_uid_of(body)
             )
+        # Evidence: what the host serves now, or served to the operator before (the resource
+        # may be gone by now, e.g. deleted in the same reconcile, and records expire).
         resource = data.resource_by_uid(new)
-        if resource is not None:
-            if creator_of(resource) == cr_uid:
+        served = self.port.served.get(new)
+        if resource is not None or served is not None:
+            if resource is not None:
+                key = resource["metadata"].get("creationIdempotencyKey")
+                identity, ref = resource_identity(resource), resource["formRef"]
+            else:
+                assert served is not None
+                key, ref = served.creation_key, served.form_ref.to_json()
+                identity = (served.space, ref["apiVersion"], ref["kind"], served.name)
+            if str(key or "").startswith(f"{cr_uid}:create:"):
                 return
             import_id = (after.get("requested") or {}).get("importId")
-            if import_id and _names(import_id, resource):
+            if import_id and _names(import_id, identity, ref):
                 return
             raise self._violation(
-                f"bound to {new}, which it neither created nor imported",
-                cr=cr_uid,
-                resource=resource["metadata"],
+                f"bound to {new}, which it neither created nor imported", cr=cr_uid, key=key
             )
         created = [
             o
@@ -580,6 +588,12 @@ class OwnershipModel(RuleBasedStateMachine):
             if o["verb"] == "create"
             and o["resourceUid"] == new
             and str(o.get("idempotencyKey") or "").startswith(f"{cr_uid}:create:")
+        ] + [
+            o
+            for o in self.port.operations.values()
+            if o.verb is Verb.CREATE
+            and o.resource_uid == new
+            and (o.idempotency_key or "").startswith(f"{cr_uid}:create:")
         ]
         if not created:
             raise self._violation(
@@ -726,13 +740,13 @@ class OwnershipModel(RuleBasedStateMachine):
             self.world.view.set_faults(**CLEAN_FAULTS)
 
 
-def _names(import_id: str, resource: dict[str, Any]) -> bool:
-    """The canonical import id names exactly this resource's identity."""
+def _names(import_id: str, identity: tuple[str, str, str, str], ref: dict[str, Any]) -> bool:
+    """The canonical import id names exactly this identity under exactly this FormRef."""
     doc = json.loads(import_id)
-    ref = resource["formRef"]
+    space, _, _, name = identity
     return (
-        doc.get("name") == resource["metadata"]["name"]
-        and doc.get("space", resource["metadata"]["space"]) == resource["metadata"]["space"]
+        doc.get("name") == name
+        and doc.get("space", space) == space
         and all(
             doc.get(k) == ref[k]
             for k in ("apiVersion", "kind", "definitionVersion", "schemaDigest")

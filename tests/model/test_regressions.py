@@ -14,7 +14,7 @@ import pytest
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.reconcile import Create, Update
 
-from .cluster import creator_of
+from .cluster import ModelViolation, creator_of
 from .machine import OwnershipModel, World
 from .steps import replay, step
 
@@ -162,3 +162,58 @@ def test_a_malformed_pin_is_a_condition_not_an_exception(model_world: World) -> 
     )
     assert reason(machine, 0, ConditionType.DEGRADED) is Reason.INVALID_SPEC
     assert resources(machine) == []
+
+
+def test_deleting_a_cr_whose_unrecorded_create_record_expired_deletes_what_it_made(
+    model_world: World,
+) -> None:
+    """Found by the long run as a false alarm of the checker itself (the binding's evidence,
+    the resource and its create record, were both gone when the status was written): the
+    create is accepted, its status write lost, the record expires and the CR is deleted. The
+    deletion adopts the resource by our creation key and deletes it, and nothing is left."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile_losing_status_write", pick=0),
+            step("expire_operation_records"),
+            step("delete_cr", pick=0, policy="Delete"),
+        ],
+    )
+    assert machine.cluster.crs == {}
+    assert resources(machine) == []
+    assert [type(s.action).__name__ for s in machine.port.sent] == ["Create", "Delete"]
+
+
+# -- found on the current code ---------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ModelViolation,
+    reason="defect: a claimed CR whose spec.formRef is malformed never finishes deleting, even "
+    "with deletionPolicy Orphan: reconcile_cr_body returns Degraded InvalidSpec whenever "
+    "desired_from_cr fails and the status holds a claim, so the deletion never reaches plan()",
+)
+def test_deleting_a_claimed_cr_with_a_malformed_pin_ends(model_world: World) -> None:
+    """A CR claims (and creates) its resource, then gets spec.formRef.definitionVersion "1.0"
+    and is deleted with deletionPolicy Orphan: nothing on the host is needed to let it go, yet
+    it stays Degraded InvalidSpec with its deletionTimestamp forever."""
+    replay(
+        model_world,
+        [
+            step(
+                "create_cr",
+                namespace="ns-a",
+                name="alpha",
+                resource_name=None,
+                size=10,
+                policy="Orphan",
+                same_instant=False,
+            ),
+            step("reconcile", pick=0),
+            step("edit_pin", pick=0, pin="1.0"),
+            step("delete_cr", pick=0, policy="Orphan"),
+            step("reconcile", pick=0),
+        ],
+    )
