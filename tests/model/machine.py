@@ -95,6 +95,12 @@ SPEC_CAUSED = {
     Reason.SPACE_MISMATCH,
     Reason.IMPORT_TARGET_NOT_FOUND,
 }
+#: Defects of the current code the checker found, each kept as an xfail(strict) regression in
+#: test_regressions.py. Long runs step around them (so they explore everything else) until the
+#: main line fixes them; then the xfail passes, fails strictly, and the entry goes.
+#: - "malformed-pin-deletion": a claimed CR whose spec.formRef is malformed never finishes
+#:   deleting (it stays Degraded InvalidSpec).
+KNOWN_DEFECTS = frozenset({"malformed-pin-deletion"})
 #: Blocked reasons whose message lists the FormRefs this build knows instead of remedies.
 FAIL_CLOSED = {Reason.PIN_UNSUPPORTED, Reason.FORM_REF_UNSUPPORTED, Reason.IMPORT_REFUSED}
 
@@ -174,6 +180,8 @@ class OwnershipModel(RuleBasedStateMachine):
         self._snapshot: HostData | None = None
         self.last_outcomes: dict[str, Outcome] = {}
         self.broken = False
+        #: Step around the known defects (the regression tests switch this off).
+        self.known_defect = "malformed-pin-deletion" in KNOWN_DEFECTS
 
     @classmethod
     def bind(cls, world: World) -> type[OwnershipModel]:
@@ -727,9 +735,10 @@ class OwnershipModel(RuleBasedStateMachine):
             if "Remed" not in message and blocked not in FAIL_CLOSED:
                 raise self._violation("Blocked without a remedy", cr=uid, message=message)
             return True
-        if self.cluster.crs[uid]["metadata"].get("deletionTimestamp") is not None:
+        body = self.cluster.crs[uid]
+        if body["metadata"].get("deletionTimestamp") is not None:
             # kubectl delete must end: finalized, or Blocked naming what the user has to do.
-            return False
+            return self.known_defect and _malformed_pin_deletion(body, asserted)
         return asserted.get(ConditionType.DEGRADED) in SPEC_CAUSED
 
     def teardown(self) -> None:
@@ -752,3 +761,11 @@ def _names(import_id: str, identity: tuple[str, str, str, str], ref: dict[str, A
             for k in ("apiVersion", "kind", "definitionVersion", "schemaDigest")
         )
     )
+
+
+def _malformed_pin_deletion(body: dict[str, Any], asserted: dict[ConditionType, Reason]) -> bool:
+    """The known defect "malformed-pin-deletion": deleting, claimed, spec.formRef malformed."""
+    pin = body["spec"].get("formRef") or {}
+    malformed = pin.get("definitionVersion") not in (None, "1.0.0", "1.1.0", "1.2.0")
+    claimed = claimed_identity(body) is not None
+    return malformed and claimed and asserted.get(ConditionType.DEGRADED) is Reason.INVALID_SPEC
