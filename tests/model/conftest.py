@@ -62,7 +62,7 @@ def model_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     hosts = itertools.count()
 
     def start_host() -> tuple[Callable[[], None], HostClient, HostView]:
-        host = HostProcess(workdir / f"host-{next(hosts)}", commit_delay=0.0, packages=[package])
+        host = HostProcess(hostdir / f"host-{next(hosts)}", commit_delay=0.0, packages=[package])
         host.start()
         # No read retries: a fault is seen by the reconcile at once, never waited out.
         client = runner.run(_client(host.url, host.token))
