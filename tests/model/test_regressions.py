@@ -115,6 +115,53 @@ def test_deleting_the_blocked_importer_leaves_the_owned_resource(model_world: Wo
     assert not [s for s in machine.port.sent if s.cr_uid != owner["metadata"]["uid"]]
 
 
+def test_a_second_cr_for_the_same_name_never_creates_over_the_owners_vanished_resource(
+    model_world: World,
+) -> None:
+    """Found on the code before the ownership work while searching for the rebind livelock:
+    ns-b/alpha owns "alpha"; ns-a/beta (created in the same second) asks for resourceName
+    "alpha"; the host resource is replaced and then deleted out of band. Before, beta created
+    "alpha" for itself, an identity alpha was still bound to: two CRs, one host resource."""
+    machine = replay(
+        model_world,
+        [
+            step("out_of_band", verb="delete", which=0),
+            step(
+                "create_cr",
+                namespace="ns-b",
+                name="alpha",
+                resource_name=None,
+                size=10,
+                policy="Delete",
+                same_instant=False,
+            ),
+            step("reconcile", pick=0),
+            step("reconcile", pick=0),
+            step(
+                "create_cr",
+                namespace="ns-a",
+                name="beta",
+                resource_name="alpha",
+                size=10,
+                policy="Delete",
+                same_instant=True,
+            ),
+            step("out_of_band", verb="recreate", which=0),
+            step("accept_uid", pick=0),
+            step("accept_uid", pick=0),
+            step("accept_uid", pick=0),
+            step("out_of_band", verb="delete", which=0),
+            step("out_of_band", verb="delete", which=0),
+            step("reconcile", pick=1),
+        ],
+    )
+    assert reason(machine, 1, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
+    owner_uid, other_uid = list(machine.cluster.crs)
+    assert not [s for s in machine.port.sent if s.cr_uid == other_uid]
+    (alpha,) = resources(machine)
+    assert machine.cluster.crs[owner_uid]["status"]["uid"] == alpha["metadata"]["uid"]
+
+
 def test_an_accepted_uid_rebind_starts_a_fresh_key_sequence_and_converges(
     model_world: World,
 ) -> None:
