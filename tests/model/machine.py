@@ -19,7 +19,7 @@ host's own data and the CRs' statuses — never from the outcomes the operator r
   create whose record the host no longer keeps left nothing unaccounted for;
 - liveness (teardown): with every fault off, within `LIVENESS_ROUNDS` reconciles of each CR the
   cluster reaches a fixpoint where every CR is Ready, Blocked with a remedy, Degraded by its own
-  spec, or gone, and a further round sends nothing and changes no condition.
+  spec, or gone, and a further round has no mutation accepted and changes no condition.
 
 Commits are under the model's control: the host runs with commit delay 0 (an accepted operation
 commits before the host serves its next request) and the `stuck` rules hold every operation
@@ -702,7 +702,7 @@ class OwnershipModel(RuleBasedStateMachine):
         self.port.lose_next_answer = False
         previous: dict[str, dict[ConditionType, Reason]] = {}
         for _ in range(LIVENESS_ROUNDS):
-            sent_before = len(self.port.sent)
+            accepted_before = self._accepted()
             now: dict[str, dict[ConditionType, Reason]] = {}
             settled = True
             for uid in self._live():
@@ -713,7 +713,7 @@ class OwnershipModel(RuleBasedStateMachine):
                     continue
                 now[uid] = outcome.asserted()
                 settled = settled and self._terminal(uid, outcome)
-            if settled and now == previous and len(self.port.sent) == sent_before:
+            if settled and now == previous and self._accepted() == accepted_before:
                 return
             previous = now
         raise self._violation(
@@ -724,6 +724,11 @@ class OwnershipModel(RuleBasedStateMachine):
                 if uid in self.cluster.crs
             },
         )
+
+    def _accepted(self) -> int:
+        """Mutations the host accepted. A refused one changes nothing (a Blocked NameTaken CR
+        re-sends its fenced create each time it looks, which is how it sees the name freed)."""
+        return sum(1 for sent in self.port.sent if sent.operation_id is not None)
 
     def _terminal(self, uid: str, outcome: Outcome) -> bool:
         asserted = outcome.asserted()

@@ -232,6 +232,37 @@ def test_deleting_a_cr_whose_unrecorded_create_record_expired_deletes_what_it_ma
     assert [type(s.action).__name__ for s in machine.port.sent] == ["Create", "Delete"]
 
 
+def test_a_waiting_cr_takes_over_a_released_name_only_by_import(model_world: World) -> None:
+    """Found by a long run on the current code as a false alarm of the checker (it counted the
+    refused creates a Blocked CR re-sends): ns-a/alpha creates "alpha" under 1.1.0; ns-a/beta
+    also asks for "alpha"; DefaultCreates moves to 1.0.0; alpha is deleted with Orphan. beta
+    then claims "alpha" under 1.0.0 and is Blocked NameTaken with the import remedy: the released
+    resource is never adopted by name, and its fenced creates are refused, never accepted."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step(
+                "create_cr",
+                namespace="ns-a",
+                name="beta",
+                resource_name="alpha",
+                size=10,
+                policy="Delete",
+                same_instant=False,
+            ),
+            step("reconcile", pick=0),
+            step("upgrade_registry", version="1.0.0"),
+            step("delete_cr", pick=0, policy="Orphan"),
+        ],
+    )
+    assert reason(machine, 0, ConditionType.BLOCKED) is Reason.NAME_TAKEN
+    (alpha,) = resources(machine)
+    assert alpha["formRef"]["definitionVersion"] == "1.1.0"
+    waiting = next(iter(machine.cluster.crs))
+    assert all(s.operation_id is None for s in machine.port.sent if s.cr_uid == waiting)
+
+
 # -- found on the current code ---------------------------------------------------------------------
 
 
