@@ -290,8 +290,8 @@ class Operator:
                     raise ModelViolation(f"finalized a CR that is not being deleted: {outcome}")
                 self.cluster.remove_finalizer(uid)
                 return outcome
-            assert result.status is not None
-            self.cluster.patch_status(uid, result.status)
+            if result.status is not None:  # None: the status already says all of it
+                self.cluster.patch_status(uid, result.status)
             if last:
                 return outcome
         raise ModelViolation("a chain of recorded claims did not end within 10 reconciles")

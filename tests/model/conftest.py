@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fixtures_host import HostProcess
+from processes import HostProcess
 
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.registry_data import load_registry

@@ -97,10 +97,10 @@ SPEC_CAUSED = {
 }
 #: Defects of the current code the checker found, each kept as an xfail(strict) regression in
 #: test_regressions.py. Long runs step around them (so they explore everything else) until the
-#: main line fixes them; then the xfail passes, fails strictly, and the entry goes.
-#: - "malformed-pin-deletion": a claimed CR whose spec.formRef is malformed never finishes
-#:   deleting (it stays Degraded InvalidSpec).
-KNOWN_DEFECTS = frozenset({"malformed-pin-deletion"})
+#: main line fixes them; then the xfail passes, fails strictly, and the entry goes. Known so far:
+#: - "malformed-pin-deletion": a claimed CR whose spec.formRef is malformed never finished
+#:   deleting (it stayed Degraded InvalidSpec). Fixed: deletion reads the recorded identity.
+KNOWN_DEFECTS: frozenset[str] = frozenset()
 #: Blocked reasons whose message lists the FormRefs this build knows instead of remedies.
 FAIL_CLOSED = {Reason.PIN_UNSUPPORTED, Reason.FORM_REF_UNSUPPORTED, Reason.IMPORT_REFUSED}
 

@@ -14,7 +14,7 @@ import pytest
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.reconcile import Create, Update
 
-from .cluster import ModelViolation, creator_of
+from .cluster import creator_of
 from .machine import OwnershipModel, World
 from .steps import replay, step
 
@@ -263,21 +263,15 @@ def test_a_waiting_cr_takes_over_a_released_name_only_by_import(model_world: Wor
     assert all(s.operation_id is None for s in machine.port.sent if s.cr_uid == waiting)
 
 
-# -- found on the current code ---------------------------------------------------------------------
+# -- found on the current code ----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ModelViolation,
-    reason="defect: a claimed CR whose spec.formRef is malformed never finishes deleting, even "
-    "with deletionPolicy Orphan: reconcile_cr_body returns Degraded InvalidSpec whenever "
-    "desired_from_cr fails and the status holds a claim, so the deletion never reaches plan()",
-)
 def test_deleting_a_claimed_cr_with_a_malformed_pin_ends(model_world: World) -> None:
     """A CR claims (and creates) its resource, then gets spec.formRef.definitionVersion "1.0"
-    and is deleted with deletionPolicy Orphan: nothing on the host is needed to let it go, yet
-    it stays Degraded InvalidSpec with its deletionTimestamp forever."""
-    replay(
+    and is deleted with deletionPolicy Orphan. It stayed Degraded InvalidSpec with its
+    deletionTimestamp forever (reconcile_cr_body stopped at the spec error before the plan);
+    now the deletion reads the recorded identity and the policy, and the CR goes."""
+    machine = replay(
         model_world,
         [
             step(
@@ -295,3 +289,5 @@ def test_deleting_a_claimed_cr_with_a_malformed_pin_ends(model_world: World) -> 
             step("reconcile", pick=0),
         ],
     )
+    assert machine.cluster.crs == {}
+    assert len(resources(machine)) == 1, "orphaned on purpose"
