@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: bench bench-host bench-reconcile conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
+.PHONY: bench bench-host bench-reconcile check-model conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -47,6 +47,15 @@ unit: venv ## fast unit tests of the pure core only
 
 test: lint typecheck check-generated tools ## everything CI runs: lint, types, generated files, all tests
 	$(BIN)/pytest -q
+
+MODEL_EXAMPLES ?= 10000
+MODEL_SEED ?= $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+
+check-model: venv ## long run of the ownership model checker (>= 10,000 sequences; MODEL_SEED=N replays)
+	@echo "==> model checker: profile=long examples=$(MODEL_EXAMPLES) seed=$(MODEL_SEED)"
+	@echo "    replay: make check-model MODEL_SEED=$(MODEL_SEED) MODEL_EXAMPLES=$(MODEL_EXAMPLES)"
+	TAKOFORM_MODEL_PROFILE=long TAKOFORM_MODEL_EXAMPLES=$(MODEL_EXAMPLES) \
+	  $(BIN)/pytest -q -s -p no:cacheprovider tests/model/test_model.py --hypothesis-seed=$(MODEL_SEED)
 
 BENCH_SIZES ?= 100,1000,5000
 
