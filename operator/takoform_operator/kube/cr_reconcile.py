@@ -115,7 +115,7 @@ def _gate(desired: Desired, state: State, tenancy: Tenancy) -> Outcome | tuple[D
     desired = replace(desired, host=resolved or "")
     if desired.deleting and (desired.deletion_policy is DeletionPolicy.ORPHAN or not state.claimed):
         # These deletions send nothing (core.reconcile.plan): no grant is needed to let go.
-        return desired, _NothingSent()
+        return desired, NoHost()
     claimed = state.claimed and state.space is not None
     host = host_of(desired, state) if claimed else resolved
     space = str(state.space) if claimed else desired.space
@@ -134,7 +134,7 @@ def _gate(desired: Desired, state: State, tenancy: Tenancy) -> Outcome | tuple[D
     return desired, tenancy.port(host)
 
 
-class _NothingSent:
+class NoHost:
     """The port of a reconcile that must send nothing: any call is a bug, refused loudly."""
 
     def __getattr__(self, name: str) -> Any:
