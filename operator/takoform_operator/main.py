@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import os
 import threading
 from typing import Any
 
@@ -12,12 +14,13 @@ import kopf
 from prometheus_client import start_http_server
 
 from takoform_operator.host_client.client import HostClient, TokenSource
-from takoform_operator.host_pool import FileToken, HostPool, KubernetesSecretReader
+from takoform_operator.host_client.pool import FileToken, HostPool
 from takoform_operator.kube.claims import ClaimBook
 from takoform_operator.kube.cr_reconcile import NoHost
 from takoform_operator.kube.handlers import Runtime, register
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
-from takoform_operator.kube.status import KubernetesCrWriter
+from takoform_operator.kube.secrets import KubernetesSecretReader
+from takoform_operator.kube.status import ApiConnection, HttpCrWriter
 from takoform_operator.kube.tenancy import TenancyBook
 from takoform_operator.metrics import Metrics
 from takoform_operator.registry_data import load_registry
@@ -58,19 +61,20 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         implicit=host_client(settings) if settings.implicit_host else None,
     )
     book = TenancyBook(pool)
+    writer = HttpCrWriter(max_connections=settings.max_concurrent_reconciles)
     runtime = Runtime(
         registry=registry,
         settings=settings,
         host=NoHost(),  # every request goes to the host the tenancy check resolved
-        writer=KubernetesCrWriter(),
+        writer=writer,
         metrics=metrics,
         claims=ClaimBook(default_host=pool.default_host),
         tenancy=book,
     )
     kopf_registry = kopf.OperatorRegistry()
-    kopf.on.login(registry=kopf_registry)(_login)
+    kopf.on.login(registry=kopf_registry)(functools.partial(_login, writer))
     register(runtime, kopf_registry)
-    refresher = asyncio.get_running_loop().create_task(
+    refresher = asyncio.create_task(
         refresh_forever(
             pool,
             lambda: book.host_generations,
@@ -87,6 +91,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         secrets_namespace,
         implicit,
     )
+    lag_watch = asyncio.create_task(watch_loop_lag(metrics))
     try:
         await kopf.operator(
             registry=kopf_registry,
@@ -97,10 +102,21 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
             stop_flag=stop,
         )
     finally:
+        lag_watch.cancel()
         refresher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await refresher
+        await writer.close()
         await pool.aclose()
+
+
+async def watch_loop_lag(metrics: Metrics, interval: float = 0.1) -> None:
+    """Measure how late the event loop runs a short timer (a busy loop answers nobody)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        started = loop.time()
+        await asyncio.sleep(interval)
+        metrics.loop_lagged(max(0.0, loop.time() - started - interval))
 
 
 def host_client(settings: Settings) -> HostClient:
@@ -124,8 +140,32 @@ def host_client(settings: Settings) -> HostClient:
     )
 
 
-def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    return kopf.login_via_client(**kwargs)
+def _text(path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None) -> str | None:
+    return os.fsdecode(path) if path else None
+
+
+def _data(data: str | bytes | None) -> bytes | None:
+    return data.encode() if isinstance(data, str) else data
+
+
+def _login(writer: HttpCrWriter, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    """kopf's own login (kubeconfig or in-cluster), shared with our writer."""
+    info = kopf.login_via_client(**kwargs)
+    if info is not None:
+        writer.connect(
+            ApiConnection(
+                server=info.server,
+                ca_path=_text(info.ca_path),
+                ca_data=_data(info.ca_data),
+                insecure=bool(info.insecure),
+                token=info.token,
+                certificate_path=_text(info.certificate_path),
+                certificate_data=_data(info.certificate_data),
+                private_key_path=_text(info.private_key_path),
+                private_key_data=_data(info.private_key_data),
+            )
+        )
+    return info
 
 
 def main(settings: Settings) -> int:

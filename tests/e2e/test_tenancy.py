@@ -18,8 +18,8 @@ from fixtures_kube import KubeCluster, wait_until
 from operator_process import condition_of, cr_status, is_ready, operator_process
 from tenancy import grant_manifest, host_manifest, token_secret
 
-from takoform_operator.core.identity import FormLine
 from takoform_operator.registry_data import load_registry
+from takoform_spec.identity import FormLine
 
 pytestmark = pytest.mark.kube
 REGISTRY = load_registry()

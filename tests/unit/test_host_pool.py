@@ -8,16 +8,15 @@ from collections.abc import Mapping
 import httpx
 import pytest
 
-from takoform_operator.core.tenancy import DEFAULT_HOST
-from takoform_operator.host_client.client import HostClient
-from takoform_operator.host_pool import (
+from takoform_operator.core.tenancy import (
+    DEFAULT_HOST,
     HostConfig,
-    HostPool,
     SecretKeyRef,
-    SecretNotFound,
-    SecretToken,
     host_config_from_body,
 )
+from takoform_operator.host_client.client import HostClient
+from takoform_operator.host_client.pool import HostPool, SecretToken
+from takoform_operator.host_port import SecretNotFound
 
 
 class FakeSecrets:

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .identity import FormLine
+from takoform_spec.identity import FormLine
+
 from .tenancy import DEFAULT_HOST
 
 

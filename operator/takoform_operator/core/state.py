@@ -13,8 +13,9 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from .errors import TakoformError
-from .identity import FormLine, FormRef
+from takoform_spec.errors import TakoformError
+from takoform_spec.identity import FormLine, FormRef
+
 from .tenancy import DEFAULT_HOST
 
 

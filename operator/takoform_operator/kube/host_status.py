@@ -12,21 +12,31 @@ import datetime
 import functools
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from takoform_operator.core.identity import FormRef
 from takoform_operator.core.registry import Registry
-from takoform_operator.host_pool import HostConfig, HostPool, SecretNotFound
-from takoform_operator.host_port import HostError, HostRejected, HostUnavailable
-from takoform_operator.tenancy_crds import GROUP, HOST_PLURAL, VERSION
+from takoform_operator.core.tenancy import GROUP, HOST_PLURAL, VERSION, HostConfig
+from takoform_operator.host_port import HostError, HostRejected, HostUnavailable, SecretNotFound
+from takoform_spec.identity import FormRef
+
+
+class Probe(Protocol):
+    async def list_forms(self) -> list[FormRef]: ...
+
+
+class Hosts(Protocol):
+    def configs(self) -> list[HostConfig]: ...
+
+    def prober(self, name: str) -> Probe: ...
+
 
 logger = logging.getLogger("takoform_operator")
 
 
-async def probe(pool: HostPool, config: HostConfig) -> tuple[bool, str, str, list[FormRef]]:
+async def probe(pool: Hosts, config: HostConfig) -> tuple[bool, str, str, list[FormRef]]:
     """(ready, reason, message, served FormRefs) of one host."""
     try:
-        served = await pool.port(config.name).list_forms()
+        served = await pool.prober(config.name).list_forms()
     except SecretNotFound as exc:
         return False, "SecretNotFound", str(exc), []
     except HostRejected as exc:
@@ -104,7 +114,7 @@ class HostStatusWriter:
 
 
 async def refresh_forever(
-    pool: HostPool,
+    pool: Hosts,
     generations: Callable[[], Mapping[str, int]],
     registry: Registry,
     writer: HostStatusWriter,

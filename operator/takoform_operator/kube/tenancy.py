@@ -8,16 +8,38 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from takoform_operator.core.tenancy import InvalidPolicy, SpaceGrant, grant_from_body
-from takoform_operator.host_pool import HostPool, PooledPort, host_config_from_body
+from takoform_operator.core.tenancy import (
+    HostConfig,
+    InvalidPolicy,
+    SpaceGrant,
+    grant_from_body,
+    host_config_from_body,
+)
+from takoform_operator.host_port import HostPort
 
 logger = logging.getLogger("takoform_operator")
 
 
+class HostDirectory(Protocol):
+    """The hosts the operator can reach (host_client.pool.HostPool)."""
+
+    def observe(self, config: HostConfig) -> bool: ...
+
+    def forget(self, name: str) -> bool: ...
+
+    def names(self) -> list[str]: ...
+
+    def configs(self) -> list[HostConfig]: ...
+
+    def default_host(self) -> str | None: ...
+
+    def port(self, name: str) -> HostPort: ...
+
+
 class TenancyBook:
-    def __init__(self, pool: HostPool) -> None:
+    def __init__(self, pool: HostDirectory) -> None:
         self.pool = pool
         self._grants: dict[str, SpaceGrant] = {}
         self._labels: dict[str, dict[str, str]] = {}
@@ -80,5 +102,5 @@ class TenancyBook:
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         return self._labels.get(namespace, {})
 
-    def port(self, host: str) -> PooledPort:
+    def port(self, host: str) -> HostPort:
         return self.pool.port(host)

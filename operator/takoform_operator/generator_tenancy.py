@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-GROUP = "operator.takoform.io"
-VERSION = "v1alpha1"
-HOST_KIND, HOST_PLURAL = "TakoformHost", "takoformhosts"
-GRANT_KIND, GRANT_PLURAL = "TakoformSpaceGrant", "takoformspacegrants"
+from takoform_operator.core.tenancy import (
+    GRANT_KIND,
+    GRANT_PLURAL,
+    GROUP,
+    HOST_KIND,
+    HOST_PLURAL,
+    VERSION,
+)
 
 _STRING: dict[str, Any] = {"type": "string", "minLength": 1}
 

@@ -1,8 +1,8 @@
 """One host client per TakoformHost, built from the host objects and the Secrets they name.
 
-Adapter layer: the pool is fed with TakoformHost bodies (kube.tenancy, from a kopf index, so it
-is complete before any CR is reconciled) and reads Secrets through a `SecretReader` that only
-`get`s named Secrets in the operator's own namespace (no list, no watch, no other namespace).
+Adapter layer: the pool is fed with TakoformHost specs (kube.tenancy, from a kopf index, so it
+is complete before any CR is reconciled) and reads Secrets through a `SecretReader`
+(kube.secrets: only `get` of named Secrets in the operator's own namespace).
 A client is built on first use; a host whose connection settings change gets a new client.
 Tokens come from a `SecretToken` source: re-read on an interval and at once after a 401, so a
 rotated Secret is used without a restart. Token values are never logged.
@@ -11,8 +11,6 @@ rotated Secret is used without a restart. Token values are never logged.
 from __future__ import annotations
 
 import asyncio
-import base64
-import functools
 import logging
 import os
 import ssl
@@ -22,97 +20,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from takoform_operator.core.identity import FormRef
 from takoform_operator.core.reconcile import Action, Target
 from takoform_operator.core.state import OperationView, ResourceView
-from takoform_operator.core.tenancy import DEFAULT_HOST, InvalidPolicy
+from takoform_operator.core.tenancy import DEFAULT_HOST, HostConfig, SecretKeyRef
 from takoform_operator.host_client.client import HostClient, TokenSource
 from takoform_operator.host_client.port import HostClientPort
-from takoform_operator.host_port import HostUnavailable
+from takoform_operator.host_port import HostUnavailable, SecretNotFound
+from takoform_spec.identity import FormRef
 
 logger = logging.getLogger("takoform_operator")
-
-
-@dataclass(frozen=True)
-class SecretKeyRef:
-    name: str
-    key: str
-
-
-@dataclass(frozen=True)
-class HostConfig:
-    """A TakoformHost's spec as the pool needs it (no secret values)."""
-
-    name: str
-    url: str
-    token: SecretKeyRef | None
-    ca_bundle: SecretKeyRef | None = None
-    client_cert: str | None = None
-    timeout: float = 10.0
-    default: bool = False
-
-    def connection(self) -> tuple[Any, ...]:
-        """What a client is built from: a change here means a new client."""
-        return (self.url, self.token, self.ca_bundle, self.client_cert, self.timeout)
-
-
-def host_config_from_body(body: Mapping[str, Any]) -> HostConfig:
-    name = str((body.get("metadata") or {}).get("name") or "")
-    spec = body.get("spec") or {}
-    try:
-        token = spec.get("tokenSecretRef")
-        ca = spec.get("caBundleSecretRef")
-        cert = spec.get("clientCertSecretRef")
-        return HostConfig(
-            name=name,
-            url=str(spec["url"]),
-            token=SecretKeyRef(str(token["name"]), str(token.get("key") or "token"))
-            if token
-            else None,
-            ca_bundle=SecretKeyRef(str(ca["name"]), str(ca.get("key") or "ca.crt")) if ca else None,
-            client_cert=str(cert["name"]) if cert else None,
-            timeout=float(spec.get("timeoutSeconds") or 10.0),
-            default=bool(spec.get("default")),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InvalidPolicy(f"TakoformHost {name!r} is malformed: {exc!r}") from None
-
-
-class SecretNotFound(HostUnavailable):
-    """A Secret a host names is missing (or its key is): retry later, say which."""
 
 
 class SecretReader(Protocol):
     async def read(self, name: str) -> Mapping[str, bytes] | None:
         """The data of Secret `name` in the operator's namespace, or None when it is absent."""
-
-
-class KubernetesSecretReader:
-    """`get` of one named Secret in one namespace with the official client (in a thread)."""
-
-    def __init__(self, namespace: str, api: Any = None) -> None:
-        from kubernetes import client as k8s
-        from kubernetes import config as k8s_config
-
-        if api is None:
-            k8s_config.load_config()  # type: ignore[no-untyped-call]
-            api = k8s.CoreV1Api()
-        self._api = api
-        self.namespace = namespace
-
-    async def read(self, name: str) -> Mapping[str, bytes] | None:
-        from kubernetes.client.exceptions import ApiException
-
-        call = functools.partial(self._api.read_namespaced_secret, name, self.namespace)
-        try:
-            secret = await asyncio.to_thread(call)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise HostUnavailable(
-                f"cannot read Secret {self.namespace}/{name}: {exc.status} {exc.reason}"
-            ) from None
-        return {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
 
 
 async def _secret_value(reader: SecretReader, ref: SecretKeyRef, where: str) -> bytes:
@@ -246,6 +167,9 @@ class HostPool:
     # -- the reconcile side --------------------------------------------------------------------
 
     def port(self, name: str) -> PooledPort:
+        return PooledPort(self, name)
+
+    def prober(self, name: str) -> PooledPort:
         return PooledPort(self, name)
 
     async def client(self, name: str) -> HostClient:
