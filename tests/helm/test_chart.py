@@ -15,7 +15,6 @@ import yaml
 from fixtures_helm import CHART, kinds, render, rule_file
 from fixtures_kube import KubeCluster, KubeTools, wait_until
 from operator_process import operator_process
-from tenancy import granted
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.kube
@@ -312,9 +311,16 @@ def installed(
     helm: Any, kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str
 ) -> Iterator[str]:
     kubeconfig = f"--kubeconfig={kube_cluster.kubeconfig}"
+    # Deny by default: the chart creates the grant its example (a Zone in team-a) needs.
+    grant = {
+        "name": f"{kube_namespace}-team-a",
+        "spaces": ["team-a"],
+        "namespaces": {"names": [kube_namespace]},
+    }
     helm(
         "install", "tko", str(CHART), kubeconfig, "--namespace", kube_namespace,
         "--set", f"watchNamespace={kube_namespace}",
+        "--set-json", "grants=" + json.dumps([grant]),
     )  # fmt: skip
     yield kube_namespace
     helm("uninstall", "tko", kubeconfig, "--namespace", kube_namespace, check=False)
@@ -354,10 +360,10 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
     sa = f"--as=system:serviceaccount:{namespace}:tko-takoform-operator"
     for args in (["list", "secrets", "-n", namespace], ["get", "secrets", "-A"]):
         assert kube_cluster.kubectl("auth", "can-i", *args, sa, check=False).stdout.strip() == "no"
-    with (
-        granted(kube_cluster, namespace, ["team-a"]),
-        operator_process(kubeconfig, host, namespace, log, METRICS_PORT="0"),
-    ):
+    # The grant the Zone needs comes from the chart's `grants` value (see `installed`).
+    grant = kube_cluster.kubectl_json("get", "takoformspacegrant", f"{namespace}-team-a")
+    assert grant["spec"]["hostRef"] == "default"
+    with operator_process(kubeconfig, host, namespace, log, METRICS_PORT="0"):
         kube_cluster.apply(json.dumps(zone), namespace=namespace)
         try:
             wait_until(ready, "the Zone Ready under the chart's RBAC", timeout=60)
