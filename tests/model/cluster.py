@@ -377,19 +377,18 @@ class HostView:
 
     def update(self, resource: Mapping[str, Any], spec: Mapping[str, Any]) -> int:
         """Another client of the host updates the resource's spec (fenced on its generation,
-        no idempotency key). Returns the HTTP status (202 accepted, or a refusal)."""
+        no idempotency key). Returns the HTTP status (202 accepted, or a refusal), 0 when the
+        host's faults dropped the connection (that client's update did not happen)."""
         space, api_version, kind, name = resource_identity(resource)
         group, version = api_version.split("/", 1)
         ref = resource["formRef"]
-        response = self._api.put(
-            f"/v1alpha3/spaces/{space}/forms/{group}/{version}/{kind}/resources/{name}",
-            params={
-                "definitionVersion": ref["definitionVersion"],
-                "schemaDigest": ref["schemaDigest"],
-            },
-            headers={"Takoform-Expected-Generation": resource["metadata"]["generation"]},
-            json={"spec": dict(spec)},
-        )
+        path = f"/v1alpha3/spaces/{space}/forms/{group}/{version}/{kind}/resources/{name}"
+        query = {k: ref[k] for k in ("definitionVersion", "schemaDigest")}
+        fence = {"Takoform-Expected-Generation": resource["metadata"]["generation"]}
+        try:
+            response = self._api.put(path, params=query, headers=fence, json={"spec": dict(spec)})
+        except httpx.TransportError:
+            return 0
         return response.status_code
 
     def set_faults(self, **faults: Any) -> None:
