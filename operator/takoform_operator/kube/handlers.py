@@ -170,9 +170,7 @@ async def _loop_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
             return await _delete_step(runtime, body)
         if FINALIZER not in (metadata.get("finalizers") or ()):
             # On before anything is sent: a deletion can never miss a create of ours.
-            body = await _set_finalizers(
-                runtime, body, [*metadata.get("finalizers", ()), FINALIZER]
-            )
+            body = await _set_finalizer(runtime, body, present=True)
         outcome, _ = await reconcile_cr(runtime, body)
     except StatusWriteFailed as exc:
         logger.warning("%s; retrying in %.1f s", exc, RETRY_WRITE)
@@ -200,7 +198,7 @@ async def _delete_step(runtime: Runtime, body: Mapping[str, Any]) -> float | Non
         return _delay(runtime, str(body["metadata"]["uid"]), outcome)
     for event in outcome.events:
         _post(body, event.type, str(event.reason), event.message)
-    await _set_finalizers(runtime, body, [f for f in finalizers if f != FINALIZER])
+    await _set_finalizer(runtime, body, present=False)
     uid = str(body["metadata"]["uid"])
     runtime.metrics.forget(body)
     runtime.pending_looks.pop(uid, None)
@@ -210,12 +208,17 @@ async def _delete_step(runtime: Runtime, body: Mapping[str, Any]) -> float | Non
     return None
 
 
-async def _set_finalizers(
-    runtime: Runtime, body: Mapping[str, Any], finalizers: list[str]
+async def _set_finalizer(
+    runtime: Runtime, body: Mapping[str, Any], present: bool
 ) -> Mapping[str, Any]:
+    """Put our finalizer on (`present`) or take it off; returns the body as written."""
     metadata = body["metadata"]
+    seen = list(metadata.get("finalizers") or ())
     resource_version = str(metadata.get("resourceVersion", ""))
-    version = await runtime.writer.set_finalizers(*_where(body), finalizers, resource_version)
+    version = await runtime.writer.set_finalizer(
+        _where(body), FINALIZER, present, seen, resource_version
+    )
+    finalizers = [f for f in seen if f != FINALIZER] + ([FINALIZER] if present else [])
     written = {
         **body,
         "metadata": {**metadata, "finalizers": finalizers, "resourceVersion": version},

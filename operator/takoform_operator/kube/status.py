@@ -27,17 +27,16 @@ class CrWriter(Protocol):
     ) -> str:
         """Merge-patch the status subresource."""
 
-    async def set_finalizers(
+    async def set_finalizer(
         self,
-        group: str,
-        version: str,
-        plural: str,
-        namespace: str,
-        name: str,
-        finalizers: Sequence[str],
+        where: tuple[str, str, str, str, str],
+        finalizer: str,
+        present: bool,
+        seen: Sequence[str],
         resource_version: str,
     ) -> str:
-        """Replace metadata.finalizers, only if the CR is still at `resource_version`."""
+        """Add (`present`) or remove `finalizer`, given the finalizers `seen` at
+        `resource_version`; should the CR have moved on since, from what it holds now."""
 
 
 @dataclass(frozen=True)
@@ -86,20 +85,34 @@ class HttpCrWriter:
         path = f"{_path(group, version, plural, namespace, name)}/status"
         return await self._patch(path, {"status": status}, namespace, name)
 
-    async def set_finalizers(
+    async def set_finalizer(
         self,
-        group: str,
-        version: str,
-        plural: str,
-        namespace: str,
-        name: str,
-        finalizers: Sequence[str],
+        where: tuple[str, str, str, str, str],
+        finalizer: str,
+        present: bool,
+        seen: Sequence[str],
         resource_version: str,
     ) -> str:
-        # resourceVersion in a merge-patch is a precondition: a concurrent change is a 409.
-        metadata = {"finalizers": list(finalizers), "resourceVersion": resource_version}
+        # resourceVersion in a merge-patch is a precondition: a concurrent change is a 409,
+        # after which the list is recomputed from the CR as it is now (once; then it is retried
+        # by the loop like any write that did not land).
+        group, version, plural, namespace, name = where
         path = _path(group, version, plural, namespace, name)
-        return await self._patch(path, {"metadata": metadata}, namespace, name)
+        try:
+            return await self._patch(
+                path, _finalizers_patch(seen, finalizer, present, resource_version), namespace, name
+            )
+        except _Conflict:
+            current = await self._http().get(path)
+            if current.status_code != 200:
+                raise StatusWriteFailed(
+                    f"write to {namespace}/{name} did not land: {current.status_code}"
+                ) from None
+            metadata = current.json()["metadata"]
+            patch = _finalizers_patch(
+                metadata.get("finalizers") or (), finalizer, present, metadata["resourceVersion"]
+            )
+            return await self._patch(path, patch, namespace, name)
 
     async def _patch(self, path: str, body: dict[str, Any], namespace: str, name: str) -> str:
         try:
@@ -110,6 +123,8 @@ class HttpCrWriter:
             )
         except httpx.HTTPError as exc:
             raise StatusWriteFailed(f"write to {namespace}/{name} did not land: {exc}") from exc
+        if answer.status_code == 409:
+            raise _Conflict(f"write to {namespace}/{name} did not land: conflict")
         if answer.status_code != 200:
             reason = answer.text[:300]
             raise StatusWriteFailed(
@@ -156,6 +171,17 @@ class HttpCrWriter:
             sink.write(data)
         self._files.append(path)
         return path
+
+
+class _Conflict(StatusWriteFailed):
+    """The CR moved on since the resourceVersion the write was conditioned on."""
+
+
+def _finalizers_patch(
+    seen: Sequence[str], finalizer: str, present: bool, resource_version: str
+) -> dict[str, Any]:
+    finalizers = [f for f in seen if f != finalizer] + ([finalizer] if present else [])
+    return {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}}
 
 
 def _path(group: str, version: str, plural: str, namespace: str, name: str) -> str:
