@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: bench-host bench-reconcile conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
+.PHONY: image bench-host bench-reconcile conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -34,6 +34,9 @@ check-generated: venv ## fail if regenerating would change a committed file
 
 tools: ## build (or reuse cached) kube-apiserver, etcd, kubectl, helm; install prometheus
 	hack/tools.sh
+
+image: ## build the operator image (Docker, else buildah) as an OCI archive in build/image/
+	hack/image.sh
 
 cluster-up: tools venv ## start a local control plane (etcd + kube-apiserver + controller-manager)
 	$(BIN)/python hack/localcluster.py up
