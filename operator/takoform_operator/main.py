@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
+import socket
 import threading
 from typing import Any
 
+import httpx
 import kopf
 from prometheus_client import start_http_server
 
+from takoform_operator.health import Health
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.kube.handlers import FINALIZER, Runtime, register
 from takoform_operator.kube.status import KubernetesStatusWriter
+from takoform_operator.leader import LeaderElector, LeaseConfig, LostLease
+from takoform_operator.logs import configure as configure_logging
 from takoform_operator.metrics import Metrics
 from takoform_operator.registry_data import load_registry
 from takoform_operator.settings import Settings
+from takoform_operator.token_file import TokenFile, TokenFileTransport
 
 logger = logging.getLogger("takoform_operator")
 
@@ -40,28 +48,86 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     registry = load_registry()
     metrics = Metrics()
     if settings.metrics_port:
-        start_http_server(settings.metrics_port, registry=metrics.registry)
-        logger.info("metrics on :%d/metrics", settings.metrics_port)
-    async with host_client(settings) as client:
-        runtime = Runtime(
-            registry=registry,
-            settings=settings,
-            host=HostClientPort(client),
-            status=KubernetesStatusWriter(),
-            metrics=metrics,
+        start_http_server(
+            settings.metrics_port, addr=settings.bind_address, registry=metrics.registry
         )
-        kopf_registry = kopf.OperatorRegistry()
-        kopf.on.login(registry=kopf_registry)(_login)
-        register(runtime, kopf_registry)
-        logger.info("managing %d Form lines against %s", len(registry.lines()), settings.host_url)
-        await kopf.operator(
-            registry=kopf_registry,
-            settings=kopf_settings(settings.namespace),
-            standalone=True,
-            clusterwide=settings.namespace is None,
-            namespaces=[settings.namespace] if settings.namespace else (),
-            stop_flag=stop,
-        )
+        logger.info("metrics on %s:%d/metrics", settings.bind_address, settings.metrics_port)
+    health = Health()
+    if settings.health_port:
+        await health.start(settings.bind_address, settings.health_port)
+        logger.info("health on %s:%d/healthz,/readyz", settings.bind_address, settings.health_port)
+    try:
+        async with host_client(settings) as client:
+            runtime = Runtime(
+                registry=registry,
+                settings=settings,
+                host=HostClientPort(client),
+                status=KubernetesStatusWriter(),
+                metrics=metrics,
+            )
+            kopf_registry = kopf.OperatorRegistry()
+            kopf.on.login(registry=kopf_registry)(_login)
+            register(runtime, kopf_registry)
+            logger.info(
+                "managing %d Form lines against %s", len(registry.lines()), settings.host_url
+            )
+
+            async def lead(stop_flag: asyncio.Event | threading.Event | None) -> None:
+                await kopf.operator(
+                    registry=kopf_registry,
+                    settings=kopf_settings(settings.namespace),
+                    standalone=True,
+                    clusterwide=settings.namespace is None,
+                    namespaces=[settings.namespace] if settings.namespace else (),
+                    stop_flag=stop_flag,
+                )
+
+            health.ready = True
+            if not settings.leader_election:
+                metrics.leader.set(1)
+                await lead(stop)
+                return
+            await _elect_and_lead(settings, lead, health, metrics)
+    finally:
+        await health.stop()
+
+
+async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics: Metrics) -> None:
+    """Reconcile only while holding the Lease; SIGTERM while waiting for it just ends."""
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
+    k8s_config.load_config()  # type: ignore[no-untyped-call]
+    namespace = settings.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
+    identity = settings.pod_name or f"{socket.gethostname()}-{os.getpid()}"
+    elector = LeaderElector(
+        LeaseConfig(
+            namespace=namespace,
+            name=settings.lease_name,
+            identity=identity,
+            lease_seconds=settings.lease_seconds,
+            renew_deadline_seconds=settings.lease_renew_deadline_seconds,
+            retry_seconds=settings.lease_retry_seconds,
+        ),
+        k8s.CoordinationV1Api(),
+    )
+
+    def changed(leader: bool) -> None:
+        health.leader = leader
+        metrics.leader.set(1 if leader else 0)
+
+    # Until kopf runs (it installs its own handlers), SIGTERM/SIGINT end the wait.
+    main_task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        if main_task is not None and threading.current_thread() is threading.main_thread():
+            loop.add_signal_handler(sig, main_task.cancel)
+    try:
+        await elector.run(lead, changed)
+    except asyncio.CancelledError:
+        logger.info("stopped while waiting for the lease")
+    finally:
+        await asyncio.to_thread(elector.release)
 
 
 def host_client(settings: Settings) -> HostClient:
@@ -71,6 +137,18 @@ def host_client(settings: Settings) -> HostClient:
     if settings.host_client_cert:
         key = str(settings.host_client_key) if settings.host_client_key else None
         cert = (str(settings.host_client_cert), key) if key else str(settings.host_client_cert)
+    transport: httpx.AsyncBaseTransport | None = None
+    if settings.host_token_file is not None:
+        # Re-read on change (a mounted Secret is updated in place); httpx ignores verify, cert
+        # and limits when given a transport, so they go to the inner one.
+        transport = TokenFileTransport(
+            httpx.AsyncHTTPTransport(
+                verify=verify,
+                cert=cert,
+                limits=httpx.Limits(max_connections=settings.host_max_connections),
+            ),
+            TokenFile(settings.host_token_file),
+        )
     return HostClient(
         settings.host_url,
         settings.token(),
@@ -79,6 +157,7 @@ def host_client(settings: Settings) -> HostClient:
         max_connections=settings.host_max_connections,
         verify=verify,
         cert=cert,
+        transport=transport,
     )
 
 
@@ -96,10 +175,11 @@ class _RequeueIsNotAnError(logging.Filter):
 
 
 def main(settings: Settings) -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_format, settings.log_level)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per host request is noise
     logging.getLogger("kopf.objects").addFilter(_RequeueIsNotAnError())
-    asyncio.run(run(settings))
+    try:
+        asyncio.run(run(settings))
+    except LostLease:
+        return 1  # restarted by the kubelet; another replica leads meanwhile
     return 0

@@ -6,7 +6,15 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+)
 
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.reconcile import Outcome
@@ -25,7 +33,13 @@ def _labels(body: Any) -> dict[str, str]:
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
+        if registry is None:
+            registry = CollectorRegistry()
+            # The standard process_*, python_gc_* and python_info series (memory, CPU, open
+            # files, start time), as on the default registry.
+            for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+                registry.register(collector)
+        self.registry = registry
         self.reconciles = Counter(
             "takoform_reconciles",
             "Reconciles run, by kind and result (ready, pending, blocked, degraded, finalized).",
@@ -54,6 +68,12 @@ class Metrics:
             "takoform_host_errors",
             "Reconciles that ended on a host error, by reason.",
             ["kind", "reason"],
+            registry=self.registry,
+        )
+        self.leader = Gauge(
+            "takoform_leader",
+            "1 while this replica holds the leader Lease and reconciles (always 1 without "
+            "leader election).",
             registry=self.registry,
         )
         self._blocked_reasons: dict[tuple[str, str, str], str] = {}
