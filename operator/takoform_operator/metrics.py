@@ -64,6 +64,12 @@ class Metrics:
             ["namespace", "name", "kind"],
             registry=self.registry,
         )
+        self.degraded = Gauge(
+            "takoform_resource_degraded",
+            "1 while the resource is Degraded (host unavailable or refusing), by reason.",
+            ["namespace", "name", "kind", "reason"],
+            registry=self.registry,
+        )
         self.host_errors = Counter(
             "takoform_host_errors",
             "Reconciles that ended on a host error, by reason.",
@@ -77,6 +83,7 @@ class Metrics:
             registry=self.registry,
         )
         self._blocked_reasons: dict[tuple[str, str, str], str] = {}
+        self._degraded_reasons: dict[tuple[str, str, str], str] = {}
 
     def reconciled(self, body: Any, outcome: Outcome, seconds: float) -> None:
         labels = _labels(body)
@@ -94,6 +101,13 @@ class Metrics:
             blocked_reason = str(true[ConditionType.BLOCKED])
             self.blocked.labels(*key, blocked_reason).set(1)
             self._blocked_reasons[key] = blocked_reason
+        previous = self._degraded_reasons.pop(key, None)
+        if previous is not None:
+            self.degraded.remove(*key, previous)
+        if ConditionType.DEGRADED in true:
+            degraded_reason = str(true[ConditionType.DEGRADED])
+            self.degraded.labels(*key, degraded_reason).set(1)
+            self._degraded_reasons[key] = degraded_reason
         self.pending.labels(*key).set(1 if outcome.state.pending else 0)
 
     def forget(self, body: Any) -> None:
@@ -102,6 +116,9 @@ class Metrics:
         reason = self._blocked_reasons.pop(key, None)
         if reason is not None:
             self.blocked.remove(*key, reason)
+        reason = self._degraded_reasons.pop(key, None)
+        if reason is not None:
+            self.degraded.remove(*key, reason)
         with contextlib.suppress(KeyError):
             self.pending.remove(*key)
 
