@@ -38,8 +38,9 @@ tools: ## build (or reuse cached) kube-apiserver, etcd, kubectl, helm; install p
 image: ## build the operator image (Docker, else buildah) as an OCI archive in build/image/
 	hack/image.sh
 
-cluster-up: tools venv ## start a local control plane (etcd + kube-apiserver + controller-manager)
-	$(BIN)/python hack/localcluster.py up
+NODE ?=
+cluster-up: tools venv ## start a local control plane; NODE=1 adds a node and loads `make image`'s image
+	$(BIN)/python hack/localcluster.py up $(if $(NODE),--node $(foreach a,$(wildcard build/image/*.oci.tar),--image $(a)))
 
 cluster-down: venv ## stop the local control plane
 	$(BIN)/python hack/localcluster.py down
