@@ -62,7 +62,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
                 registry=registry,
                 settings=settings,
                 host=HostClientPort(client),
-                status=KubernetesStatusWriter(),
+                status=KubernetesStatusWriter(_kube_api()),
                 metrics=metrics,
             )
             kopf_registry = kopf.OperatorRegistry()
@@ -95,9 +95,8 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
 async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics: Metrics) -> None:
     """Reconcile only while holding the Lease; SIGTERM while waiting for it just ends."""
     from kubernetes import client as k8s
-    from kubernetes import config as k8s_config
 
-    k8s_config.load_config()  # type: ignore[no-untyped-call]
+    load_kube_config()
     namespace = settings.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
     identity = settings.pod_name or f"{socket.gethostname()}-{os.getpid()}"
     elector = LeaderElector(
@@ -128,6 +127,25 @@ async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics
         logger.info("stopped while waiting for the lease")
     finally:
         await asyncio.to_thread(elector.release)
+
+
+def load_kube_config() -> None:
+    """The kubeconfig (KUBECONFIG or ~/.kube/config) when there is one, else the pod's
+    ServiceAccount: what the client's load_config does, without its print to stdout (which
+    would break JSON log lines)."""
+    from kubernetes import config as k8s_config
+
+    if os.environ.get("KUBECONFIG") or os.path.exists(os.path.expanduser("~/.kube/config")):
+        k8s_config.load_kube_config()  # type: ignore[no-untyped-call]
+    else:
+        k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
+
+
+def _kube_api() -> Any:
+    from kubernetes import client as k8s
+
+    load_kube_config()
+    return k8s.CustomObjectsApi()
 
 
 def host_client(settings: Settings) -> HostClient:

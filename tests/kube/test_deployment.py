@@ -1,0 +1,280 @@
+"""`helm install` for real: the chart on a local cluster with a node, the operator pod from the
+image `make image` builds, the reference host as a process on loopback. Nothing is mocked: the
+kubelet pulls nothing (the image is loaded into containerd), runs the pod with hostNetwork, probes
+it, and restarts it."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures_helm import CHART
+from fixtures_host import free_port
+from fixtures_kube import wait_until
+from node_support import NodeCluster
+
+pytestmark = [pytest.mark.kube, pytest.mark.host, pytest.mark.node]
+
+RELEASE = "tko"
+DEPLOYMENT = f"{RELEASE}-takoform-operator"
+
+
+@dataclass
+class Installed:
+    node: NodeCluster
+    namespace: str
+    host: Any
+    metrics_port: int
+    health_port: int
+
+    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self.node.kube.kubectl(*args, namespace=self.namespace, check=check)
+
+    def pods(self) -> list[dict[str, Any]]:
+        found = self.node.kube.kubectl_json(
+            "get", "pods", "-l", "app.kubernetes.io/instance=" + RELEASE, namespace=self.namespace
+        )
+        return list(found["items"])
+
+    def ready_pod(self) -> dict[str, Any]:
+        pods = [p for p in self.pods() if _ready(p) and not p["metadata"].get("deletionTimestamp")]
+        assert len(pods) == 1, [p["metadata"]["name"] for p in self.pods()]
+        return pods[0]
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def local_values(node: NodeCluster, host: Any, metrics_port: int, health_port: int) -> list[str]:
+    """--set arguments for a loopback-only cluster: hostNetwork, endpoints on 127.0.0.1, the API
+    server reached at 127.0.0.1 (there is no service network), the image loaded, not pulled."""
+    image, _, tag = node.image.rpartition(":")
+    return [
+        "--set", f"image.repository={image}",
+        "--set", f"image.tag={tag}",
+        "--set", "image.pullPolicy=Never",
+        "--set", f"host.url={host.url}",
+        "--set", "hostNetwork=true",
+        "--set", "bindAddress=127.0.0.1",
+        "--set", f"metrics.port={metrics_port}",
+        "--set", f"health.port={health_port}",
+        "--set", "pollReadySeconds=5",
+        "--set", "extraEnv[0].name=KUBERNETES_SERVICE_HOST",
+        "--set", "extraEnv[0].value=127.0.0.1",
+        "--set", "extraEnv[1].name=KUBERNETES_SERVICE_PORT",
+        "--set-string", f"extraEnv[1].value={node.api_port}",
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def installed(
+    helm: Any, node_cluster: NodeCluster, node_namespace: str, host_factory: Any
+) -> Iterator[Installed]:
+    host = host_factory(commit_delay=0.05)
+    with host.api() as api:
+        api.put("/v1alpha3/spaces/team-a")
+    kube = node_cluster.kube
+    kube.kubectl(
+        "create", "secret", "generic", "takoform-host-token", f"--from-literal=token={host.token}",
+        namespace=node_namespace,
+    )  # fmt: skip
+    metrics_port, health_port = free_port(), free_port()
+    t0 = time.monotonic()
+    helm(
+        "install", RELEASE, str(CHART), f"--kubeconfig={kube.kubeconfig}",
+        "--namespace", node_namespace, "--set", f"watchNamespace={node_namespace}",
+        *local_values(node_cluster, host, metrics_port, health_port),
+        "--wait", "--timeout=120s",
+    )  # fmt: skip
+    print(f"helm install --wait: operator pod Ready in {time.monotonic() - t0:.1f}s")
+    installed = Installed(node_cluster, node_namespace, host, metrics_port, health_port)
+    try:
+        yield installed
+    except BaseException:
+        print(installed.kubectl("describe", "pods", check=False).stdout[-4000:])
+        print(installed.kubectl("logs", f"deploy/{DEPLOYMENT}", "--tail=60", check=False).stdout)
+        raise
+    finally:
+        helm(
+            "uninstall", RELEASE, f"--kubeconfig={kube.kubeconfig}", "--namespace",
+            node_namespace, "--wait", "--timeout=60s", check=False,
+        )  # fmt: skip
+
+
+def _bucket(name: str) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "storage.takoform.io/v1",
+            "kind": "Bucket",
+            "metadata": {"name": name},
+            "spec": {
+                "space": "team-a",
+                "deletionPolicy": "Delete",
+                "parameters": {"region": "eu-west-1", "sizeGiB": 10},
+            },
+        }
+    )
+
+
+def _bucket_ready(installed: Installed, name: str) -> bool:
+    found = installed.kubectl("get", "bucket", name, "-o", "json", check=False)
+    if found.returncode != 0:
+        return False
+    conditions = (json.loads(found.stdout).get("status") or {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def test_helm_install_runs_the_image_and_a_bucket_goes_ready_through_the_pod(
+    installed: Installed,
+) -> None:
+    pod = installed.ready_pod()
+    spec = pod["spec"]
+    assert spec["hostNetwork"] is True and spec["nodeName"] == "127.0.0.1"
+    status = pod["status"]["containerStatuses"][0]
+    assert status["image"].endswith(installed.node.image.split("/", 1)[1])
+    assert pod["status"]["podIP"] == "127.0.0.1"
+
+    installed.node.kube.apply(_bucket("logs"), namespace=installed.namespace)
+    wait_until(lambda: _bucket_ready(installed, "logs"), "Bucket logs Ready via the pod", 90)
+    status = json.loads(installed.kubectl("get", "bucket", "logs", "-o", "json").stdout)["status"]
+    with installed.host.api() as api:
+        served = api.get(
+            "/v1alpha3/spaces/team-a/forms/storage.takoform.io/v1/Bucket/resources/logs",
+            params={
+                "definitionVersion": status["formRef"]["definitionVersion"],
+                "schemaDigest": status["formRef"]["schemaDigest"],
+            },
+        )
+    assert served.status_code == 200, served.text
+    assert served.json()["metadata"]["uid"] == status["uid"], "the pod created it on the host"
+
+    # kubectl logs: every line is one JSON object (logFormat json, the chart's default).
+    logs = installed.kubectl("logs", pod["metadata"]["name"]).stdout
+    lines = [line for line in logs.splitlines() if line.strip()]
+    assert lines, "the operator logged nothing"
+    parsed = [json.loads(line) for line in lines]
+    assert all({"time", "level", "logger", "message"} <= set(p) for p in parsed)
+    assert any("acquired lease" in p["message"] for p in parsed), "it leads (leader election on)"
+
+    # The pod runs as the image's non-root user, with a read-only root filesystem.
+    uid = installed.kubectl(
+        "exec", pod["metadata"]["name"], "--", "python3", "-c", "import os; print(os.getuid())"
+    ).stdout.strip()
+    assert uid == "65532"
+
+    installed.kubectl("delete", "bucket", "logs", "--timeout=60s")
+    assert_loopback_only(installed.node)
+
+
+def test_liveness_probe_restarts_a_stopped_operator(installed: Installed) -> None:
+    """SIGSTOP the operator process inside the pod: /healthz stops answering, the kubelet's
+    liveness probe fails and the kubelet restarts the container, which becomes Ready again."""
+    pod = installed.ready_pod()
+    name = pod["metadata"]["name"]
+    container_id = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    pid = container_pid(installed.node, container_id)
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGSTOP)
+
+    def restarted() -> bool:
+        found = installed.node.kube.kubectl_json("get", "pod", name, namespace=installed.namespace)
+        statuses = found["status"].get("containerStatuses", [])
+        return bool(statuses) and statuses[0]["restartCount"] >= 1 and _ready(found)
+
+    try:
+        wait_until(restarted, "the kubelet to restart the stopped operator", timeout=150)
+    finally:
+        os.kill(pid, signal.SIGCONT) if _exists(pid) else None
+    print(f"stopped operator restarted and Ready again in {time.monotonic() - t0:.1f}s")
+    events = installed.kubectl("get", "events", "--field-selector", f"involvedObject.name={name}")
+    assert "Liveness probe failed" in events.stdout or "liveness" in events.stdout.lower()
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def container_pid(node: NodeCluster, container_id: str) -> int:
+    """The host pid of a container's main process, from the node's containerd."""
+    tasks = node.local._ctr("tasks", "ls", check=True).stdout.splitlines()
+    for line in tasks[1:]:
+        task, pid, *_ = line.split()
+        if task == container_id:
+            return int(pid)
+    raise AssertionError(f"no task {container_id} in:\n" + "\n".join(tasks))
+
+
+# -- the network rule ---------------------------------------------------------------------------
+
+
+def _our_pids(node: NodeCluster) -> set[int]:
+    """The node's and control plane's processes, containerd's shims, and every process in the
+    kubelet's pod cgroups (the containers)."""
+    pids = set(node.local.pids.values())
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            cgroups = (proc / "cgroup").read_text()
+        except OSError:
+            continue
+        if (
+            argv[0].endswith(b"containerd-shim-runc-v2")
+            and str(node.local.containerd_socket).encode() in argv
+        ):
+            pids.add(int(proc.name))
+        if "/kubepods" in cgroups:
+            pids.add(int(proc.name))
+    return pids
+
+
+def _loopback(address: str) -> bool:
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host in ("*", "0.0.0.0", "::"):
+        return False
+    host = host.split("%", 1)[0]
+    ip = ipaddress.ip_address(host)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def assert_loopback_only(node: NodeCluster) -> None:
+    """Every TCP/UDP socket of ours (`ss`) is bound to, and talks to, loopback only."""
+    out = subprocess.run(["ss", "-tunapH"], capture_output=True, text=True, check=True).stdout
+    ours = _our_pids(node)
+    offending = []
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) < 6:
+            continue
+        local, peer = fields[4], fields[5]
+        pids = {int(p) for p in re.findall(r"pid=(\d+)", line)}
+        if not pids & ours:
+            continue
+        peer_ok = peer.rsplit(":", 1)[0] in (
+            "*",
+            "0.0.0.0",
+            "[::]",
+            "[::ffff:0.0.0.0]",
+        ) or _loopback(peer)
+        if not (_loopback(local) and peer_ok):
+            offending.append(line)
+    assert offending == [], "sockets off loopback:\n" + "\n".join(offending)
