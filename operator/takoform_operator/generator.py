@@ -179,6 +179,18 @@ def _form_ref_status_schema() -> dict[str, Any]:
     }
 
 
+#: The CRD pattern of a definition version (core.identity checks the same shape).
+DEFINITION_VERSION_PATTERN = r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$"
+
+
+def _unchanged_rule(field: str) -> dict[str, str]:
+    return {
+        "rule": f"has(self.{field}) == has(oldSelf.{field}) && "
+        f"(!has(self.{field}) || self.{field} == oldSelf.{field})",
+        "message": f"{field} is immutable: it cannot be added, changed or removed",
+    }
+
+
 def _status_schema() -> dict[str, Any]:
     string = "string"
     return {
@@ -193,6 +205,24 @@ def _status_schema() -> dict[str, Any]:
             },
             "space": {"type": string, "description": "Host space the resource lives in."},
             "name": {"type": string, "description": "Host resource name."},
+            "requested": {
+                "type": "object",
+                "description": "The identity fields of the spec when the target was recorded, "
+                "before anything was sent; a spec that asks for others is Blocked.",
+                "properties": {
+                    "space": {"type": string},
+                    "name": {"type": string},
+                    "pin": {
+                        "type": "object",
+                        "nullable": True,
+                        "properties": {
+                            "definitionVersion": {"type": string},
+                            "schemaDigest": {"type": string},
+                        },
+                    },
+                    "importId": {"type": string, "nullable": True},
+                },
+            },
             "uid": {"type": string, "description": "Host-issued uid of the bound incarnation."},
             "generation": {
                 "type": string,
@@ -273,6 +303,12 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
     spec = {
         "type": "object",
         "required": ["space", "parameters"],
+        # Transition rules on the spec itself, so that adding or removing a field is a change
+        # too (a rule on the field alone only runs when both old and new values exist).
+        "x-kubernetes-validations": [
+            _unchanged_rule("resourceName"),
+            _unchanged_rule("formRef"),
+        ],
         "properties": {
             "space": {
                 "type": "string",
@@ -285,18 +321,21 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
             },
             "resourceName": {
                 "type": "string",
-                "description": "Host resource name; defaults to metadata.name. Immutable.",
-                "x-kubernetes-validations": [
-                    {"rule": "self == oldSelf", "message": "resourceName is immutable"}
-                ],
+                "description": "Host resource name; defaults to metadata.name. Immutable: it "
+                "cannot be added, changed or removed after creation.",
             },
             "formRef": {
                 "type": "object",
                 "description": "Pin the exact definition to create under (must be supported by "
-                "the operator); without it, the line's default create ref is used.",
+                "the operator); without it, the line's default create ref is used. Immutable: it "
+                "cannot be added, changed or removed after creation.",
                 "required": ["definitionVersion", "schemaDigest"],
                 "properties": {
-                    "definitionVersion": {"type": "string", "description": "e.g. 1.0.0"},
+                    "definitionVersion": {
+                        "type": "string",
+                        "pattern": DEFINITION_VERSION_PATTERN,
+                        "description": "MAJOR.MINOR.PATCH, e.g. 1.0.0",
+                    },
                     "schemaDigest": {
                         "type": "string",
                         "pattern": "^sha256:[0-9a-f]{64}$",
@@ -314,7 +353,8 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
             "importId": {
                 "type": "string",
                 "description": "Adopt an existing host resource instead of creating one: NAME, "
-                "SPACE/NAME, or the canonical JSON import id naming the exact FormRef.",
+                "SPACE/NAME, or the canonical JSON import id naming the exact FormRef. Once the "
+                "resource is bound, a change is Blocked (IdentityChanged) by the operator.",
             },
             "parameters": parameters,
         },

@@ -17,8 +17,8 @@ from prometheus_client import start_http_server
 from takoform_operator.health import Health
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.port import HostClientPort
-from takoform_operator.kube.handlers import FINALIZER, Runtime, register
-from takoform_operator.kube.status import KubernetesStatusWriter
+from takoform_operator.kube.handlers import Runtime, register
+from takoform_operator.kube.status import KubernetesCrWriter
 from takoform_operator.leader import LeaderElector, LeaseConfig, LostLease
 from takoform_operator.logs import configure as configure_logging
 from takoform_operator.metrics import Metrics
@@ -34,8 +34,10 @@ def kopf_settings(namespace: str | None) -> kopf.OperatorSettings:
     if namespace is not None:
         # One exact namespace: nothing to discover, and a namespaced Role cannot list namespaces.
         settings.scanning.disabled = True
-    # Our own annotations and finalizer, never kopf's defaults under another project's domain.
-    settings.persistence.finalizer = FINALIZER
+    # kopf only watches, indexes and posts events; the reconcile loops own FINALIZER. kopf
+    # removes its own finalizer from objects whose handlers do not need one, so it gets a
+    # name of its own (never ours), under our domain like its annotations.
+    settings.persistence.finalizer = "kopf.takoform.io/unused"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="takoform.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="takoform.io", key="last-handled-configuration"
@@ -62,7 +64,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
                 registry=registry,
                 settings=settings,
                 host=HostClientPort(client),
-                status=KubernetesStatusWriter(_kube_api()),
+                writer=KubernetesCrWriter(_kube_api()),
                 metrics=metrics,
             )
             kopf_registry = kopf.OperatorRegistry()
@@ -183,19 +185,10 @@ def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.login_via_client(**kwargs)
 
 
-class _RequeueIsNotAnError(logging.Filter):
-    """kopf logs every TemporaryError at ERROR; ours only mean "look again soon"."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno == logging.ERROR and "failed temporarily" in record.getMessage():
-            record.levelno, record.levelname = logging.INFO, "INFO"
-        return True
-
-
 def main(settings: Settings) -> int:
     configure_logging(settings.log_format, settings.log_level)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per host request is noise
-    logging.getLogger("kopf.objects").addFilter(_RequeueIsNotAnError())
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # one line per watch event
     try:
         asyncio.run(run(settings))
     except LostLease:

@@ -9,9 +9,11 @@ key and the host answers with the operation it already accepted.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from takoform_operator.core.conditions import Reason
+from takoform_operator.core.ownership import Claimant
 from takoform_operator.core.reconcile import (
     RETRY_LATER,
     Decision,
@@ -38,11 +40,16 @@ from takoform_operator.host_port import (
 
 
 async def reconcile_once(
-    desired: Desired, state: State, host: HostPort, registry: Registry
+    desired: Desired,
+    state: State,
+    host: HostPort,
+    registry: Registry,
+    claimants: Sequence[Claimant] = (),
 ) -> Outcome:
     """Observe, decide, act at most once. Never raises for host trouble: it becomes an Outcome
-    that keeps the state and says when to look again."""
-    planned = plan(desired, state, registry)
+    that keeps the state and says when to look again. `claimants`: the CRs that name the same
+    identity (the ownership index); a CR that does not own its identity sends nothing."""
+    planned = plan(desired, state, registry, claimants)
     if isinstance(planned, Outcome):
         return planned
     try:

@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     poll_ready_seconds: float = Field(
         default=60.0, gt=0, description="Re-observe a ready resource this often (drift)."
     )
+    max_concurrent_reconciles: int = Field(
+        default=16, ge=1, description="Reconciles running at once (each makes host requests)."
+    )
     metrics_port: int = Field(default=8000, ge=0, description="Prometheus metrics port (0: off).")
     namespace: str | None = Field(
         default=None, description="Watch only this namespace (default: all namespaces)."

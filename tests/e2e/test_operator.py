@@ -8,7 +8,6 @@ import json
 import subprocess
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,65 +16,11 @@ import pytest
 from fixtures_helm import rule_file
 from fixtures_host import free_port
 from fixtures_kube import KubeCluster, wait_until
-from operator_process import operator_process
+from operator_process import Operator, condition_of, cr_status, is_ready
 
 pytestmark = [pytest.mark.kube, pytest.mark.host]
 
 BUCKET_110 = "1.1.0"
-
-
-@dataclass
-class Operator:
-    process: subprocess.Popen[bytes]
-    log: Path
-    metrics_url: str
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(self.metrics_url, timeout=5) as answer:
-            return str(answer.read().decode())
-
-    def log_tail(self, lines: int = 60) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-
-@pytest.fixture
-def operator(
-    kube_cluster: KubeCluster,
-    kube_crds: list[Any],
-    kube_namespace: str,
-    host_factory: Any,
-    tmp_path: Path,
-) -> Iterator[tuple[Operator, Any, str]]:
-    host = host_factory(commit_delay=0.1)
-    with host.api() as api:
-        api.put("/v1alpha3/spaces/team-a")
-    port = free_port()
-    log = tmp_path / "operator.log"
-    with operator_process(
-        kube_cluster.kubeconfig,
-        host,
-        kube_namespace,
-        log,
-        POLL_READY_SECONDS="2",
-        METRICS_PORT=str(port),
-    ) as process:
-        running = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
-        try:
-            wait_until(lambda: _serving(running), "the operator's metrics endpoint", timeout=30)
-            yield running, host, kube_namespace
-        except BaseException:
-            print(running.log_tail())
-            raise
-
-
-def _serving(operator: Operator) -> bool:
-    if operator.process.poll() is not None:
-        pytest.fail(f"the operator exited:\n{operator.log_tail()}", pytrace=False)
-    try:
-        operator.metrics()
-    except OSError:
-        return False
-    return True
 
 
 def _bucket(name: str, size: int = 10, policy: str = "Delete") -> str:
@@ -93,17 +38,6 @@ def _bucket(name: str, size: int = 10, policy: str = "Delete") -> str:
     )
 
 
-def _status(cluster: KubeCluster, namespace: str, name: str) -> dict[str, Any]:
-    found = cluster.kubectl("get", "bucket", name, "-o", "json", namespace=namespace, check=False)
-    if found.returncode != 0:
-        return {}
-    return dict(json.loads(found.stdout).get("status") or {})
-
-
-def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in status.get("conditions", []) if c["type"] == kind), {})
-
-
 def _host_read(host: Any, name: str, schema_digest: str) -> httpx.Response:
     with host.api() as api:
         return api.get(
@@ -119,10 +53,10 @@ def test_operator_creates_updates_blocks_remedies_and_deletes(
     kube_cluster.apply(_bucket("logs"), namespace=namespace)
 
     def ready() -> bool:
-        return _condition(_status(kube_cluster, namespace, "logs"), "Ready").get("status") == "True"
+        return is_ready(kube_cluster, namespace, "logs")
 
     wait_until(ready, "Bucket logs Ready", timeout=60)
-    status = _status(kube_cluster, namespace, "logs")
+    status = cr_status(kube_cluster, namespace, "logs")
     assert status["formRef"]["definitionVersion"] == BUCKET_110, "created under the default"
     digest = status["formRef"]["schemaDigest"]
     served = _host_read(host, "logs", digest).json()
@@ -140,7 +74,7 @@ def test_operator_creates_updates_blocks_remedies_and_deletes(
         lambda: _host_read(host, "logs", digest).json()["spec"]["sizeGiB"] == 20,
         "the host spec updated",
     )
-    wait_until(lambda: _status(kube_cluster, namespace, "logs").get("generation") == "2", "gen 2")
+    wait_until(lambda: cr_status(kube_cluster, namespace, "logs").get("generation") == "2", "gen 2")
 
     # Out-of-band delete+recreate: Blocked, with both uids, an Event and the metric.
     original = status["uid"]
@@ -156,14 +90,14 @@ def test_operator_creates_updates_blocks_remedies_and_deletes(
     ).json()["metadata"]["uid"]
 
     def blocked() -> bool:
-        condition = _condition(_status(kube_cluster, namespace, "logs"), "Blocked")
+        condition = condition_of(cr_status(kube_cluster, namespace, "logs"), "Blocked")
         return condition.get("status") == "True"
 
     wait_until(blocked, "Blocked", timeout=60)
-    condition = _condition(_status(kube_cluster, namespace, "logs"), "Blocked")
+    condition = condition_of(cr_status(kube_cluster, namespace, "logs"), "Blocked")
     assert condition["reason"] == "UidMismatch"
     assert original in condition["message"] and replacement in condition["message"]
-    assert _status(kube_cluster, namespace, "logs")["uid"] == original, "state kept"
+    assert cr_status(kube_cluster, namespace, "logs")["uid"] == original, "state kept"
     events = kube_cluster.kubectl_json("get", "events", namespace=namespace)["items"]
     assert any(e["reason"] == "UidMismatch" and e["type"] == "Warning" for e in events)
     wait_until(
@@ -176,7 +110,7 @@ def test_operator_creates_updates_blocks_remedies_and_deletes(
         "annotate", "bucket", "logs", f"takoform.io/accept-uid={replacement}", namespace=namespace
     )
     wait_until(
-        lambda: ready() and _status(kube_cluster, namespace, "logs").get("uid") == replacement,
+        lambda: ready() and cr_status(kube_cluster, namespace, "logs").get("uid") == replacement,
         "rebound to the accepted incarnation",
     )
     assert "takoform_resource_blocked{" not in running.metrics(), "the series went away"
@@ -192,13 +126,11 @@ def test_orphan_policy_leaves_the_host_resource(
     _running, host, namespace = operator
     kube_cluster.apply(_bucket("kept", policy="Orphan"), namespace=namespace)
     wait_until(
-        lambda: (
-            _condition(_status(kube_cluster, namespace, "kept"), "Ready").get("status") == "True"
-        ),
+        lambda: is_ready(kube_cluster, namespace, "kept"),
         "Bucket kept Ready",
         timeout=60,
     )
-    digest = _status(kube_cluster, namespace, "kept")["formRef"]["schemaDigest"]
+    digest = cr_status(kube_cluster, namespace, "kept")["formRef"]["schemaDigest"]
     kube_cluster.kubectl("delete", "bucket", "kept", "--timeout=60s", namespace=namespace)
     assert _host_read(host, "kept", digest).status_code == 200
 
@@ -277,9 +209,7 @@ def test_prometheus_fires_and_resolves_the_blocked_alert(
     _running, host, namespace = operator
     kube_cluster.apply(_bucket("watched"), namespace=namespace)
     wait_until(
-        lambda: (
-            _condition(_status(kube_cluster, namespace, "watched"), "Ready").get("status") == "True"
-        ),
+        lambda: is_ready(kube_cluster, namespace, "watched"),
         "Bucket watched Ready",
         timeout=60,
     )
@@ -305,7 +235,7 @@ def test_prometheus_fires_and_resolves_the_blocked_alert(
         "the alert resolved",
         timeout=60,
     )
-    assert _condition(_status(kube_cluster, namespace, "watched"), "Blocked").get("status") in (
+    assert condition_of(cr_status(kube_cluster, namespace, "watched"), "Blocked").get("status") in (
         None,
         "False",
     )

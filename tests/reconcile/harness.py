@@ -53,7 +53,13 @@ class SimulatedCr:
     outcomes: list[Outcome] = field(default_factory=list)
 
     async def reconcile(self, host: Any, registry: Registry, *, persist: bool = True) -> Outcome:
+        """One reconcile as the operator runs it: a recorded claim is persisted and followed at
+        once by the next step (kube.handlers does the same); `persist=False` loses the status
+        write of that last step."""
         outcome = await reconcile_once(self.desired, self.state, host, registry)
+        while outcome.continue_now:
+            self.state = outcome.state
+            outcome = await reconcile_once(self.desired, self.state, host, registry)
         self.outcomes.append(outcome)
         if persist:
             self.state = outcome.state

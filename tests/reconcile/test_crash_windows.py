@@ -194,7 +194,7 @@ async def test_restored_cr_without_status_never_adopts_silently(client: HostClie
     restored = SimulatedCr(replace(original.desired, cr_uid=f"cr-{uuid.uuid4()}"))
     outcome = await restored.converge(port, REGISTRY)
     assert condition(outcome, ConditionType.BLOCKED) is Reason.NAME_TAKEN
-    assert restored.state.form_ref is None
+    assert restored.state.uid is None, "never bound: only its claim is recorded"
 
 
 async def test_host_without_creation_keys_falls_back_to_blocked_not_adoption(
@@ -216,5 +216,5 @@ async def test_host_without_creation_keys_falls_back_to_blocked_not_adoption(
         host.admin("POST", "/admin/v1/operations/expire", {"ids": [operations[0].id]})
         outcome = await cr.converge(port, REGISTRY)
         assert condition(outcome, ConditionType.BLOCKED) is Reason.OWNERSHIP_UNPROVABLE
-        assert cr.state.form_ref is None, "never bound by name alone"
+        assert cr.state.uid is None, "never bound by name alone"
         assert len([m for m in port.mutations if isinstance(m, Create)]) == 1, "no duplicate"

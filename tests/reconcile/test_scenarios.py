@@ -276,7 +276,7 @@ async def test_rule7_expired_record_lets_the_resource_get_decide(
     host.admin("POST", "/admin/v1/operations/expire", {"ids": [operation_id]})
     host.admin("POST", "/admin/v1/resources/delete", admin_target("expired-absent"))
     outcome = await absent.reconcile(spy, REGISTRY)
-    assert absent.state.pending is None and absent.state.form_ref is None, "state removed"
+    assert absent.state.pending is None and absent.state.uid is None, "binding removed, target kept"
     assert condition(outcome, ConditionType.DRIFTED) is Reason.RESOURCE_DELETED
 
 
@@ -290,7 +290,7 @@ async def test_rule7_failed_operation_absent_means_state_removable(
     await _settled(client, cr.state.pending.operation_id)  # type: ignore[union-attr]
     outcome = await cr.reconcile(spy, REGISTRY)
     assert condition(outcome, ConditionType.DEGRADED) is Reason.OPERATION_FAILED
-    assert cr.state.form_ref is None and cr.state.pending is None, "state removed"
+    assert cr.state.uid is None and cr.state.pending is None, "binding removed, target kept"
     assert cr.state.attempt == 1, "the next create gets a fresh key"
     outcome = await cr.converge(spy, REGISTRY)
     assert condition(outcome, ConditionType.READY) is Reason.AVAILABLE
@@ -352,7 +352,7 @@ async def test_name_taken_by_someone_else_is_never_adopted(client: HostClient) -
     outcome = await cr.converge(spy, REGISTRY)
     assert condition(outcome, ConditionType.BLOCKED) is Reason.NAME_TAKEN
     assert '"name":"taken"' in message(outcome, ConditionType.BLOCKED), "import id remedy"
-    assert cr.state.form_ref is None and spy.mutations == []
+    assert cr.state.uid is None and spy.mutations == []
 
 
 async def test_deletion_policies(client: HostClient) -> None:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 
 @contextmanager
@@ -39,3 +45,43 @@ def operator_process(
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+@dataclass
+class Operator:
+    process: subprocess.Popen[bytes]
+    log: Path
+    metrics_url: str
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as answer:
+            return str(answer.read().decode())
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def serving(operator: Operator) -> bool:
+    if operator.process.poll() is not None:
+        pytest.fail(f"the operator exited:\n{operator.log_tail()}", pytrace=False)
+    try:
+        operator.metrics()
+    except OSError:
+        return False
+    return True
+
+
+def cr_status(cluster: Any, namespace: str, name: str, kind: str = "bucket") -> dict[str, Any]:
+    found = cluster.kubectl("get", kind, name, "-o", "json", namespace=namespace, check=False)
+    if found.returncode != 0:
+        return {}
+    return dict(json.loads(found.stdout).get("status") or {})
+
+
+def condition_of(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions", []) if c["type"] == kind), {})
+
+
+def is_ready(cluster: Any, namespace: str, name: str, kind: str = "bucket") -> bool:
+    ready = condition_of(cr_status(cluster, namespace, name, kind), "Ready")
+    return bool(ready.get("status") == "True")

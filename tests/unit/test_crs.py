@@ -30,12 +30,14 @@ def _body(**spec: Any) -> dict[str, Any]:
 
 
 def test_desired_from_a_cr() -> None:
-    desired = desired_from_cr(_body(formRef={"definitionVersion": "1.0.0", "schemaDigest": "d"}))
+    digest = "sha256:" + "d" * 64
+    desired = desired_from_cr(_body(formRef={"definitionVersion": "1.0.0", "schemaDigest": digest}))
     assert desired.cr_uid == "cr-uid-1" and desired.cr_generation == 3
     assert str(desired.line) == "storage.takoform.io/v1 Bucket"
     assert desired.space == "Team A", "a SpaceID is opaque: spaces and case are kept"
     assert desired.name == "logs"
-    assert desired.pin == ("1.0.0", "d")
+    assert desired.pin == ("1.0.0", digest)
+    assert (desired.namespace, desired.cr_name) == ("demo", "logs")
     assert desired.deletion_policy is DeletionPolicy.DELETE
     assert desired.accept_uid == "u-new"
     assert not desired.deleting
@@ -47,8 +49,26 @@ def test_resource_name_overrides_the_cr_name() -> None:
 
 @pytest.mark.parametrize(
     "spec",
-    [{"space": "a/b"}, {"space": ""}, {"resourceName": "Not_A_Name"}, {"deletionPolicy": "Keep"}],
-    ids=["space with slash", "empty space", "bad resource name", "unknown policy"],
+    [
+        {"space": "a/b"},
+        {"space": ""},
+        {"resourceName": "Not_A_Name"},
+        {"deletionPolicy": "Keep"},
+        {"formRef": {"definitionVersion": "1.0", "schemaDigest": "sha256:" + "0" * 64}},
+        {"formRef": {"definitionVersion": "1.0.0", "schemaDigest": "sha256:ABC"}},
+        {"formRef": {"definitionVersion": "1.0.0"}},
+        {"formRef": "1.0.0"},
+    ],
+    ids=[
+        "space with slash",
+        "empty space",
+        "bad resource name",
+        "unknown policy",
+        "two-part definitionVersion",
+        "short digest",
+        "pin without digest",
+        "pin not an object",
+    ],
 )
 def test_an_impossible_cr_is_reported(spec: dict[str, Any]) -> None:
     with pytest.raises(InvalidCustomResource):

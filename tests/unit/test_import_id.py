@@ -73,7 +73,22 @@ VALID_CASES = [
         ImportTarget("Équipe Données", "logs", DEFAULT, resolved_to_default=True),
         id="short form with a unicode, case-sensitive space containing a blank",
     ),
+    pytest.param(
+        obj(name="logs"),
+        ImportTarget(None, "logs", DEFAULT, resolved_to_default=True),
+        id="JSON form with none of the four FormRef members: the default create ref",
+    ),
+    pytest.param(
+        obj(space="team-a", name="logs"),
+        ImportTarget("team-a", "logs", DEFAULT, resolved_to_default=True),
+        id="JSON form with space and name only: the default create ref",
+    ),
 ]
+
+
+def test_json_form_without_formref_needs_a_default_create_ref() -> None:
+    with pytest.raises(InvalidImportId, match="no default create ref"):
+        parse_import_id(obj(name="logs"), None)
 
 
 @pytest.mark.parametrize(("text", "expected"), VALID_CASES)
@@ -94,7 +109,6 @@ INVALID_CASES = [
         id="2 of 4 FormRef members",
     ),
     pytest.param(obj(kind="Bucket", name="logs"), id="1 of 4 FormRef members"),
-    pytest.param(obj(space="team-a", name="logs"), id="JSON form with no FormRef at all"),
     pytest.param(canonical(), id="no name"),
     pytest.param(canonical(name="logs", uid="abc"), id="unknown member uid"),
     pytest.param(

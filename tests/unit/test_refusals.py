@@ -25,7 +25,7 @@ DESIRED = Desired(
 )
 BOUND = State(form_ref=REF, space="team-a", name="logs", uid="u-1", generation="4")
 CREATE = Decision(Outcome(State(), (), 2.0), Create(TARGET, {}, "cr-1:create:0"))
-UPDATE = Decision(Outcome(BOUND, (), 2.0), Update(TARGET, {}, "4", "u-1", "cr-1:update:2:4:0"))
+UPDATE = Decision(Outcome(BOUND, (), 2.0), Update(TARGET, {}, "4", "u-1", "cr-1:update:u-1:2:4:0"))
 
 
 @pytest.mark.parametrize("code", ["generation_conflict", "revision_conflict", "uid_mismatch"])
@@ -44,7 +44,7 @@ def test_create_meeting_a_resource_under_another_ref_blocks_with_the_import_reme
 
 @pytest.mark.parametrize("code", ["operation_in_progress", "idempotency_key_reused"])
 def test_a_named_operation_carrying_our_key_is_resumed(code: str) -> None:
-    ours = OperationView(OpState.RUNNING, resource_uid="u-9", idempotency_key="cr-1:create:0")
+    ours = _named("cr-1:create:0", resource_uid="u-9")
     outcome = rejected(CREATE, Rejection(code, "busy", "op-5", ours), DESIRED)
     assert outcome.state.pending is not None
     assert outcome.state.pending.operation_id == "op-5"
@@ -52,11 +52,48 @@ def test_a_named_operation_carrying_our_key_is_resumed(code: str) -> None:
     assert outcome.state.form_ref == REF and outcome.state.uid == "u-9"
 
 
+def _named(key: str | None, **changes: object) -> OperationView:
+    """The record of a create of `logs` in team-a under REF, as the host keeps it."""
+    fields: dict[str, object] = {
+        "verb": Verb.CREATE,
+        "space": "team-a",
+        "form_ref": REF,
+        "name": "logs",
+        "resource_uid": None,
+        **changes,
+    }
+    return OperationView(OpState.RUNNING, idempotency_key=key, **fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"name": "logs-old"}, {"space": "team-b"}, {"verb": Verb.UPDATE}],
+    ids=["another name", "another space", "another verb"],
+)
+def test_our_operation_for_another_request_is_never_adopted(changes: dict[str, object]) -> None:
+    """Our key on a record for another target (the spec changed since): not this request's."""
+    operation = _named("cr-1:create:0", **changes)
+    outcome = rejected(CREATE, Rejection("operation_in_progress", "b", "op-5", operation), DESIRED)
+    assert outcome.state.pending is None
+    assert outcome.asserted()[ConditionType.RECONCILING] is Reason.NAME_BUSY
+
+
+def test_a_spent_key_of_ours_moves_to_a_fresh_attempt_instead_of_resuming() -> None:
+    """The livelock: an update key reused by the host for an old, settled update of ours must
+    not be recorded as pending; the next update goes out under a fresh key."""
+    old = _named("cr-1:update:u-1:2:4:0", verb=Verb.UPDATE, resource_uid="u-0")
+    refusal = Rejection("idempotency_key_reused", "reused", "op-1", old)
+    outcome = rejected(UPDATE, refusal, DESIRED)
+    assert outcome.state.pending is None
+    assert outcome.state.attempt == BOUND.attempt + 1
+    assert outcome.requeue_after == 0.0
+
+
 @pytest.mark.parametrize(
     "operation",
     [
-        OperationView(OpState.RUNNING, idempotency_key="cr-2:create:0"),
-        OperationView(OpState.RUNNING, idempotency_key=None),
+        _named("cr-2:create:0"),
+        _named(None),
         None,
     ],
     ids=["another CR's key", "no key recorded", "operation unreadable"],

@@ -23,7 +23,9 @@ from takoform_operator.core.tables import (
     DELETE_TABLE,
     MUTATION_TABLE,
     Conclusion,
+    Marker,
     Presence,
+    Row,
     UidRule,
     presence,
     uid_rule,
@@ -46,45 +48,66 @@ A, SAME, DIFF, UNK = (
     Presence.DIFFERENT_UID,
     Presence.UNKNOWN_UID,
 )
-C = Conclusion
+C, KEEP, CLEAR, FRESH = Conclusion, Marker.KEEP, Marker.CLEAR, True
 
-# (op state, presence, conclusion, why) — rule 7 for a pending create or update.
+# (op state, presence, row, why) — rule 7 for a pending create or update. A row says the
+# conclusion, what happens to the pending marker, and whether the next key must be fresh.
 MUTATION_ROWS = [
-    (R, A, C.WAIT, "running: absence is not deletion, nothing committed"),
-    (R, SAME, C.SETTLE_KEEP_MARKER, "running: a readable representation settles, marker survives"),
-    (R, DIFF, C.BLOCK_KEEP_MARKER, "running: another incarnation under the name is rule 6"),
-    (R, UNK, C.ADOPT_IF_PROVEN_KEEP_MARKER, "running: an unrecorded uid needs proof"),
-    (S, A, C.GONE_CLEAR, "succeeded, then removed out of band: drift, marker settled"),
-    (S, SAME, C.SETTLE_CLEAR, "succeeded: result verified by uid, settle and clear"),
-    (S, DIFF, C.BLOCK_CLEAR, "succeeded but another uid is there: blocked, never rebound"),
-    (S, UNK, C.ADOPT_IF_PROVEN_CLEAR, "succeeded, uid unknown: adopt only with our key on it"),
-    (F, A, C.GONE_CLEAR, "failed and absent: state may be removed"),
-    (F, SAME, C.SETTLE_CLEAR, "failed but present with our uid: the uid decides, keep it"),
-    (F, DIFF, C.BLOCK_CLEAR, "failed, another uid present: blocked"),
-    (F, UNK, C.ADOPT_IF_PROVEN_CLEAR, "failed, uid unknown: adopt only with proof"),
-    (N, A, C.GONE_CLEAR, "record expired, absent: the exact GET is the final word"),
-    (N, SAME, C.SETTLE_CLEAR, "record expired, our uid present: settle"),
-    (N, DIFF, C.BLOCK_CLEAR, "record expired, another uid: blocked"),
-    (N, UNK, C.ADOPT_IF_PROVEN_CLEAR, "record expired, uid unknown: adopt only with proof"),
+    (R, A, Row(C.WAIT, KEEP), "running: absence is not deletion, nothing committed"),
+    (R, SAME, Row(C.SETTLE, KEEP), "running: a readable representation settles, marker survives"),
+    (R, DIFF, Row(C.BLOCK, KEEP), "running: another incarnation under the name is rule 6"),
+    (R, UNK, Row(C.ADOPT_IF_PROVEN, KEEP), "running: an unrecorded uid needs proof"),
+    (S, A, Row(C.GONE, CLEAR, FRESH), "succeeded, then removed out of band: drift, marker settled"),
+    (S, SAME, Row(C.SETTLE, CLEAR), "succeeded: result verified by uid, settle and clear"),
+    (S, DIFF, Row(C.BLOCK, CLEAR), "succeeded but another uid is there: blocked, never rebound"),
+    (
+        S,
+        UNK,
+        Row(C.ADOPT_IF_PROVEN, CLEAR),
+        "succeeded, uid unknown: adopt only with our key on it",
+    ),
+    (F, A, Row(C.GONE, CLEAR, FRESH), "failed and absent: state may be removed"),
+    (
+        F,
+        SAME,
+        Row(C.SETTLE, CLEAR, FRESH),
+        "failed but present with our uid: the uid decides, keep it",
+    ),
+    (F, DIFF, Row(C.BLOCK, CLEAR, FRESH), "failed, another uid present: blocked"),
+    (F, UNK, Row(C.ADOPT_IF_PROVEN, CLEAR, FRESH), "failed, uid unknown: adopt only with proof"),
+    (N, A, Row(C.GONE, CLEAR, FRESH), "record expired, absent: the exact GET is the final word"),
+    (N, SAME, Row(C.SETTLE, CLEAR), "record expired, our uid present: settle"),
+    (N, DIFF, Row(C.BLOCK, CLEAR), "record expired, another uid: blocked"),
+    (N, UNK, Row(C.ADOPT_IF_PROVEN, CLEAR), "record expired, uid unknown: adopt only with proof"),
 ]
 
 DELETE_ROWS = [
-    (R, A, C.WAIT, "delete running: never conclude before it commits"),
-    (R, SAME, C.SETTLE_KEEP_MARKER, "delete running, still there: settle, keep marker"),
-    (R, DIFF, C.BLOCK_KEEP_MARKER, "delete running, another uid: blocked"),
-    (R, UNK, C.WAIT, "delete running, uid unknown: wait"),
-    (S, A, C.GONE_CLEAR, "deleted: finalize"),
-    (S, SAME, C.SETTLE_CLEAR, "host says deleted but ours is there: keep, delete again"),
-    (S, DIFF, C.GONE_CLEAR, "ours is deleted; the replacement is not ours to touch"),
-    (S, UNK, C.GONE_CLEAR, "ours is deleted"),
-    (F, A, C.GONE_CLEAR, "failed but absent: gone"),
-    (F, SAME, C.SETTLE_CLEAR, "failed, still there: keep state, retry with a fresh key"),
-    (F, DIFF, C.BLOCK_CLEAR, "failed, another uid: blocked"),
-    (F, UNK, C.BLOCK_CLEAR, "failed, uid unknown: blocked"),
-    (N, A, C.GONE_CLEAR, "expired, absent: gone"),
-    (N, SAME, C.SETTLE_CLEAR, "expired, still there: keep state and delete again"),
-    (N, DIFF, C.BLOCK_CLEAR, "expired, another uid: blocked"),
-    (N, UNK, C.BLOCK_CLEAR, "expired, uid unknown: blocked"),
+    (R, A, Row(C.WAIT, KEEP), "delete running: never conclude before it commits"),
+    (R, SAME, Row(C.SETTLE, KEEP), "delete running, still there: settle, keep marker"),
+    (R, DIFF, Row(C.BLOCK, KEEP), "delete running, another uid: blocked"),
+    (R, UNK, Row(C.WAIT, KEEP), "delete running, uid unknown: wait"),
+    (S, A, Row(C.GONE, CLEAR), "deleted: finalize"),
+    (
+        S,
+        SAME,
+        Row(C.SETTLE, CLEAR, FRESH),
+        "host says deleted but ours is there: keep, delete again",
+    ),
+    (S, DIFF, Row(C.GONE, CLEAR), "ours is deleted; the replacement is not ours to touch"),
+    (S, UNK, Row(C.GONE, CLEAR), "ours is deleted"),
+    (F, A, Row(C.GONE, CLEAR), "failed but absent: gone"),
+    (
+        F,
+        SAME,
+        Row(C.SETTLE, CLEAR, FRESH),
+        "failed, still there: keep state, retry with a fresh key",
+    ),
+    (F, DIFF, Row(C.BLOCK, CLEAR, FRESH), "failed, another uid: blocked"),
+    (F, UNK, Row(C.BLOCK, CLEAR, FRESH), "failed, uid unknown: blocked"),
+    (N, A, Row(C.GONE, CLEAR), "expired, absent: gone"),
+    (N, SAME, Row(C.SETTLE, CLEAR, FRESH), "expired, still there: keep state and delete again"),
+    (N, DIFF, Row(C.BLOCK, CLEAR), "expired, another uid: blocked"),
+    (N, UNK, Row(C.BLOCK, CLEAR), "expired, uid unknown: blocked"),
 ]
 
 
@@ -96,14 +119,14 @@ def test_tables_cover_every_combination() -> None:
     assert {(o, p) for o, p, _, _ in DELETE_ROWS} == every
 
 
-@pytest.mark.parametrize(("op", "found", "conclusion", "why"), MUTATION_ROWS)
-def test_mutation_table_row(op: OpState, found: Presence, conclusion: Conclusion, why: str) -> None:
-    assert MUTATION_TABLE[(op, found)] is conclusion, why
+@pytest.mark.parametrize(("op", "found", "row", "why"), MUTATION_ROWS)
+def test_mutation_table_row(op: OpState, found: Presence, row: Row, why: str) -> None:
+    assert MUTATION_TABLE[(op, found)] == row, why
 
 
-@pytest.mark.parametrize(("op", "found", "conclusion", "why"), DELETE_ROWS)
-def test_delete_table_row(op: OpState, found: Presence, conclusion: Conclusion, why: str) -> None:
-    assert DELETE_TABLE[(op, found)] is conclusion, why
+@pytest.mark.parametrize(("op", "found", "row", "why"), DELETE_ROWS)
+def test_delete_table_row(op: OpState, found: Presence, row: Row, why: str) -> None:
+    assert DELETE_TABLE[(op, found)] == row, why
 
 
 def _resource(uid: str, *, key: str | None = None, spec: dict | None = None) -> ResourceView:
@@ -189,60 +212,58 @@ def _run(verb: Verb, op: OpState, found: Presence, *, deleting: bool = False):
     return decide(desired, state, Plan("op-1", target), Observation(view, resource), REGISTRY)
 
 
-@pytest.mark.parametrize(("op", "found", "conclusion", "why"), MUTATION_ROWS)
-def test_decide_follows_mutation_rows(
-    op: OpState, found: Presence, conclusion: Conclusion, why: str
-) -> None:
+@pytest.mark.parametrize(("op", "found", "row", "why"), MUTATION_ROWS)
+def test_decide_follows_mutation_rows(op: OpState, found: Presence, row: Row, why: str) -> None:
     decision = _run(Verb.CREATE, op, found)
     state = decision.outcome.state
     conditions = decision.outcome.asserted()
-    if conclusion is C.WAIT:
-        assert state.pending is not None and state.uid == OURS, why
+    assert (state.pending is not None) == (row.marker is KEEP), why
+    assert state.attempt == (4 if row.fresh_attempt else 3), why
+    assert state.form_ref == BUCKET, "the recorded target is never dropped"
+    if row.conclusion is C.WAIT:
+        assert state.uid == OURS, why
         assert decision.action is None
-    elif conclusion is C.SETTLE_KEEP_MARKER:
-        assert state.pending is not None and state.revision == "2", why
-    elif conclusion in (C.BLOCK_KEEP_MARKER, C.BLOCK_CLEAR):
+    elif row.conclusion is C.BLOCK:
         assert conditions[ConditionType.BLOCKED] is Reason.UID_MISMATCH, why
-        assert state.uid == OURS and state.form_ref == BUCKET, "state kept"
-        assert (state.pending is not None) == (conclusion is C.BLOCK_KEEP_MARKER), why
+        assert state.uid == OURS, "state kept"
         assert decision.action is None, "no mutation while blocked"
-    elif conclusion in (C.ADOPT_IF_PROVEN_KEEP_MARKER, C.ADOPT_IF_PROVEN_CLEAR):
+    elif row.conclusion is C.ADOPT_IF_PROVEN:
         # The resource carries somebody else's key: never adopted.
         assert conditions[ConditionType.BLOCKED] is Reason.NAME_TAKEN, why
         assert state.uid is None and decision.action is None
-    elif conclusion is C.GONE_CLEAR:
-        assert state.pending is None and state.form_ref is None, why
-        assert state.attempt == 4, "a fresh attempt: the old key must never replay"
-    elif conclusion is C.SETTLE_CLEAR:
-        assert state.pending is None and state.uid == OURS, why
+    elif row.conclusion is C.GONE:
+        assert state.uid is None, why
+    elif row.conclusion is C.SETTLE and row.marker is KEEP:
+        assert state.revision == "2", why
+    elif row.conclusion is C.SETTLE:
+        assert state.uid == OURS, why
         if op is OpState.FAILED:
             assert conditions[ConditionType.DEGRADED] is Reason.OPERATION_FAILED
         else:
             assert conditions[ConditionType.READY] is Reason.AVAILABLE
 
 
-@pytest.mark.parametrize(("op", "found", "conclusion", "why"), DELETE_ROWS)
-def test_decide_follows_delete_rows(
-    op: OpState, found: Presence, conclusion: Conclusion, why: str
-) -> None:
+@pytest.mark.parametrize(("op", "found", "row", "why"), DELETE_ROWS)
+def test_decide_follows_delete_rows(op: OpState, found: Presence, row: Row, why: str) -> None:
     decision = _run(Verb.DELETE, op, found, deleting=True)
     outcome = decision.outcome
-    if conclusion is C.WAIT:
+    if row.conclusion is C.WAIT:
         assert outcome.state.pending is not None and not outcome.finalized, why
-    elif conclusion is C.GONE_CLEAR:
+    elif row.conclusion is C.GONE:
         assert outcome.finalized and decision.action is None, why
-    elif conclusion in (C.BLOCK_KEEP_MARKER, C.BLOCK_CLEAR):
+    elif row.conclusion is C.BLOCK:
         assert not outcome.finalized and decision.action is None, "never delete a replacement"
         assert outcome.asserted().get(ConditionType.BLOCKED) is not None, why
-    elif conclusion is C.SETTLE_KEEP_MARKER:
+        assert (outcome.state.pending is not None) == (row.marker is KEEP), why
+    elif row.marker is KEEP:
         assert outcome.state.pending is not None and decision.action is None, why
-    elif conclusion is C.SETTLE_CLEAR:
-        if op is OpState.FAILED:
-            assert decision.action is None and outcome.state.pending is None, why
-        else:
-            assert isinstance(decision.action, Delete), "delete again, with a fresh key"
-            assert decision.action.expected_uid == OURS
-            assert decision.action.key.endswith(":4")
+    elif op is OpState.FAILED:
+        assert decision.action is None and outcome.state.pending is None, why
+        assert outcome.state.attempt == 4, "the next delete uses a fresh key"
+    else:
+        assert isinstance(decision.action, Delete), "delete again, with a fresh key"
+        assert decision.action.expected_uid == OURS
+        assert decision.action.key.endswith(":4")
 
 
 def test_running_update_with_changed_spec_sends_nothing() -> None:
@@ -262,4 +283,4 @@ def test_settled_update_then_new_desired_spec_updates_with_fences() -> None:
     assert decision.action.expected_generation == "1"
     assert decision.action.expected_uid == OURS
     assert decision.action.spec["sizeGiB"] == 20
-    assert decision.action.key == f"{CR_UID}:update:2:1:0"
+    assert decision.action.key == f"{CR_UID}:update:{OURS}:2:1:0"

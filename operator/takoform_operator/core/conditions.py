@@ -46,6 +46,9 @@ class Reason(StrEnum):
     STATE_UNREADABLE = "StateUnreadable"
     DELETING = "Deleting"
     SPACE_MISMATCH = "SpaceMismatch"
+    CLAIMED = "Claimed"
+    ALREADY_MANAGED = "AlreadyManaged"
+    IDENTITY_CHANGED = "IdentityChanged"
 
 
 @dataclass(frozen=True)

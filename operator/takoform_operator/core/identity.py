@@ -199,11 +199,11 @@ def parse_import_id(text: str, default_create_ref: FormRef | None) -> ImportTarg
     if not isinstance(text, str) or text.strip() == "":
         raise _reject("import id is empty")
     if text.lstrip().startswith("{"):
-        return _parse_canonical(text)
+        return _parse_canonical(text, default_create_ref)
     return _parse_short(text, default_create_ref)
 
 
-def _parse_canonical(text: str) -> ImportTarget:
+def _parse_canonical(text: str, default_create_ref: FormRef | None) -> ImportTarget:
     try:
         doc = json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except InvalidImportId:
@@ -226,20 +226,27 @@ def _parse_canonical(text: str) -> ImportTarget:
         if not isinstance(value, str):
             raise _reject(f"import id member {key!r} must be a string, got {type(value).__name__}")
     present = [m for m in _FORM_REF_MEMBERS if m in doc]
+    space = _checked_space(doc["space"]) if "space" in doc else None
+    if not present:
+        # None of the four: like the short forms, the line's default create ref (rule 5).
+        if default_create_ref is None:
+            raise _reject("import id names no FormRef and this line has no default create ref")
+        return ImportTarget(
+            space=space,
+            name=_checked_name(doc["name"]),
+            form_ref=default_create_ref,
+            resolved_to_default=True,
+        )
     if len(present) != len(_FORM_REF_MEMBERS):
         missing = [m for m in _FORM_REF_MEMBERS if m not in doc]
         raise _reject(
             "the four FormRef members come all or none; missing " + ", ".join(map(repr, missing))
-            if present
-            else "the JSON form must name the exact FormRef (apiVersion, kind, definitionVersion, "
-            "schemaDigest); use NAME or SPACE/NAME for the default create ref"
         )
     problems = form_ref_problems(
         doc["apiVersion"], doc["kind"], doc["definitionVersion"], doc["schemaDigest"]
     )
     if problems:
         raise _reject("import id FormRef is invalid: " + "; ".join(problems))
-    space = _checked_space(doc["space"]) if "space" in doc else None
     return ImportTarget(
         space=space,
         name=_checked_name(doc["name"]),

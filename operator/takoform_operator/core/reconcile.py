@@ -15,7 +15,7 @@ the status write harmless (docs/crash-safety.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -23,6 +23,7 @@ from typing import Any
 from .conditions import Condition, ConditionType, Reason
 from .errors import CodecError, InvalidImportId, UnknownFormRef
 from .identity import FormRef, canonical_import_id, parse_import_id
+from .ownership import Claimant, Identity, owner
 from .registry import Registry
 from .state import (
     DeletionPolicy,
@@ -30,17 +31,28 @@ from .state import (
     OperationView,
     OpState,
     Pending,
+    Requested,
     ResourceView,
     State,
     Verb,
 )
-from .tables import DELETE_TABLE, MUTATION_TABLE, Conclusion, Presence, UidRule, presence, uid_rule
+from .tables import (
+    DELETE_TABLE,
+    MUTATION_TABLE,
+    Conclusion,
+    Marker,
+    UidRule,
+    presence,
+    uid_rule,
+)
 
 #: Seconds until the next look, by situation. The adapter may scale them from settings.
 POLL_PENDING = 2.0
 POLL_READY = 60.0
 RETRY_SOON = 0.0
 RETRY_LATER = 30.0
+#: A status write that did not land: nothing was concluded that a replay cannot recompute.
+RETRY_WRITE = 1.0
 
 REMEDIES = (
     "Remedies: (1) import the new incarnation explicitly: kubectl annotate {obj} "
@@ -61,8 +73,11 @@ def create_key(desired: Desired, state: State) -> str:
     return f"{desired.cr_uid}:create:{state.attempt}"
 
 
-def update_key(desired: Desired, state: State, host_generation: str) -> str:
-    return f"{desired.cr_uid}:update:{desired.cr_generation}:{host_generation}:{state.attempt}"
+def update_key(desired: Desired, state: State, uid: str, host_generation: str) -> str:
+    """Per incarnation: a rebind to a new uid can never replay an update sent to the old one."""
+    return (
+        f"{desired.cr_uid}:update:{uid}:{desired.cr_generation}:{host_generation}:{state.attempt}"
+    )
 
 
 def delete_key(desired: Desired, state: State, uid: str) -> str:
@@ -127,6 +142,8 @@ class Outcome:
     events: tuple[Event, ...] = ()
     #: Deletion is complete (or orphaned): the adapter may let the CR go.
     finalized: bool = False
+    #: Nothing was sent: persist this state, then reconcile again at once (a recorded claim).
+    continue_now: bool = False
 
     def asserted(self) -> dict[ConditionType, Reason]:
         """The reason of every condition this outcome sets True, by type."""
@@ -248,37 +265,136 @@ def create_ref(desired: Desired, registry: Registry) -> FormRef:
 # -- 1. plan ---------------------------------------------------------------------------------------
 
 
-def plan(desired: Desired, state: State, registry: Registry) -> Plan | Outcome:
-    """Which operation to consult and which exact resource to read; or an Outcome right away."""
+def plan(
+    desired: Desired,
+    state: State,
+    registry: Registry,
+    claimants: Sequence[Claimant] = (),
+) -> Plan | Outcome:
+    """Which operation to consult and which exact resource to read; or an Outcome right away.
+
+    `claimants` are the CRs of the cluster that name the same identity (core.ownership)."""
     if desired.deleting and desired.deletion_policy is DeletionPolicy.ORPHAN:
         # Orphan: forget without a host call.
         return Outcome(state=state, conditions=(), requeue_after=None, finalized=True)
+    rival = _rival_owner(desired, state, claimants)
+    if rival is not None:
+        if desired.deleting:
+            # Not ours to delete: the owner keeps it. Released without a host call.
+            return _finalized(state, f"released without a host call: {rival.ref} owns it")
+        message = (
+            f"{identity_of(desired, state)} is already managed by {rival.ref}; this CR sends "
+            f"nothing while it does. Remedy: delete this CR, or release the resource from "
+            f"{rival.ref} (delete it with deletionPolicy Orphan) so this CR can take it over."
+        )
+        return _blocked(state, Reason.ALREADY_MANAGED, message, POLL_READY)
     if state.form_ref is not None:
-        try:
-            registry.lookup(state.form_ref)
-        except UnknownFormRef as exc:
-            # Rule 4: nothing is read, updated or deleted under any other ref; state is kept.
-            return _deleting(_blocked(state, Reason.FORM_REF_UNSUPPORTED, str(exc), None), desired)
-        assert state.space is not None and state.name is not None
-        target = Target(state.space, state.form_ref, state.name)
-        return Plan(state.pending.operation_id if state.pending else None, target)
+        return _plan_claimed(desired, state, registry)
     if state.pending is not None:
         # A pending operation without a bound ref cannot be written by this operator.
         message = "status holds a pending operation but no FormRef; restore the status"
         return _blocked(state, Reason.STATE_UNREADABLE, message, None)
-    if desired.import_id is not None and not desired.deleting:
-        return _plan_import(desired, state, registry)
+    if desired.deleting:
+        # Every request is preceded by the write that records its target: none was sent.
+        return _finalized(state, "nothing was sent to the host")
+    target = _requested_target(desired, registry)
+    if isinstance(target, Outcome):
+        return target
+    return _claim(desired, state, target)
+
+
+def identity_of(desired: Desired, state: State) -> Identity:
+    """The identity a CR stands for: its recorded target once claimed, else its spec's."""
+    if state.form_ref is not None and state.space is not None and state.name is not None:
+        return Identity(state.space, state.form_ref.line, state.name)
+    return Identity(desired.space, desired.line, desired.name)
+
+
+def _rival_owner(desired: Desired, state: State, claimants: Sequence[Claimant]) -> Claimant | None:
+    me = Claimant(
+        uid=desired.cr_uid,
+        namespace=desired.namespace,
+        name=desired.cr_name,
+        created=desired.created,
+        claimed=state.form_ref is not None,
+    )
+    winner = owner([me, *(c for c in claimants if c.uid != desired.cr_uid)])
+    return None if winner is None or winner.uid == me.uid else winner
+
+
+def _plan_claimed(desired: Desired, state: State, registry: Registry) -> Plan | Outcome:
+    assert state.form_ref is not None and state.space is not None and state.name is not None
+    changes = state.requested.changes(desired) if state.requested is not None else []
+    if changes and not desired.deleting:
+        if _import_never_bound(state):
+            # An import that never found its target sent nothing but reads: claim afresh.
+            target = _requested_target(desired, registry)
+            return target if isinstance(target, Outcome) else _claim(desired, State(), target)
+        return _identity_changed(desired, state, changes)
+    try:
+        registry.lookup(state.form_ref)
+    except UnknownFormRef as exc:
+        # Rule 4: nothing is read, updated or deleted under any other ref; state is kept.
+        return _deleting(_blocked(state, Reason.FORM_REF_UNSUPPORTED, str(exc), None), desired)
+    target = Target(state.space, state.form_ref, state.name)
+    if state.pending is not None:
+        return Plan(state.pending.operation_id, target)
+    # Claimed but not bound: a create of ours may be running that we never recorded.
+    listing = desired.deleting and state.uid is None and not _importing(state)
+    return Plan(None, target, list_operations=listing)
+
+
+def _importing(state: State) -> bool:
+    return state.requested is not None and state.requested.import_id is not None
+
+
+def _import_never_bound(state: State) -> bool:
+    return _importing(state) and state.uid is None and state.pending is None
+
+
+def _identity_changed(
+    desired: Desired, state: State, changes: list[tuple[str, object, object]]
+) -> Outcome:
+    described = "; ".join(
+        f"{label} is bound to {recorded!r} but the spec asks for {asked!r}"
+        for label, recorded, asked in changes
+    )
+    message = (
+        f"identity changed after requests were sent: {described}. Nothing is sent while it "
+        "differs. Remedies: (1) revert the field(s) to the bound value; or (2) delete this CR "
+        "with deletionPolicy Orphan and create a new CR that imports the resource (spec.importId)."
+    )
+    return _deleting(_blocked(state, Reason.IDENTITY_CHANGED, message, POLL_READY), desired)
+
+
+def _requested_target(desired: Desired, registry: Registry) -> Target | Outcome:
+    """The exact target the spec asks for: the import id's, or the create ref's."""
+    if desired.import_id is not None:
+        return _import_target(desired, State(), registry)
     try:
         ref = create_ref(desired, registry)
     except UnknownFormRef as exc:
-        return _deleting(_blocked(state, Reason.PIN_UNSUPPORTED, str(exc), None), desired)
+        return _blocked(State(), Reason.PIN_UNSUPPORTED, str(exc), None)
     except LookupError as exc:
-        return _deleting(_blocked(state, Reason.NO_DEFAULT_CREATE, str(exc), None), desired)
-    target = Target(desired.space, ref, desired.name)
-    return Plan(None, target, list_operations=desired.deleting)
+        return _blocked(State(), Reason.NO_DEFAULT_CREATE, str(exc), None)
+    return Target(desired.space, ref, desired.name)
 
 
-def _plan_import(desired: Desired, state: State, registry: Registry) -> Plan | Outcome:
+def _claim(desired: Desired, state: State, target: Target) -> Outcome:
+    """Record the target (and the identity fields that chose it) before anything is sent: from
+    now on every request goes to this target and ownership is a persisted fact."""
+    claimed = replace(
+        state,
+        form_ref=target.form_ref,
+        space=target.space,
+        name=target.name,
+        requested=Requested.of(desired),
+    )
+    message = f"claimed {target.name} under {target.form_ref} in space {target.space}"
+    return replace(_waiting(claimed, Reason.CLAIMED, message, RETRY_SOON), continue_now=True)
+
+
+def _import_target(desired: Desired, state: State, registry: Registry) -> Target | Outcome:
     assert desired.import_id is not None
     try:
         wanted = parse_import_id(desired.import_id, registry.default_create_ref(desired.line))
@@ -302,7 +418,7 @@ def _plan_import(desired: Desired, state: State, registry: Registry) -> Plan | O
             f"{desired.space!r} and the resource name is {desired.name!r}; make them agree"
         )
         return degraded(state, Reason.SPACE_MISMATCH, message, None)
-    return Plan(None, Target(space, wanted.form_ref, wanted.name))
+    return Target(space, wanted.form_ref, wanted.name)
 
 
 # -- 2. decide -------------------------------------------------------------------------------------
@@ -313,10 +429,10 @@ def decide(
 ) -> Decision:
     """Conclude from one consultation of the operation and one exact resource read."""
     try:
-        if state.form_ref is None:
-            decision = _decide_unbound(desired, state, planned, seen, registry)
-        elif state.pending is not None:
+        if state.pending is not None:
             decision = _decide_pending(desired, state, seen, registry)
+        elif state.uid is None:
+            decision = _decide_claimed(desired, state, planned, seen, registry)
         else:
             decision = _decide_bound(desired, state, seen.resource, registry)
     except CodecError as exc:
@@ -334,70 +450,48 @@ def _decide_pending(
     expected_uid = state.uid or operation.resource_uid
     found = presence(seen.resource, expected_uid)
     table = DELETE_TABLE if pending.verb is Verb.DELETE else MUTATION_TABLE
-    conclusion = table[(operation.state, found)]
+    row = table[(operation.state, found)]
+    # The row alone says what happens to the marker and to the attempt counter.
+    base = state if row.marker is Marker.KEEP else state.with_pending(None)
+    if row.fresh_attempt:
+        base = base.fresh_attempt()
     failed = operation.state is OpState.FAILED
-    bump = 1 if failed else 0
     opname = f"{pending.verb.lower()} operation {pending.operation_id}"
+    running = f"{opname} is running"
+    failure = f"{opname} failed ({operation.error_code}): {operation.error_message}"
+    resource = seen.resource
 
-    if conclusion is Conclusion.WAIT:
-        return Decision(_waiting(state, Reason.OPERATION_RUNNING, f"{opname} is running"))
-    if conclusion is Conclusion.SETTLE_KEEP_MARKER:
-        assert seen.resource is not None
-        settled = _settled(state, seen.resource, registry)
-        return Decision(_waiting(settled, Reason.OPERATION_RUNNING, f"{opname} is running"))
-    if conclusion in (Conclusion.BLOCK_KEEP_MARKER, Conclusion.BLOCK_CLEAR):
-        assert seen.resource is not None
-        keep = conclusion is Conclusion.BLOCK_KEEP_MARKER
-        blocked = state if keep else replace(state.with_pending(None), attempt=state.attempt + bump)
-        if expected_uid is None:
-            return Decision(_not_ours(blocked, seen.resource))
-        rule = uid_rule(found, seen.resource.uid, desired.accept_uid)
-        if rule is UidRule.ACCEPTED and not keep:
-            return _decide_bound(desired, blocked, seen.resource, registry, accepted=True)
-        return Decision(_uid_mismatch(desired, blocked, expected_uid, seen.resource.uid))
-    if conclusion in (
-        Conclusion.ADOPT_IF_PROVEN_KEEP_MARKER,
-        Conclusion.ADOPT_IF_PROVEN_CLEAR,
-    ):
-        assert seen.resource is not None
-        keep = conclusion is Conclusion.ADOPT_IF_PROVEN_KEEP_MARKER
-        base = state if keep else replace(state.with_pending(None), attempt=state.attempt + bump)
-        if not _proves_ours(seen.resource, desired):
-            return Decision(_not_ours(base, seen.resource))
-        adopted = _settled(base, seen.resource, registry)
-        if keep:
-            return Decision(_waiting(adopted, Reason.OPERATION_RUNNING, f"{opname} is running"))
-        return _decide_bound(desired, adopted, seen.resource, registry)
-
-    cleared = replace(state.with_pending(None), attempt=state.attempt + bump)
-    failure = (
-        Event(
-            "Warning",
-            Reason.OPERATION_FAILED,
-            f"{opname} failed: {operation.error_code}: {operation.error_message}",
-        )
-        if failed
-        else None
-    )
-    if conclusion is Conclusion.GONE_CLEAR:
+    if row.conclusion is Conclusion.WAIT:
+        return Decision(_waiting(base, Reason.OPERATION_RUNNING, running))
+    if row.conclusion is Conclusion.GONE:
         if pending.verb is Verb.DELETE or desired.deleting:
-            return Decision(_finalized(cleared, "host resource deleted"))
-        gone = state.unbound()  # a fresh attempt: the old key must never replay
+            return Decision(_finalized(base, "host resource deleted"))
+        gone = base.unbound()
         if pending.verb is Verb.CREATE and failed:
-            message = f"{opname} failed ({operation.error_code}): {operation.error_message}"
-            return Decision(degraded(gone, Reason.OPERATION_FAILED, message, RETRY_LATER))
-        message = "the host resource is gone; it will be created again"
-        outcome = _drifted(gone, Reason.RESOURCE_DELETED, message)
-        return Decision(_with_event(outcome, failure))
-    # SETTLE_CLEAR: the operation settled and the exact resource is ours.
-    assert seen.resource is not None
-    if pending.verb is Verb.DELETE:
-        cleared = replace(cleared, attempt=state.attempt + 1)  # a retried delete needs a new key
-    settled = _settled(cleared, seen.resource, registry)
+            return Decision(degraded(gone, Reason.OPERATION_FAILED, failure, RETRY_LATER))
+        outcome = _drifted(
+            gone, Reason.RESOURCE_DELETED, "the host resource is gone; it will be created again"
+        )
+        if failed:
+            outcome = _with_event(outcome, Event("Warning", Reason.OPERATION_FAILED, failure))
+        return Decision(outcome)
+    assert resource is not None
+    if row.conclusion is Conclusion.BLOCK:
+        if expected_uid is None:
+            return Decision(_not_ours(base, resource))
+        rule = uid_rule(found, resource.uid, desired.accept_uid)
+        if rule is UidRule.ACCEPTED and row.marker is Marker.CLEAR:
+            return _decide_bound(desired, base, resource, registry, accepted=True)
+        return Decision(_uid_mismatch(desired, base, expected_uid, resource.uid))
+    if row.conclusion is Conclusion.ADOPT_IF_PROVEN and not _proves_ours(resource, desired):
+        return Decision(_not_ours(base, resource))
+    # SETTLE, or ADOPT_IF_PROVEN with the proof: the exact resource is ours.
+    settled = _settled(base, resource, registry)
+    if row.marker is Marker.KEEP:
+        return Decision(_waiting(settled, Reason.OPERATION_RUNNING, running))
     if failed:
-        message = f"{opname} failed ({operation.error_code}): {operation.error_message}"
-        return Decision(degraded(settled, Reason.OPERATION_FAILED, message, RETRY_LATER))
-    return _decide_bound(desired, settled, seen.resource, registry)
+        return Decision(degraded(settled, Reason.OPERATION_FAILED, failure, RETRY_LATER))
+    return _decide_bound(desired, settled, resource, registry)
 
 
 def _decide_bound(
@@ -415,20 +509,18 @@ def _decide_bound(
         if accepted
         else uid_rule(found, resource.uid if resource else None, desired.accept_uid)
     )
-    if found is Presence.UNKNOWN_UID and resource is not None:
-        if not _proves_ours(resource, desired):
-            return Decision(_not_ours(state, resource))
-        rule = UidRule.MATCH
     if rule is UidRule.GONE:
         if desired.deleting:
             return Decision(_finalized(state, "host resource already gone"))
         # Ordinary drift repair: forget the vanished incarnation; create anew next time.
         message = f"host resource {state.name} (uid {state.uid}) is gone; it will be created again"
-        return Decision(_drifted(state.unbound(), Reason.RESOURCE_DELETED, message))
+        return Decision(_drifted(state.unbound().fresh_attempt(), Reason.RESOURCE_DELETED, message))
     assert resource is not None
     if rule is UidRule.BLOCKED:
         assert state.uid is not None
         return Decision(_uid_mismatch(desired, state, state.uid, resource.uid))
+    if rule is UidRule.ACCEPTED:
+        state = state.fresh_attempt()  # a new incarnation starts a fresh key sequence
     settled = _settled(state, resource, registry)
     events: tuple[Event, ...] = ()
     if rule is UidRule.ACCEPTED:
@@ -471,7 +563,7 @@ def _decide_bound(
         wanted,
         expected_generation=resource.generation,
         expected_uid=resource.uid,
-        key=update_key(desired, settled, resource.generation),
+        key=update_key(desired, settled, resource.uid, resource.generation),
     )
     changed = sorted(k for k in set(wanted) | set(current) if wanted.get(k) != current.get(k))
     message = f"updating fields {', '.join(changed)} under {resource.form_ref.definition_version}"
@@ -482,17 +574,16 @@ def _decide_bound(
     )
 
 
-def _decide_unbound(
+def _decide_claimed(
     desired: Desired, state: State, planned: Plan, seen: Observation, registry: Registry
 ) -> Decision:
+    """The target is recorded but no incarnation is bound: import it, adopt our own create
+    whose answer was lost, or create it (replaying the same key, so never twice)."""
     assert planned.target is not None
-    resource = seen.resource
-    if desired.import_id is not None and not desired.deleting:
+    target, resource = planned.target, seen.resource
+    if _importing(state) and not desired.deleting:
         if resource is None:
-            message = (
-                f"nothing named {planned.target.name} under "
-                f"{planned.target.form_ref} in space {planned.target.space}"
-            )
+            message = f"nothing named {target.name} under {target.form_ref} in space {target.space}"
             return Decision(degraded(state, Reason.IMPORT_TARGET_NOT_FOUND, message, RETRY_LATER))
         imported = _settled(state, resource, registry)
         message = f"imported {resource.name} uid {resource.uid} under {resource.form_ref}"
@@ -507,22 +598,48 @@ def _decide_unbound(
         return _decide_bound(desired, _settled(state, resource, registry), resource, registry)
     if desired.deleting:
         for operation_id, operation in seen.operations:
-            key = operation.idempotency_key or ""
-            if operation.state is OpState.RUNNING and key.startswith(key_prefix(desired.cr_uid)):
+            if (
+                operation.state is OpState.RUNNING
+                and _is_ours(operation, desired)
+                and _same_target(operation, Verb.CREATE, target)
+            ):
                 # A create of ours we never recorded: wait for it, then delete what it made.
-                adopted = _bound_to(state, planned.target, operation.resource_uid).with_pending(
+                adopted = _bound_to(state, target, operation.resource_uid).with_pending(
                     Pending(operation_id, Verb.CREATE)
                 )
                 return Decision(_waiting(adopted, Reason.OPERATION_RUNNING, "create running"))
         return Decision(_finalized(state, "nothing was created on the host"))
-    codec = registry.codec_for(planned.target.form_ref)
+    codec = registry.codec_for(target.form_ref)
     try:
-        spec = codec.encode(planned.target.form_ref, desired.parameters)
+        spec = codec.encode(target.form_ref, desired.parameters)
     except CodecError as exc:
         return Decision(degraded(state, Reason.INVALID_SPEC, str(exc), None))
-    action = Create(planned.target, spec, create_key(desired, state))
-    message = f"creating {planned.target.name} under {planned.target.form_ref}"
+    action = Create(target, spec, create_key(desired, state))
+    message = f"creating {target.name} under {target.form_ref}"
     return Decision(_waiting(state, Reason.CREATE_PENDING, message), action)
+
+
+def _is_ours(operation: OperationView, desired: Desired) -> bool:
+    """Our CR uid is in the operation's key: it was sent by this CR."""
+    return (operation.idempotency_key or "").startswith(key_prefix(desired.cr_uid))
+
+
+def _same_target(operation: OperationView, verb: Verb, target: Target) -> bool:
+    """The operation record names exactly this request's target, member by member."""
+    return (
+        operation.verb is verb
+        and operation.space == target.space
+        and operation.form_ref == target.form_ref
+        and operation.name == target.name
+    )
+
+
+def _same_request(operation: OperationView, action: Action) -> bool:
+    if not _same_target(operation, action.verb, action.target):
+        return False
+    if isinstance(action, Create):
+        return True
+    return operation.resource_uid == action.expected_uid
 
 
 def _uid_mismatch(desired: Desired, state: State, expected: str, current: str) -> Outcome:
@@ -623,17 +740,25 @@ def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcom
     code = refusal.code
     if code in ("operation_in_progress", "idempotency_key_reused") and refusal.operation_id:
         operation = refusal.operation
-        key = operation.idempotency_key if operation else None
-        if key is not None and key.startswith(key_prefix(desired.cr_uid)):
-            # The operation is ours (our CR uid is in its key): resume it instead.
-            resumed = state
-            if isinstance(action, Create):
-                resumed = _bound_to(
-                    state, action.target, operation.resource_uid if operation else None
+        if operation is not None and _is_ours(operation, desired):
+            if _same_request(operation, action):
+                # Ours, for exactly this request (an earlier attempt): resume it.
+                resumed = state
+                if isinstance(action, Create):
+                    resumed = _bound_to(state, action.target, operation.resource_uid)
+                resumed = resumed.with_pending(Pending(refusal.operation_id, action.verb))
+                message = f"resuming {refusal.operation_id}"
+                return _waiting(resumed, Reason.OPERATION_RUNNING, message)
+            if code == "idempotency_key_reused":
+                # Our key, spent on another request: never adopt that one; use a fresh key.
+                message = (
+                    f"the key of this {action.verb} was spent on operation "
+                    f"{refusal.operation_id} for another request; retrying with a fresh key"
                 )
-            resumed = resumed.with_pending(Pending(refusal.operation_id, action.verb))
-            return _waiting(resumed, Reason.OPERATION_RUNNING, f"resuming {refusal.operation_id}")
-        message = f"another client's operation {refusal.operation_id} is running on this name"
+                return _waiting(
+                    state.fresh_attempt(), Reason.OPERATION_RUNNING, message, RETRY_SOON
+                )
+        message = f"another operation ({refusal.operation_id}) is running on this name"
         return _waiting(state, Reason.NAME_BUSY, message, RETRY_LATER)
     if code == "resource_exists" and isinstance(action, Create):
         message = (

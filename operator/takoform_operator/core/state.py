@@ -44,12 +44,52 @@ class Pending:
 
 
 @dataclass(frozen=True)
+class Requested:
+    """The CR's identity fields as they were when its target was recorded (before anything was
+    sent). Once recorded they are immutable: a CR whose spec asks for other values is Blocked."""
+
+    space: str
+    name: str
+    #: (definitionVersion, schemaDigest) of spec.formRef, or None when unpinned.
+    pin: tuple[str, str] | None = None
+    import_id: str | None = None
+
+    @classmethod
+    def of(cls, desired: Desired) -> Requested:
+        return cls(desired.space, desired.name, desired.pin, desired.import_id)
+
+    def changes(self, desired: Desired) -> list[tuple[str, object, object]]:
+        """(field, recorded value, requested value) for every identity field that differs."""
+        now = Requested.of(desired)
+        return [
+            (label, mine, theirs)
+            for label, mine, theirs in (
+                ("spec.space", self.space, now.space),
+                ("resource name", self.name, now.name),
+                ("spec.formRef", _pin_text(self.pin), _pin_text(now.pin)),
+                ("spec.importId", self.import_id, now.import_id),
+            )
+            if mine != theirs
+        ]
+
+
+def _pin_text(pin: tuple[str, str] | None) -> str | None:
+    return None if pin is None else f"{pin[0]} {pin[1]}"
+
+
+@dataclass(frozen=True)
 class State:
-    """The CR status minus conditions. `form_ref` set means: bound to that exact identity."""
+    """The CR status minus conditions.
+
+    `form_ref`, `space` and `name` are the *target*: recorded (with `requested`) before anything
+    is sent to the host and kept until the CR goes, so every mutation is addressed to what was
+    recorded, never to what the spec says now. `uid` set means: bound to that incarnation.
+    """
 
     form_ref: FormRef | None = None
     space: str | None = None
     name: str | None = None
+    requested: Requested | None = None
     uid: str | None = None
     generation: str | None = None
     revision: str | None = None
@@ -61,12 +101,29 @@ class State:
     attempt: int = 0
 
     @property
-    def bound(self) -> bool:
+    def claimed(self) -> bool:
+        """A target is recorded: something may have been sent to it."""
         return self.form_ref is not None
 
+    @property
+    def bound(self) -> bool:
+        """Bound to one host incarnation."""
+        return self.form_ref is not None and self.uid is not None
+
+    def fresh_attempt(self) -> State:
+        """The one place the attempt counter moves: every key after this one is new, so a
+        finished operation is never replayed. Written in the same status write as the reason."""
+        return replace(self, attempt=self.attempt + 1)
+
     def unbound(self) -> State:
-        """Forget the host resource (it is gone); keep the attempt counter, bumped."""
-        return State(attempt=self.attempt + 1)
+        """Forget the vanished incarnation, keep the target (identity stays what was sent)."""
+        return State(
+            form_ref=self.form_ref,
+            space=self.space,
+            name=self.name,
+            requested=self.requested,
+            attempt=self.attempt,
+        )
 
     def with_pending(self, pending: Pending | None) -> State:
         return replace(self, pending=pending)
@@ -89,6 +146,10 @@ class Desired:
     #: The uid the user explicitly accepts as the new incarnation (rule 6 remedy "import").
     accept_uid: str | None = None
     deleting: bool = False
+    #: The CR's own coordinates, for ownership (core.ownership) and remedies.
+    namespace: str = ""
+    cr_name: str = ""
+    created: str = ""
 
 
 class OpState(StrEnum):
@@ -105,6 +166,11 @@ class OperationView:
     state: OpState
     resource_uid: str | None = None
     idempotency_key: str | None = None
+    #: What the operation was for, as the host recorded it (compared member by member).
+    verb: Verb | None = None
+    space: str | None = None
+    form_ref: FormRef | None = None
+    name: str | None = None
     error_code: str | None = None
     error_message: str | None = None
 
@@ -142,12 +208,14 @@ def state_from_status(status: Mapping[str, Any] | None) -> State:
                 verb=Verb(status.get("pendingOperationVerb") or "Create"),
             )
         attempt = int(status.get("attempt") or 0)
+        requested = _requested_from(status.get("requested"))
     except (KeyError, TypeError, ValueError) as exc:
         raise StateUnreadable(f"status does not hold a readable state: {exc}") from None
     return State(
         form_ref=form_ref,
         space=status.get("space"),
         name=status.get("name"),
+        requested=requested,
         uid=status.get("uid"),
         generation=status.get("generation"),
         revision=status.get("revision"),
@@ -165,12 +233,38 @@ def state_to_status(state: State) -> dict[str, Any]:
         "formRef": state.form_ref.to_json() if state.form_ref else None,
         "space": state.space,
         "name": state.name,
+        "requested": _requested_to(state.requested),
         "uid": state.uid,
         "generation": state.generation,
         "revision": state.revision,
         "packageDigest": state.package_digest,
-        "outputs": dict(state.outputs) if state.bound else None,
+        "outputs": dict(state.outputs) if state.claimed else None,
         "pendingOperationId": state.pending.operation_id if state.pending else None,
         "pendingOperationVerb": str(state.pending.verb) if state.pending else None,
         "attempt": state.attempt,
+    }
+
+
+def _requested_from(doc: Any) -> Requested | None:
+    if not doc:
+        return None
+    pin_doc = doc.get("pin")
+    pin = (str(pin_doc["definitionVersion"]), str(pin_doc["schemaDigest"])) if pin_doc else None
+    return Requested(
+        space=str(doc["space"]),
+        name=str(doc["name"]),
+        pin=pin,
+        import_id=doc.get("importId") or None,
+    )
+
+
+def _requested_to(requested: Requested | None) -> dict[str, Any] | None:
+    if requested is None:
+        return None
+    pin = requested.pin
+    return {
+        "space": requested.space,
+        "name": requested.name,
+        "pin": {"definitionVersion": pin[0], "schemaDigest": pin[1]} if pin else None,
+        "importId": requested.import_id,
     }

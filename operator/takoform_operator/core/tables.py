@@ -7,6 +7,7 @@ combination visible and testable (tests/unit/test_tables.py walks each row).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 from .state import OpState, ResourceView
@@ -23,22 +24,33 @@ class Presence(StrEnum):
 
 
 class Conclusion(StrEnum):
-    #: Absence is NOT deletion: nothing committed yet. Keep state and the marker; look again.
+    #: Absence is NOT deletion: nothing committed yet. Keep state and look again.
     WAIT = "wait"
-    #: A readable representation settles state, but the marker survives (nothing committed).
-    SETTLE_KEEP_MARKER = "settle-keep-marker"
-    #: The operation settled and the exact resource is ours: settle state, clear the marker.
-    SETTLE_CLEAR = "settle-clear"
-    #: The resource is gone: the marker is cleared and state may be removed.
-    GONE_CLEAR = "gone-clear"
-    #: Another incarnation sits under the name: Blocked, state kept, marker kept.
-    BLOCK_KEEP_MARKER = "block-keep-marker"
-    #: Another incarnation sits under the name: Blocked, state kept; the operation settled.
-    BLOCK_CLEAR = "block-clear"
-    #: A uid nobody recorded: adopt only with proof (our idempotency key on it), marker kept.
-    ADOPT_IF_PROVEN_KEEP_MARKER = "adopt-if-proven-keep-marker"
-    #: A uid nobody recorded: adopt only with proof; the operation settled, marker cleared.
-    ADOPT_IF_PROVEN_CLEAR = "adopt-if-proven-clear"
+    #: The exact resource is ours (uid verified): settle state from it.
+    SETTLE = "settle"
+    #: The resource is gone: state may be removed (or, being deleted, the CR released).
+    GONE = "gone"
+    #: Another incarnation sits under the name: Blocked, state kept.
+    BLOCK = "block"
+    #: A uid nobody recorded: adopted only with proof (our idempotency key on it).
+    ADOPT_IF_PROVEN = "adopt-if-proven"
+
+
+class Marker(StrEnum):
+    """What happens to pendingOperationId: cleared only by an operation that actually settled."""
+
+    KEEP = "keep"
+    CLEAR = "clear"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a rule 7 table: the conclusion, the marker, and whether the next mutation
+    needs a fresh attempt (a new idempotency key) because this operation's key is spent."""
+
+    conclusion: Conclusion
+    marker: Marker
+    fresh_attempt: bool = False
 
 
 def presence(resource: ResourceView | None, expected_uid: str | None) -> Presence:
@@ -57,51 +69,53 @@ _A, _SAME, _DIFF, _UNK = (
     Presence.DIFFERENT_UID,
     Presence.UNKNOWN_UID,
 )
-C = Conclusion
+C, KEEP, CLEAR, FRESH = Conclusion, Marker.KEEP, Marker.CLEAR, True
 
-#: Rule 7 for a pending CREATE or UPDATE: (operation state, presence) -> conclusion.
-MUTATION_TABLE: dict[tuple[OpState, Presence], Conclusion] = {
+#: Rule 7 for a pending CREATE or UPDATE: (operation state, presence) -> row.
+MUTATION_TABLE: dict[tuple[OpState, Presence], Row] = {
     # still running: absence is not deletion; a readable representation settles, marker survives
-    (_R, _A): C.WAIT,
-    (_R, _SAME): C.SETTLE_KEEP_MARKER,
-    (_R, _DIFF): C.BLOCK_KEEP_MARKER,
-    (_R, _UNK): C.ADOPT_IF_PROVEN_KEEP_MARKER,
-    # terminal success: the result is verified against the exact identity and its uid checked
-    (_S, _A): C.GONE_CLEAR,  # committed, then removed by someone else: drift, not our success
-    (_S, _SAME): C.SETTLE_CLEAR,
-    (_S, _DIFF): C.BLOCK_CLEAR,
-    (_S, _UNK): C.ADOPT_IF_PROVEN_CLEAR,
-    # terminal error: the exact GET is the final word; absent -> removable, present -> uid decides
-    (_F, _A): C.GONE_CLEAR,
-    (_F, _SAME): C.SETTLE_CLEAR,
-    (_F, _DIFF): C.BLOCK_CLEAR,
-    (_F, _UNK): C.ADOPT_IF_PROVEN_CLEAR,
+    (_R, _A): Row(C.WAIT, KEEP),
+    (_R, _SAME): Row(C.SETTLE, KEEP),
+    (_R, _DIFF): Row(C.BLOCK, KEEP),
+    (_R, _UNK): Row(C.ADOPT_IF_PROVEN, KEEP),
+    # terminal success: the result is verified against the exact identity and its uid checked;
+    # committed, then removed by someone else: drift (a new create needs a new key)
+    (_S, _A): Row(C.GONE, CLEAR, FRESH),
+    (_S, _SAME): Row(C.SETTLE, CLEAR),
+    (_S, _DIFF): Row(C.BLOCK, CLEAR),
+    (_S, _UNK): Row(C.ADOPT_IF_PROVEN, CLEAR),
+    # terminal error: the exact GET is the final word; absent -> removable, present -> uid
+    # decides; the failed operation's key is spent, so whatever follows needs a fresh attempt
+    (_F, _A): Row(C.GONE, CLEAR, FRESH),
+    (_F, _SAME): Row(C.SETTLE, CLEAR, FRESH),
+    (_F, _DIFF): Row(C.BLOCK, CLEAR, FRESH),
+    (_F, _UNK): Row(C.ADOPT_IF_PROVEN, CLEAR, FRESH),
     # record expired: the exact GET is the final word, under the same uid rule
-    (_N, _A): C.GONE_CLEAR,
-    (_N, _SAME): C.SETTLE_CLEAR,
-    (_N, _DIFF): C.BLOCK_CLEAR,
-    (_N, _UNK): C.ADOPT_IF_PROVEN_CLEAR,
+    (_N, _A): Row(C.GONE, CLEAR, FRESH),
+    (_N, _SAME): Row(C.SETTLE, CLEAR),
+    (_N, _DIFF): Row(C.BLOCK, CLEAR),
+    (_N, _UNK): Row(C.ADOPT_IF_PROVEN, CLEAR),
 }
 
 #: Rule 7 for a pending DELETE. Absence or another incarnation means OUR incarnation is gone;
 #: the replacement is never touched (deletes always carry the expected uid).
-DELETE_TABLE: dict[tuple[OpState, Presence], Conclusion] = {
-    (_R, _A): C.WAIT,  # not committed: the resource may be mid-delete; never conclude early
-    (_R, _SAME): C.SETTLE_KEEP_MARKER,
-    (_R, _DIFF): C.BLOCK_KEEP_MARKER,
-    (_R, _UNK): C.WAIT,
-    (_S, _A): C.GONE_CLEAR,
-    (_S, _SAME): C.SETTLE_CLEAR,  # host says done yet it is there: keep it, delete again
-    (_S, _DIFF): C.GONE_CLEAR,  # ours was deleted; the replacement is not ours to touch
-    (_S, _UNK): C.GONE_CLEAR,
-    (_F, _A): C.GONE_CLEAR,
-    (_F, _SAME): C.SETTLE_CLEAR,  # still there: keep state, retry with a fresh attempt
-    (_F, _DIFF): C.BLOCK_CLEAR,
-    (_F, _UNK): C.BLOCK_CLEAR,
-    (_N, _A): C.GONE_CLEAR,
-    (_N, _SAME): C.SETTLE_CLEAR,
-    (_N, _DIFF): C.BLOCK_CLEAR,
-    (_N, _UNK): C.BLOCK_CLEAR,
+DELETE_TABLE: dict[tuple[OpState, Presence], Row] = {
+    (_R, _A): Row(C.WAIT, KEEP),  # not committed: may be mid-delete; never conclude early
+    (_R, _SAME): Row(C.SETTLE, KEEP),
+    (_R, _DIFF): Row(C.BLOCK, KEEP),
+    (_R, _UNK): Row(C.WAIT, KEEP),
+    (_S, _A): Row(C.GONE, CLEAR),
+    (_S, _SAME): Row(C.SETTLE, CLEAR, FRESH),  # host says done yet it is there: delete again
+    (_S, _DIFF): Row(C.GONE, CLEAR),  # ours was deleted; the replacement is not ours to touch
+    (_S, _UNK): Row(C.GONE, CLEAR),
+    (_F, _A): Row(C.GONE, CLEAR),
+    (_F, _SAME): Row(C.SETTLE, CLEAR, FRESH),  # still there: keep state, retry with a new key
+    (_F, _DIFF): Row(C.BLOCK, CLEAR, FRESH),
+    (_F, _UNK): Row(C.BLOCK, CLEAR, FRESH),
+    (_N, _A): Row(C.GONE, CLEAR),
+    (_N, _SAME): Row(C.SETTLE, CLEAR, FRESH),
+    (_N, _DIFF): Row(C.BLOCK, CLEAR),
+    (_N, _UNK): Row(C.BLOCK, CLEAR),
 }
 
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from takoform_operator.core.identity import FormRef
-from takoform_operator.core.state import OperationView, OpState, ResourceView
+from takoform_operator.core.state import OperationView, OpState, ResourceView, Verb
 
 
 class _Model(BaseModel):
@@ -93,6 +93,10 @@ class Operation(_Model):
             state=OpState(self.state),
             resource_uid=self.resource_uid,
             idempotency_key=self.idempotency_key,
+            verb=Verb(self.verb.capitalize()),
+            space=self.space,
+            form_ref=self.form_ref.to_ref(),
+            name=self.name,
             error_code=self.error.code if self.error else None,
             error_message=self.error.message if self.error else None,
         )

@@ -10,7 +10,14 @@ from typing import Any
 
 from takoform_operator.core.conditions import merge_conditions
 from takoform_operator.core.errors import InvalidIdentity
-from takoform_operator.core.identity import FormLine, validate_resource_name, validate_space_id
+from takoform_operator.core.identity import (
+    FormLine,
+    FormRef,
+    form_ref_problems,
+    validate_resource_name,
+    validate_space_id,
+)
+from takoform_operator.core.ownership import Claimant, Identity
 from takoform_operator.core.reconcile import Outcome
 from takoform_operator.core.state import DeletionPolicy, Desired, state_to_status
 
@@ -32,8 +39,7 @@ def desired_from_cr(body: Mapping[str, Any]) -> Desired:
         name = validate_resource_name(spec.get("resourceName") or metadata.get("name"))
     except InvalidIdentity as exc:
         raise InvalidCustomResource(str(exc)) from None
-    pin_doc = spec.get("formRef")
-    pin = (str(pin_doc["definitionVersion"]), str(pin_doc["schemaDigest"])) if pin_doc else None
+    pin = _pin(spec.get("formRef"), api_version, kind)
     policy = spec.get("deletionPolicy") or DeletionPolicy.DELETE.value
     try:
         deletion_policy = DeletionPolicy(policy)
@@ -52,7 +58,36 @@ def desired_from_cr(body: Mapping[str, Any]) -> Desired:
         import_id=spec.get("importId") or None,
         accept_uid=annotations.get(ACCEPT_UID_ANNOTATION) or None,
         deleting=metadata.get("deletionTimestamp") is not None,
+        namespace=str(metadata.get("namespace") or ""),
+        cr_name=str(metadata.get("name") or ""),
+        created=str(metadata.get("creationTimestamp") or ""),
     )
+
+
+def _pin(doc: Any, api_version: str, kind: str) -> tuple[str, str] | None:
+    """spec.formRef, checked as an exact FormRef of this line (CRDs without the patterns exist)."""
+    if not doc:
+        return None
+    if not isinstance(doc, Mapping):
+        raise InvalidCustomResource("spec.formRef must be an object")
+    version, digest = doc.get("definitionVersion"), doc.get("schemaDigest")
+    problems = form_ref_problems(api_version, kind, version, digest)
+    if problems:
+        raise InvalidCustomResource(f"spec.formRef is not an exact FormRef: {'; '.join(problems)}")
+    return str(version), str(digest)
+
+
+def merged_status(status: Mapping[str, Any] | None, patch: Mapping[str, Any]) -> dict[str, Any]:
+    """`status` after the merge-patch `patch` (RFC 7386: null removes a member)."""
+    merged = dict(status or {})
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merged_status(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def status_patch(
@@ -71,3 +106,35 @@ def status_patch(
         ),
         "observedGeneration": cr_generation,
     }
+
+
+def claimant_of(body: Mapping[str, Any]) -> tuple[Identity, Claimant] | None:
+    """The identity this CR names and its claim on it, for the cluster-wide ownership index.
+
+    A CR whose status records a target has claimed that target, whatever its spec says now; one
+    without names what its spec asks for. None for a CR that names nothing usable or is being
+    deleted before it claimed anything (it will never send a request)."""
+    metadata = body.get("metadata") or {}
+    status = body.get("status") or {}
+    line = FormLine(str(body.get("apiVersion", "")), str(body.get("kind", "")))
+    ref_doc = status.get("formRef")
+    try:
+        if ref_doc and status.get("space") and status.get("name"):
+            ref = FormRef.from_json(dict(ref_doc))
+            identity = Identity(str(status["space"]), ref.line, str(status["name"]))
+            claimed = True
+        elif metadata.get("deletionTimestamp") is not None:
+            return None
+        else:
+            desired = desired_from_cr(body)
+            identity = Identity(desired.space, line, desired.name)
+            claimed = False
+    except (InvalidCustomResource, KeyError, TypeError, ValueError):
+        return None
+    return identity, Claimant(
+        uid=str(metadata.get("uid", "")),
+        namespace=str(metadata.get("namespace", "")),
+        name=str(metadata.get("name", "")),
+        created=str(metadata.get("creationTimestamp", "")),
+        claimed=claimed,
+    )

@@ -1,8 +1,12 @@
-"""kopf handlers: registration-thin. Each one reads the CR, runs one reconcile, writes status.
+"""kopf handlers: registration-thin. Watch events feed the ownership index and the reconcile
+loops (kube.loops), which reconcile, delete and manage our finalizer. kopf keeps nothing of
+ours in the CR (no progress or diff-base annotations): what to do is read from the CR itself.
 
-The status write happens right after the reconcile, before kopf is told anything: a pending
-operation accepted by the host is recorded as soon as possible, and if the process dies first the
-next reconcile replays the same idempotency key (docs/crash-safety.md).
+One failure path: every reconcile ends in an Outcome, and `next_delay` alone turns it into the
+time of the next look. A write that did not land is retried after the core's short delay.
+The status is written right after each reconcile, before anything else: a pending operation
+accepted by the host is recorded as soon as possible, and if the process dies first the next
+reconcile replays the same idempotency key (docs/crash-safety.md).
 """
 
 from __future__ import annotations
@@ -10,25 +14,29 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import kopf
 
-from takoform_operator.core.conditions import ConditionType, Reason, transitions
+from takoform_operator.core.conditions import transitions
 from takoform_operator.core.identity import plural_of
-from takoform_operator.core.reconcile import Outcome, degraded
+from takoform_operator.core.reconcile import RETRY_LATER, RETRY_WRITE, Outcome
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.state import State, StateUnreadable, state_from_status
 from takoform_operator.host_port import HostPort
-from takoform_operator.kube.crs import InvalidCustomResource, desired_from_cr, status_patch
-from takoform_operator.kube.status import StatusWriter
+from takoform_operator.kube.claims import ClaimBook
+from takoform_operator.kube.cr_reconcile import reconcile_cr_body
+from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION, merged_status
+from takoform_operator.kube.loops import ReconcileLoops
+from takoform_operator.kube.status import CrWriter, StatusWriteFailed
 from takoform_operator.metrics import Metrics
-from takoform_operator.service import reconcile_once
 from takoform_operator.settings import Settings
 
 FINALIZER = "takoform.io/finalizer"
+#: A recorded claim is followed at once by the next step; never more than this in one go.
+_MAX_STEPS = 3
+_MIN_DELAY = 0.5
 logger = logging.getLogger("takoform_operator")
 
 
@@ -39,59 +47,72 @@ class Runtime:
     registry: Registry
     settings: Settings
     host: HostPort
-    status: StatusWriter
+    writer: CrWriter
     metrics: Metrics
+    claims: ClaimBook = field(default_factory=ClaimBook)
     clock: Callable[[], datetime.datetime] = field(
         default=lambda: datetime.datetime.now(datetime.UTC)
     )
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    loops: ReconcileLoops | None = None
 
 
 def _now(runtime: Runtime) -> str:
     return runtime.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-async def reconcile_cr(runtime: Runtime, body: kopf.Body, *, deleting: bool = False) -> Outcome:
-    """One reconcile of one CR, its status write, its events and metrics. Serialised per CR."""
-    uid = str(body.metadata.uid)
+def next_delay(outcome: Outcome, settings: Settings) -> float:
+    """When to look again: what the outcome asked for, within [0.5 s, the ready poll]."""
+    asked = outcome.requeue_after
+    if asked is None:
+        return settings.poll_ready_seconds
+    return min(max(asked, _MIN_DELAY), settings.poll_ready_seconds)
+
+
+async def reconcile_cr(
+    runtime: Runtime, body: Mapping[str, Any], *, deleting: bool = False
+) -> Outcome:
+    """Reconcile one CR and write its status; serialised per CR. A recorded claim (nothing
+    sent) is persisted and followed at once by the next step. Raises StatusWriteFailed."""
+    uid = str(body["metadata"]["uid"])
     lock = runtime.locks.setdefault(uid, asyncio.Lock())
     async with lock:
-        return await _reconcile_locked(runtime, body, deleting)
-
-
-async def _reconcile_locked(runtime: Runtime, body: kopf.Body, deleting: bool) -> Outcome:
-    raw = dict(body)
-    status = dict(raw.get("status") or {})
-    try:
-        state = state_from_status(status)
-    except StateUnreadable as exc:
-        outcome = degraded(State(), Reason.STATE_UNREADABLE, str(exc), None)
-        await _persist(runtime, body, outcome, status, write_state=False)
+        for _ in range(_MAX_STEPS):
+            started = runtime.clock()
+            result = await reconcile_cr_body(
+                body,
+                runtime.host,
+                runtime.registry,
+                runtime.claims,
+                now=_now(runtime),
+                deleting=deleting,
+            )
+            outcome = result.outcome
+            runtime.metrics.reconciled(body, outcome, (runtime.clock() - started).total_seconds())
+            if result.status is not None:
+                await _persist(runtime, body, result.status)
+                body = {**body, "status": merged_status(body.get("status"), result.status)}
+                runtime.claims.observe(body)
+                if runtime.loops is not None:
+                    runtime.loops.wrote(uid, body)
+            for event in outcome.events:
+                if event.type == "Normal":  # warnings are posted once, as condition transitions
+                    _post(body, event.type, str(event.reason), event.message)
+            if not outcome.continue_now:
+                break
         return outcome
-    try:
-        desired = desired_from_cr(raw)
-    except InvalidCustomResource as exc:
-        outcome = degraded(state, Reason.INVALID_SPEC, str(exc), None)
-        await _persist(runtime, body, outcome, status)
-        return outcome
-    if deleting and not desired.deleting:
-        desired = replace(desired, deleting=True)
-    started = runtime.clock()
-    outcome = await reconcile_once(desired, state, runtime.host, runtime.registry)
-    runtime.metrics.reconciled(body, outcome, (runtime.clock() - started).total_seconds())
-    if not outcome.finalized:
-        await _persist(runtime, body, outcome, status)
-    for event in outcome.events:
-        if event.type == "Normal":  # warnings are posted once, as condition transitions
-            kopf.event(body, type=event.type, reason=str(event.reason), message=event.message)
-    return outcome
 
 
 _WARNING_CONDITIONS = {"Blocked", "Degraded", "Drifted"}
 
 
+def _post(body: Mapping[str, Any], level: str, reason: str, message: str) -> None:
+    raw = cast(kopf.RawBody, dict(body))
+    kopf.event(kopf.Body(raw), type=level, reason=reason, message=message)
+
+
 def _post_transitions(
-    body: kopf.Body, before: list[dict[str, Any]] | None, after: list[dict[str, Any]]
+    body: Mapping[str, Any], before: list[dict[str, Any]] | None, after: list[dict[str, Any]]
 ) -> None:
     """One Event per condition that changed: a Warning when trouble starts, Normal otherwise."""
     for condition in transitions(before, after):
@@ -103,82 +124,107 @@ def _post_transitions(
             message = condition["message"]
         else:
             level, message = "Normal", f"{kind} cleared"
-        kopf.event(body, type=level, reason=str(condition["reason"]), message=message)
+        _post(body, level, str(condition["reason"]), message)
 
 
-async def _persist(
-    runtime: Runtime,
-    body: kopf.Body,
-    outcome: Outcome,
-    status: dict[str, Any],
-    *,
-    write_state: bool = True,
-) -> None:
-    generation = int(body.metadata.get("generation") or 0)
-    patch = status_patch(
-        outcome, status.get("conditions"), now=_now(runtime), cr_generation=generation
-    )
-    if not write_state:
-        patch = {"conditions": patch["conditions"], "observedGeneration": generation}
-    _post_transitions(body, status.get("conditions"), patch["conditions"])
+def _where(body: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
+    """(group, version, plural, namespace, name) of a CR body."""
     group, version = str(body["apiVersion"]).split("/", 1)
-    await runtime.status.write(
-        group,
-        version,
-        plural_of(str(body["kind"])),
-        str(body.metadata.namespace),
-        str(body.metadata.name),
-        patch,
-    )
+    metadata = body["metadata"]
+    plural = plural_of(str(body["kind"]))
+    return group, version, plural, str(metadata["namespace"]), str(metadata["name"])
 
 
-def _requeue(outcome: Outcome, runtime: Runtime) -> None:
-    """Tell kopf when to look again: soon while something is pending, else leave it to the
-    timer. A Ready, Blocked or permanently failed resource returns normally."""
-    delay = outcome.requeue_after
-    if delay is None or delay >= runtime.settings.poll_ready_seconds:
-        return
-    if ConditionType.BLOCKED in outcome.asserted():
-        return
-    raise kopf.TemporaryError(_summary(outcome), delay=max(delay, 0.5))
+async def _persist(runtime: Runtime, body: Mapping[str, Any], patch: dict[str, Any]) -> None:
+    await runtime.writer.write(*_where(body), patch)
+    # Events only for what landed: a lost write is retried and posts them then.
+    _post_transitions(body, (body.get("status") or {}).get("conditions"), patch["conditions"])
 
 
-def _summary(outcome: Outcome) -> str:
-    true = [f"{kind}:{reason}" for kind, reason in outcome.asserted().items()]
-    return ", ".join(true) or "reconciling"
+async def _loop_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
+    """One turn of a CR's loop (kube.loops): the one failure path of the kopf layer."""
+    metadata = body.get("metadata") or {}
+    try:
+        if metadata.get("deletionTimestamp") is not None:
+            return await _delete_step(runtime, body)
+        if FINALIZER not in (metadata.get("finalizers") or ()):
+            # On before anything is sent: a deletion can never miss a create of ours.
+            body = await _set_finalizers(
+                runtime, body, [*metadata.get("finalizers", ()), FINALIZER]
+            )
+        outcome = await reconcile_cr(runtime, body)
+    except StatusWriteFailed as exc:
+        logger.warning("%s; retrying in %.1f s", exc, RETRY_WRITE)
+        return RETRY_WRITE
+    except Exception:
+        where = f"{metadata.get('namespace')}/{metadata.get('name')}"
+        logger.exception("reconcile of %s failed; retrying in %.0f s", where, RETRY_LATER)
+        return RETRY_LATER
+    return next_delay(outcome, runtime.settings)
+
+
+async def _delete_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
+    finalizers = list(body["metadata"].get("finalizers") or ())
+    if FINALIZER not in finalizers:
+        return None  # released already (or never ours to hold)
+    outcome = await reconcile_cr(runtime, body, deleting=True)
+    if not outcome.finalized:
+        return next_delay(outcome, runtime.settings)
+    for event in outcome.events:
+        _post(body, event.type, str(event.reason), event.message)
+    await _set_finalizers(runtime, body, [f for f in finalizers if f != FINALIZER])
+    uid = str(body["metadata"]["uid"])
+    runtime.metrics.forget(body)
+    if runtime.loops is not None:
+        for waiting in runtime.claims.forget(uid):
+            runtime.loops.wake(waiting.uid)  # the identity may be free for one of them now
+    return None
+
+
+async def _set_finalizers(
+    runtime: Runtime, body: Mapping[str, Any], finalizers: list[str]
+) -> Mapping[str, Any]:
+    metadata = body["metadata"]
+    resource_version = str(metadata.get("resourceVersion", ""))
+    await runtime.writer.set_finalizers(*_where(body), finalizers, resource_version)
+    return {**body, "metadata": {**metadata, "finalizers": finalizers}}
 
 
 def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
     """One set of handlers per Form line of the build's registry."""
+
+    async def step(body: Mapping[str, Any]) -> float | None:
+        return await _loop_step(runtime, body)
+
+    runtime.loops = ReconcileLoops(
+        step,
+        concurrency=runtime.settings.max_concurrent_reconciles,
+        watched_annotations=(ACCEPT_UID_ANNOTATION,),
+        finalizer=FINALIZER,
+    )
+    loops = runtime.loops
+
+    def index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+        # kopf fills every index from the initial listing before any handler runs: ownership
+        # is decided on a complete picture even right after a restart.
+        runtime.claims.observe(body)
+        return {}
+
+    async def watch(type: str | None, body: kopf.Body, **_: Any) -> None:
+        uid = str(body.metadata.uid)
+        if type == "DELETED":
+            loops.stop(uid)
+            runtime.locks.pop(uid, None)
+            for waiting in runtime.claims.forget(uid):
+                loops.wake(waiting.uid)  # the identity may be free for one of them now
+        else:
+            loops.seen(uid, body)
+
+    async def cleanup(**_: Any) -> None:
+        await loops.close()
+
     for line in runtime.registry.lines():
         group, version, plural = line.group, line.version, line.plural
-
-        async def changed(body: kopf.Body, **_: Any) -> None:
-            _requeue(await reconcile_cr(runtime, body), runtime)
-
-        async def observe(body: kopf.Body, **_: Any) -> None:
-            # The host cannot be watched: re-observe for drift, uid changes, remedies applied.
-            if body.metadata.get("deletionTimestamp") is None:
-                await reconcile_cr(runtime, body)
-
-        async def deleted(body: kopf.Body, **_: Any) -> None:
-            outcome = await reconcile_cr(runtime, body, deleting=True)
-            if outcome.finalized:
-                runtime.metrics.forget(body)
-                runtime.locks.pop(str(body.metadata.uid), None)
-                return
-            delay = outcome.requeue_after if outcome.requeue_after is not None else 30.0
-            raise kopf.TemporaryError(_summary(outcome), delay=max(delay, 0.5))
-
-        for on in (kopf.on.resume, kopf.on.create, kopf.on.update):
-            on(group, version, plural, id="reconcile", registry=kopf_registry)(changed)
-        kopf.timer(
-            group,
-            version,
-            plural,
-            id="observe",
-            interval=runtime.settings.poll_ready_seconds,
-            initial_delay=runtime.settings.poll_ready_seconds,
-            registry=kopf_registry,
-        )(observe)
-        kopf.on.delete(group, version, plural, id="delete", registry=kopf_registry)(deleted)
+        kopf.index(group, version, plural, id=f"claims-{plural}", registry=kopf_registry)(index)
+        kopf.on.event(group, version, plural, id="watch", registry=kopf_registry)(watch)
+    kopf.on.cleanup(registry=kopf_registry)(cleanup)

@@ -1,0 +1,48 @@
+"""The cluster-wide ownership index: which CRs name which host identity.
+
+Fed with every CR body the operator sees (watch events, and the status it has just written
+itself, so its own claims count before their watch events arrive); read by the reconcile of each
+CR to decide ownership (core.ownership). No kopf and no API calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from takoform_operator.core.ownership import Claimant, Identity
+from takoform_operator.kube.crs import claimant_of
+
+
+class ClaimBook:
+    """CR uid -> (identity, claimant), with a reverse map for lookups by identity."""
+
+    def __init__(self) -> None:
+        self._by_uid: dict[str, tuple[Identity, Claimant]] = {}
+        self._by_identity: dict[Identity, dict[str, Claimant]] = {}
+
+    def observe(self, body: Mapping[str, Any]) -> None:
+        """Record what this CR body names now (replacing what it named before)."""
+        uid = str((body.get("metadata") or {}).get("uid", ""))
+        self.forget(uid)
+        entry = claimant_of(body)
+        if entry is None:
+            return
+        identity, claimant = entry
+        self._by_uid[uid] = entry
+        self._by_identity.setdefault(identity, {})[uid] = claimant
+
+    def forget(self, uid: str) -> Sequence[Claimant]:
+        """The CR is gone (or names nothing any more): it releases what it named. Returns the
+        other CRs that name the same identity (one of them may own it now)."""
+        old = self._by_uid.pop(uid, None)
+        if old is None:
+            return ()
+        holders = self._by_identity.get(old[0], {})
+        holders.pop(uid, None)
+        if not holders:
+            self._by_identity.pop(old[0], None)
+        return tuple(holders.values())
+
+    def claimants(self, identity: Identity) -> Sequence[Claimant]:
+        return tuple(self._by_identity.get(identity, {}).values())

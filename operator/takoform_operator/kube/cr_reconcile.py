@@ -1,0 +1,76 @@
+"""One reconcile of one CR body: its state and desired spec read, the service run, its status.
+
+Plain async code over the CR's JSON body, with no kopf and no Kubernetes API calls: the kopf
+handlers call it and write the status it returns; the model checker (tests/model) calls it over a
+simulated cluster. Every error a CR can cause becomes an outcome here, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from takoform_operator.core.conditions import Reason
+from takoform_operator.core.ownership import Claimant, Identity
+from takoform_operator.core.reconcile import Outcome, degraded, identity_of
+from takoform_operator.core.registry import Registry
+from takoform_operator.core.state import State, StateUnreadable, state_from_status
+from takoform_operator.host_port import HostPort
+from takoform_operator.kube.crs import InvalidCustomResource, desired_from_cr, status_patch
+from takoform_operator.service import reconcile_once
+
+
+class ClaimIndex(Protocol):
+    """Every CR of the cluster that names an identity (the CR being reconciled included)."""
+
+    def claimants(self, identity: Identity) -> Sequence[Claimant]: ...
+
+
+@dataclass(frozen=True)
+class CrOutcome:
+    outcome: Outcome
+    #: The merge-patch for the status subresource; None once the CR may go (finalized).
+    status: dict[str, Any] | None
+
+
+async def reconcile_cr_body(
+    body: Mapping[str, Any],
+    host: HostPort,
+    registry: Registry,
+    claims: ClaimIndex,
+    *,
+    now: str,
+    deleting: bool = False,
+) -> CrOutcome:
+    """Reconcile the CR `body` once. `deleting` forces deletion (kopf's delete handler)."""
+    metadata = body.get("metadata") or {}
+    status = dict(body.get("status") or {})
+    generation = int(metadata.get("generation") or 0)
+    try:
+        state = state_from_status(status)
+    except StateUnreadable as exc:
+        outcome = degraded(State(), Reason.STATE_UNREADABLE, str(exc), None)
+        patch = status_patch(outcome, status.get("conditions"), now=now, cr_generation=generation)
+        return CrOutcome(outcome, {k: patch[k] for k in ("conditions", "observedGeneration")})
+    try:
+        desired = desired_from_cr(body)
+    except InvalidCustomResource as exc:
+        if (deleting or metadata.get("deletionTimestamp")) and not state.claimed:
+            # Nothing was ever sent for a CR that never claimed a target: let it go.
+            return CrOutcome(Outcome(state, (), None, finalized=True), None)
+        outcome = degraded(state, Reason.INVALID_SPEC, str(exc), None)
+        return CrOutcome(outcome, _patch(outcome, status, now, generation))
+    if deleting and not desired.deleting:
+        desired = replace(desired, deleting=True)
+    identity = identity_of(desired, state)
+    outcome = await reconcile_once(desired, state, host, registry, claims.claimants(identity))
+    if outcome.finalized:
+        return CrOutcome(outcome, None)
+    return CrOutcome(outcome, _patch(outcome, status, now, generation))
+
+
+def _patch(
+    outcome: Outcome, status: Mapping[str, Any], now: str, generation: int
+) -> dict[str, Any]:
+    return status_patch(outcome, status.get("conditions"), now=now, cr_generation=generation)

@@ -1,0 +1,137 @@
+"""Level-triggered reconcile loops: one per CR, woken by what the CR says, not by kopf's memory.
+
+Each CR has at most one loop task. A loop reconciles the CR's latest body, then waits for the
+delay its outcome asked for, or for a kick, whichever comes first. A watch event kicks the loop
+at once only when it carries something a reconcile must act on (`Trigger`): a new generation,
+an annotation the operator reads, a status that is missing or lags, a finalizer just added. The
+echo of the operator's own status write carries nothing new and wakes nobody.
+
+Nothing here is persisted in the CR: after a restart every CR is reconciled once from the
+initial listing, whatever kopf's annotations say. No kopf and no API calls in this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger("takoform_operator")
+
+#: What a loop runs: one reconcile of this body; returns seconds until the next one, or None to
+#: stop the loop (the CR is being deleted: the delete handler takes over).
+Run = Callable[[Mapping[str, Any]], Awaitable[float | None]]
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """The facts of a CR body that call for a reconcile when they change."""
+
+    generation: int
+    annotations: tuple[tuple[str, str], ...]
+    observed_generation: int | None
+    has_finalizer: bool
+    deleting: bool
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any], watched: tuple[str, ...], finalizer: str) -> Trigger:
+        metadata = body.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        status = body.get("status") or {}
+        observed = status.get("observedGeneration")
+        return cls(
+            generation=int(metadata.get("generation") or 0),
+            annotations=tuple((k, str(annotations.get(k, ""))) for k in watched),
+            observed_generation=int(observed) if observed is not None else None,
+            has_finalizer=finalizer in (metadata.get("finalizers") or ()),
+            deleting=metadata.get("deletionTimestamp") is not None,
+        )
+
+
+class _Loop:
+    def __init__(self, body: Mapping[str, Any]) -> None:
+        self.body = body
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+
+class ReconcileLoops:
+    """The loops of every CR this process manages, with a bound on concurrent reconciles."""
+
+    def __init__(
+        self,
+        run: Run,
+        *,
+        concurrency: int,
+        watched_annotations: tuple[str, ...],
+        finalizer: str,
+    ) -> None:
+        self._run = run
+        self._slots = asyncio.Semaphore(concurrency)
+        self._watched = watched_annotations
+        self._finalizer = finalizer
+        self._loops: dict[str, _Loop] = {}
+        self._triggers: dict[str, Trigger] = {}
+
+    def __len__(self) -> int:
+        return len(self._loops)
+
+    def seen(self, uid: str, body: Mapping[str, Any]) -> None:
+        """A watch event (or the listing at start-up) delivered this body."""
+        trigger = Trigger.of(body, self._watched, self._finalizer)
+        changed = self._triggers.get(uid) != trigger
+        self._triggers[uid] = trigger
+        loop = self._loops.get(uid)
+        if loop is None:
+            loop = self._loops[uid] = _Loop(body)
+            loop.task = asyncio.get_running_loop().create_task(
+                self._forever(uid, loop), name=f"reconcile {uid}"
+            )
+            return
+        loop.body = body
+        if changed:
+            loop.wake.set()
+
+    def wrote(self, uid: str, body: Mapping[str, Any]) -> None:
+        """The operator itself wrote this body: its echo must not wake the loop again."""
+        self._triggers[uid] = Trigger.of(body, self._watched, self._finalizer)
+        loop = self._loops.get(uid)
+        if loop is not None:
+            loop.body = body
+
+    def wake(self, uid: str) -> None:
+        """Reconcile this CR now (something it depends on changed, e.g. an owner went away)."""
+        loop = self._loops.get(uid)
+        if loop is not None:
+            loop.wake.set()
+
+    def stop(self, uid: str) -> None:
+        """The CR is gone or being deleted: its loop ends. A reconcile already running is not
+        cancelled (the per-CR lock orders it before the delete handler's)."""
+        self._triggers.pop(uid, None)
+        loop = self._loops.pop(uid, None)
+        if loop is not None:
+            loop.wake.set()
+
+    async def close(self) -> None:
+        tasks = [loop.task for loop in self._loops.values() if loop.task is not None]
+        self._loops.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _forever(self, uid: str, loop: _Loop) -> None:
+        while self._loops.get(uid) is loop:
+            loop.wake.clear()
+            async with self._slots:
+                delay = await self._run(loop.body)
+            if delay is None:
+                self._loops.pop(uid, None)
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(loop.wake.wait(), timeout=delay)

@@ -1,0 +1,48 @@
+"""The operator as users run it, for the end-to-end tests: a `takoform-operator run` process for
+one namespace, the reference host as a real process, a real kube-apiserver."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures_host import free_port
+from fixtures_kube import KubeCluster, wait_until
+from operator_process import Operator, operator_process, serving
+
+
+@pytest.fixture
+def operator(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    kube_namespace: str,
+    host_factory: Any,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[tuple[Operator, Any, str]]:
+    """The operator for the test's namespace; `@pytest.mark.operator_settings(NAME="value")`
+    overrides TAKOFORM_* settings (default: re-observe every 2 s)."""
+    marker = request.node.get_closest_marker("operator_settings")
+    settings = {"POLL_READY_SECONDS": "2", **(marker.kwargs if marker else {})}
+    host = host_factory(commit_delay=0.1)
+    with host.api() as api:
+        api.put("/v1alpha3/spaces/team-a")
+    port = free_port()
+    log = tmp_path / "operator.log"
+    with operator_process(
+        kube_cluster.kubeconfig,
+        host,
+        kube_namespace,
+        log,
+        METRICS_PORT=str(port),
+        **settings,
+    ) as process:
+        running = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
+        try:
+            wait_until(lambda: serving(running), "the operator's metrics endpoint", timeout=30)
+            yield running, host, kube_namespace
+        except BaseException:
+            print(running.log_tail())
+            raise

@@ -1,0 +1,122 @@
+"""The level-triggered reconcile loops: what wakes a CR's loop, and what does not."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from takoform_operator.kube.loops import ReconcileLoops, Trigger
+
+FINALIZER = "takoform.io/finalizer"
+ACCEPT = "takoform.io/accept-uid"
+TIMEOUT = 5.0
+
+
+def _body(generation: int = 1, **changes: Any) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"uid": "u-1", "generation": generation, "finalizers": [FINALIZER]}
+    metadata.update(changes.pop("metadata", {}))
+    return {"metadata": metadata, **changes}
+
+
+def _trigger(body: Mapping[str, Any]) -> Trigger:
+    return Trigger.of(body, (ACCEPT,), FINALIZER)
+
+
+def test_the_echo_of_our_own_status_write_is_not_a_trigger() -> None:
+    written = _body(status={"observedGeneration": 1, "uid": "h-1"})
+    echoed = _body(status={"observedGeneration": 1, "uid": "h-1", "revision": "7"})
+    assert _trigger(written) == _trigger(echoed)
+
+
+def test_what_a_reconcile_must_act_on_is_a_trigger() -> None:
+    base = _body(status={"observedGeneration": 1})
+    changed = {
+        "new generation": _body(2, status={"observedGeneration": 1}),
+        "accept-uid set": _body(metadata={"annotations": {ACCEPT: "h-2"}}, status=base["status"]),
+        "status missing (restored from a backup)": _body(),
+        "finalizer added": {**base, "metadata": {**base["metadata"], "finalizers": []}},
+        "deletion": _body(metadata={"deletionTimestamp": "2026-11-30T00:00:00Z"}, status={}),
+    }
+    for why, body in changed.items():
+        assert _trigger(body) != _trigger(base), why
+
+
+class _Recorder:
+    """A loop body that records each run and returns the delay it is told to."""
+
+    def __init__(self, delay: float | None = 3600.0) -> None:
+        self.runs: list[Mapping[str, Any]] = []
+        self.delay = delay
+        self.ran = asyncio.Event()
+
+    async def __call__(self, body: Mapping[str, Any]) -> float | None:
+        self.runs.append(body)
+        self.ran.set()
+        return self.delay
+
+    async def next_run(self) -> None:
+        await asyncio.wait_for(self.ran.wait(), TIMEOUT)
+        self.ran.clear()
+
+
+def _loops(recorder: _Recorder) -> ReconcileLoops:
+    return ReconcileLoops(
+        recorder, concurrency=2, watched_annotations=(ACCEPT,), finalizer=FINALIZER
+    )
+
+
+async def test_first_sight_runs_once_and_an_unchanged_event_does_not_run_again() -> None:
+    recorder = _Recorder()
+    loops = _loops(recorder)
+    loops.seen("u-1", _body(status={"observedGeneration": 1}))
+    await recorder.next_run()
+    loops.seen("u-1", _body(status={"observedGeneration": 1, "revision": "9"}))
+    loops.seen("u-1", _body(2, status={"observedGeneration": 1}))  # a spec edit
+    await recorder.next_run()
+    assert [run["metadata"]["generation"] for run in recorder.runs] == [1, 2]
+    await loops.close()
+
+
+async def test_our_own_write_does_not_wake_the_loop_but_the_next_edit_does() -> None:
+    recorder = _Recorder()
+    loops = _loops(recorder)
+    loops.seen("u-1", _body())
+    await recorder.next_run()
+    written = _body(status={"observedGeneration": 1})
+    loops.wrote("u-1", written)
+    loops.seen("u-1", written)  # the echo
+    loops.seen("u-1", _body(metadata={"annotations": {ACCEPT: "h-2"}}, status=written["status"]))
+    await recorder.next_run()
+    assert len(recorder.runs) == 2
+    assert recorder.runs[1]["metadata"]["annotations"] == {ACCEPT: "h-2"}
+    await loops.close()
+
+
+async def test_the_delay_of_the_outcome_brings_the_next_run_and_wake_cuts_it_short() -> None:
+    recorder = _Recorder(delay=0.01)
+    loops = _loops(recorder)
+    loops.seen("u-1", _body())
+    await recorder.next_run()
+    await recorder.next_run()  # requeued by its own short delay, no event needed
+    recorder.delay = 3600.0
+    await recorder.next_run()
+    loops.wake("u-1")  # e.g. the owner of its identity went away
+    await recorder.next_run()
+    await loops.close()
+
+
+async def test_a_loop_that_returns_none_ends_and_a_stopped_loop_never_runs_again() -> None:
+    recorder = _Recorder(delay=None)
+    loops = _loops(recorder)
+    loops.seen("u-1", _body())
+    await recorder.next_run()
+    assert len(loops) == 0, "the loop ended (the CR is being deleted)"
+    recorder.delay = 3600.0
+    loops.seen("u-2", {"metadata": {"uid": "u-2", "generation": 1}})
+    await recorder.next_run()
+    loops.stop("u-2")
+    assert len(loops) == 0
+    loops.wake("u-2")  # nothing left to wake
+    await loops.close()
+    assert len(recorder.runs) == 2
