@@ -103,6 +103,9 @@ def test_two_replicas_need_leader_election(helm: Any) -> None:
     assert proc.returncode != 0 and "leaderElection" in proc.stderr, proc.stderr
     deployment = next(doc for doc in render(helm, "replicaCount=2") if doc["kind"] == "Deployment")
     assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    local = render(helm, "replicaCount=2", "hostNetwork=true")
+    deployment = next(doc for doc in local if doc["kind"] == "Deployment")
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
 
 
 def test_pod_values_reach_the_pod(helm: Any) -> None:

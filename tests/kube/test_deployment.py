@@ -9,6 +9,7 @@ import ipaddress
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fixtures_helm import CHART
 from fixtures_host import free_port
 from fixtures_kube import wait_until
@@ -25,6 +27,7 @@ from node_support import NodeCluster
 
 pytestmark = [pytest.mark.kube, pytest.mark.host, pytest.mark.node]
 
+REPO = Path(__file__).resolve().parents[2]
 RELEASE = "tko"
 DEPLOYMENT = f"{RELEASE}-takoform-operator"
 
@@ -278,3 +281,66 @@ def assert_loopback_only(node: NodeCluster) -> None:
         if not (_loopback(local) and peer_ok):
             offending.append(line)
     assert offending == [], "sockets off loopback:\n" + "\n".join(offending)
+
+
+def test_crd_upgrade_path_adds_a_field_and_crs_stay_ready(
+    installed: Installed, helm: Any, tmp_path: Path
+) -> None:
+    """Helm never upgrades crds/: hack/crds.sh (make crds-upgrade) applies them, then
+    `helm upgrade`. A chart whose Bucket CRD gains a field: before, the field is refused; after,
+    it is accepted and kept, and the existing Bucket stays Ready through the upgrade."""
+    kube = installed.node.kube
+    kube.apply(_bucket("logs"), namespace=installed.namespace)
+    wait_until(lambda: _bucket_ready(installed, "logs"), "Bucket logs Ready", 90)
+
+    chart = tmp_path / "takoform-operator"
+    shutil.copytree(CHART, chart)
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    meta["version"] = "0.1.1-crd-field"
+    (chart / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    crd_path = chart / "crds" / "buckets.storage.takoform.io.yaml"
+    crd = yaml.safe_load(crd_path.read_text())
+    for version in crd["spec"]["versions"]:
+        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        spec["properties"]["note"] = {"type": "string", "description": "A new field."}
+    crd_path.write_text(yaml.safe_dump(crd, sort_keys=False))
+
+    with_note = json.loads(_bucket("noted"))
+    with_note["spec"]["note"] = "added by the upgrade"
+    refused = kube.kubectl(
+        "apply", "-f", "-", namespace=installed.namespace, input=json.dumps(with_note),
+        check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "note" in refused.stderr, "the old CRD has no note field"
+
+    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "KUBECTL": str(kube.kubectl_bin)}
+    applied = subprocess.run(
+        [str(REPO / "hack" / "crds.sh"), str(chart)], capture_output=True, text=True, env=env,
+        timeout=120,
+    )  # fmt: skip
+    assert applied.returncode == 0, applied.stderr + applied.stdout
+    helm(
+        "upgrade", RELEASE, str(chart), f"--kubeconfig={kube.kubeconfig}",
+        "--namespace", installed.namespace, "--reuse-values", "--wait", "--timeout=100s",
+    )  # fmt: skip
+    assert _bucket_ready(installed, "logs"), "the existing Bucket stays Ready"
+    kube.apply(json.dumps(with_note), namespace=installed.namespace)
+    kept = kube.kubectl(
+        "get", "bucket", "noted", "-o", "jsonpath={.spec.note}", namespace=installed.namespace
+    ).stdout
+    assert kept == "added by the upgrade"
+    wait_until(lambda: _bucket_ready(installed, "noted"), "the new Bucket Ready", 90)
+    wait_until(lambda: _bucket_ready(installed, "logs"), "Bucket logs still Ready", 30)
+    for name in ("noted", "logs"):
+        deleted = kube.kubectl(
+            "delete", "bucket", name, "--timeout=90s", namespace=installed.namespace, check=False,
+            timeout=120,
+        )  # fmt: skip
+        if deleted.returncode != 0:
+            print(installed.kubectl("get", "bucket", name, "-o", "yaml", check=False).stdout)
+            logs = installed.kubectl("logs", f"deploy/{DEPLOYMENT}", "--tail=80", check=False)
+            print(logs.stdout)
+        assert deleted.returncode == 0, f"deleting {name}: {deleted.stderr}"
+    # Put the shipped CRD back for the tests after this one (the field is additive; removing
+    # it from the schema is allowed).
+    subprocess.run([str(REPO / "hack" / "crds.sh")], env=env, check=True, capture_output=True)
