@@ -7,7 +7,7 @@ See docs/conformance.md for the checks and how to run them (`takoform-conformanc
 """
 
 from .checks import CHECK_NAMES, CHECKS, cited_rules
-from .harness import Check, CheckResult, HostUnusable
+from .outcomes import Check, CheckResult, HostUnusable
 from .runner import RunReport, run, run_checks
 
 __all__ = [

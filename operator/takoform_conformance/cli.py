@@ -1,7 +1,8 @@
 """`takoform-conformance`: run the host conformance checks against a host URL.
 
-Exit codes: 0 every required check passed (or was skipped), 1 a required check failed,
-2 usage error (bad arguments, unknown check name, host unreachable or token refused).
+Exit codes: 0 every required check passed, 1 a required check failed or was skipped (not
+proven; `--allow-skips` accepts skipped ones, which are still named), 2 usage error (bad
+arguments, unknown check name, host unreachable or token refused).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from .checks import CHECKS
-from .harness import Check, CheckResult, HostUnusable
+from .outcomes import Check, CheckResult, HostUnusable
 from .runner import Progress, RunReport, run, select
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -27,8 +28,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Prove a Takoform v1alpha3 host keeps the MUSTs of docs/host-api.md. Each "
         "check cites the H-numbers it proves. The run creates its own space "
         "(conformance-<random>) and removes everything it created afterwards.",
-        epilog="Exit codes: 0 all required checks passed, 1 a required check failed, "
-        "2 usage error (including an unreachable host or a refused token).",
+        epilog="Exit codes: 0 all required checks passed, 1 a required check failed or was "
+        "skipped (not proven) without --allow-skips, 2 usage error (including an unreachable "
+        "host or a refused token).",
     )
     parser.add_argument("--host", help="base URL of the host, e.g. http://127.0.0.1:8080")
     parser.add_argument(
@@ -53,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
         default=10.0,
         metavar="SECONDS",
         help="how long to wait for an operation to settle (default 10)",
+    )
+    parser.add_argument(
+        "--allow-skips",
+        action="store_true",
+        help="exit 0 even when a required check was skipped (e.g. needs --admin-token, or cannot "
+        "be proven over the wire); the report still names every required check not proven",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return parser
@@ -87,6 +95,12 @@ def _table(report: RunReport, out: TextIO) -> None:
     out.write("\n" + _summary_line(report.results) + "\n")
     if any(r.failed and not r.required for r in report.results):
         out.write("(fail*: an optional check failed; it does not change the exit code)\n")
+    if report.unproven:
+        out.write(f"required checks not proven (skipped): {', '.join(report.unproven)}\n")
+        if report.allow_skips:
+            out.write("(accepted by --allow-skips: the rules they cite remain unproven)\n")
+        else:
+            out.write("(a skipped required check is not a pass: exit 1; --allow-skips accepts)\n")
     for problem in report.cleanup_problems:
         out.write(f"warning: clean-up: {problem}\n")
 
@@ -98,6 +112,7 @@ def _counts(results: Sequence[CheckResult]) -> dict[str, int]:
         "failed": sum(r.result == "fail" for r in results),
         "requiredFailed": sum(r.result == "fail" and r.required for r in results),
         "skipped": sum(r.result == "skipped" for r in results),
+        "requiredSkipped": sum(r.result == "skipped" and r.required for r in results),
     }
 
 
@@ -105,7 +120,8 @@ def _summary_line(results: Sequence[CheckResult]) -> str:
     c = _counts(results)
     return (
         f"{c['checks']} checks: {c['passed']} passed, {c['failed']} failed "
-        f"({c['requiredFailed']} required), {c['skipped']} skipped"
+        f"({c['requiredFailed']} required), {c['skipped']} skipped "
+        f"({c['requiredSkipped']} required)"
     )
 
 
@@ -149,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.only,
             op_timeout=args.op_timeout,
             progress=None if args.quiet else _progress(err),
+            allow_skips=args.allow_skips,
         )
     except HostUnusable as exc:
         err.write(f"takoform-conformance: error: {exc}\n")
@@ -163,6 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "space": report.space,
             "summary": _counts(report.results),
             "exitCode": code,
+            "allowSkips": report.allow_skips,
+            "unproven": report.unproven,
             "checks": [r.to_json() for r in report.results],
             "cleanupProblems": report.cleanup_problems,
         }

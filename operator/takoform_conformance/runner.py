@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 import httpx
 
 from .checks import CHECKS
-from .harness import Check, CheckFailed, CheckResult, CheckSkipped, Context, HostUnusable
+from .context import Context
+from .lifecycle import cleanup, preflight, setup_space
+from .outcomes import Check, CheckFailed, CheckResult, CheckSkipped, HostUnusable
 
 _CITED = re.compile(r"^(H-[0-9]+|§)")
 
@@ -26,10 +28,23 @@ class RunReport:
     results: list[CheckResult]
     cleanup_problems: list[str] = field(default_factory=list)
     space: str = ""
+    #: Whether a skipped required check is accepted (the CLI's --allow-skips). It still is not
+    #: a pass: `unproven` names it either way.
+    allow_skips: bool = False
+
+    @property
+    def failed_required(self) -> list[str]:
+        return [r.name for r in self.results if r.failed and r.required]
+
+    @property
+    def unproven(self) -> list[str]:
+        """Required checks that were skipped: the rules they cite were not proven."""
+        return [r.name for r in self.results if r.required and r.result == "skipped"]
 
     @property
     def ok(self) -> bool:
-        return not any(r.failed and r.required for r in self.results)
+        """Every required check passed; a skipped one counts only when skips are allowed."""
+        return not self.failed_required and (self.allow_skips or not self.unproven)
 
 
 def select(only: Iterable[str] | None) -> list[Check]:
@@ -53,16 +68,21 @@ def run(
     op_timeout: float = 10.0,
     poll_interval: float = 0.02,
     progress: Progress | None = None,
+    allow_skips: bool = False,
 ) -> RunReport:
-    """Run the selected checks. Raises HostUnusable when the host cannot be tested at all."""
+    """Run the selected checks. Raises HostUnusable when the host cannot be tested at all.
+
+    The report is `ok` when every required check passed; with `allow_skips`, a required check
+    that was skipped does not make it fail (it is still listed in `unproven`).
+    """
     checks = select(only)
     ctx = Context(url, token, admin_token, op_timeout=op_timeout, poll_interval=poll_interval)
     results: list[CheckResult] = []
     try:
-        ctx.preflight()
+        preflight(ctx)
         setup_error = None
         try:
-            ctx.setup_space()
+            setup_space(ctx)
         except CheckFailed as exc:
             setup_error = f"set-up failed: {exc}"
         for index, item in enumerate(checks, 1):
@@ -76,8 +96,8 @@ def run(
             if progress:
                 progress(index, len(checks), item, result)
     finally:
-        ctx.cleanup()
-    return RunReport(url, results, ctx.cleanup_problems, ctx.space)
+        cleanup(ctx)
+    return RunReport(url, results, ctx.cleanup_problems, ctx.space, allow_skips)
 
 
 def _run_one(ctx: Context, item: Check) -> CheckResult:

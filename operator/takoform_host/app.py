@@ -1,23 +1,20 @@
-"""The HTTP layer: a Starlette application over `engine.Host`.
+"""The HTTP layer: a Starlette application over the host's rules, and every answer's encoding.
 
-Routing is done on the RAW path (each segment percent-decoded on its own), so a space or name
-containing an encoded `/` reaches validation and is refused with 400 (H-5) instead of being
-mistaken for another route. Errors are always the JSON body of H-2; a bug answers `500 internal`
-with a safe message and the traceback goes to the log.
+Requests are decoded in `decoding.py`; the rules (`rules.py`) and the admin actions (`admin.py`)
+answer with documents, operation records or a `HostError`, and this module turns each into a
+status line, headers and a body. Errors are always the JSON body of H-2; a bug answers
+`500 internal` with a safe message and the traceback goes to the log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
-import json
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote_to_bytes
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -26,12 +23,26 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from takoform_operator.core.errors import InvalidName, InvalidSpaceId
-from takoform_operator.core.identity import FormLine, validate_resource_name, validate_space_id
-
 from . import ADMIN_PREFIX, API_PREFIX
-from .engine import Host, HostError, Mutation, canonical_decimal, dumps, fingerprint
-from .misbehaviours import MISBEHAVIOURS, InvalidFaults, UnknownMisbehaviour, check_misbehaviours
+from .admin import Admin
+from .decoding import (
+    Route_,
+    bearer,
+    body_json,
+    line_param,
+    mutation,
+    name_param,
+    path_segments,
+    raw_path,
+    ref_params,
+    space_param,
+    token_in,
+)
+from .errors import HostError
+from .misbehaviours import served
+from .operations import OperationRecord
+from .rules import Host
+from .storage import dumps
 
 log = logging.getLogger("takoform_host")
 
@@ -45,47 +56,12 @@ class Auth:
     admin_tokens: list[str] = field(default_factory=list)
 
 
-def _token_in(token: str | None, accepted: list[str]) -> bool:
-    if not token:
-        return False
-    found = False
-    for candidate in accepted:
-        found |= hmac.compare_digest(token.encode(), candidate.encode())
-    return found
-
-
-def _bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization")
-    if not header:
-        return None
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    return token.strip() or None
-
-
-class Route_:
-    def __init__(self, pattern: str, handlers: dict[str, Callable[..., Awaitable[Response]]]):
-        self.parts = pattern.strip("/").split("/")
-        self.handlers = handlers
-
-    def match(self, segments: list[str]) -> dict[str, str] | None:
-        if len(segments) != len(self.parts):
-            return None
-        params: dict[str, str] = {}
-        for part, segment in zip(self.parts, segments, strict=True):
-            if part.startswith("{"):
-                params[part[1:-1]] = segment
-            elif part != segment:
-                return None
-        return params
-
-
 class HostApp:
-    """Builds the Starlette app; holds the engine, the tokens and the body limit."""
+    """Builds the Starlette app; holds the host, its admin actions, the tokens, the body limit."""
 
     def __init__(self, host: Host, auth: Auth, max_body: int) -> None:
         self.host = host
+        self.admin = Admin(host)
         self.auth = auth
         self.max_body = max_body
         api, admin = API_PREFIX, ADMIN_PREFIX
@@ -176,7 +152,17 @@ class HostApp:
         return self.json(exc.status, body, exc.headers)
 
     def representation(self, status: int, doc: dict[str, Any]) -> Response:
-        return self.json(status, self.host.present(doc), {"ETag": self.host.etag(doc)})
+        return self.json(status, served(doc, self.host.settings), {"ETag": self.etag(doc)})
+
+    def etag(self, doc: dict[str, Any]) -> str:
+        """The strong ETag of a representation: its quoted revision."""
+        tag = f'"{doc["metadata"]["revision"]}"'
+        return "W/" + tag if self.host.on("weak-etag") else tag
+
+    def operation(self, record: OperationRecord) -> Response:
+        """The answer to a mutation: its record, 202 while running, 200 once settled (H-28)."""
+        location = {"Location": f"{API_PREFIX}/operations/{record.id}"}
+        return self.raw(202 if record.running else 200, record.body, location)
 
     # -- dispatch ----------------------------------------------------------------------------
 
@@ -192,19 +178,11 @@ class HostApp:
             )
 
     async def dispatch(self, request: Request) -> Response:
-        raw_path: bytes = request.scope.get("raw_path") or request.url.path.encode()
-        raw = raw_path.decode("latin-1")
+        raw = raw_path(request)
         admin = raw == ADMIN_PREFIX or raw.startswith(ADMIN_PREFIX + "/")
         if raw != "/healthz":
             self.authenticate(request, admin)
-        segments = []
-        for segment in raw.strip("/").split("/"):
-            try:
-                segments.append(unquote_to_bytes(segment).decode("utf-8"))
-            except UnicodeDecodeError:
-                raise HostError(
-                    400, "invalid_request", "a path segment is not valid UTF-8"
-                ) from None
+        segments = path_segments(raw)
         for route in self.routes:
             params = route.match(segments)
             if params is None:
@@ -224,105 +202,24 @@ class HostApp:
         raise HostError(404, "route_not_found", f"no endpoint {request.method} {raw}")
 
     def authenticate(self, request: Request, admin: bool) -> None:
-        token = _bearer(request)
+        token = bearer(request)
         challenge = {"WWW-Authenticate": 'Bearer realm="takoform-host"'}
         if admin:
-            if _token_in(token, self.auth.admin_tokens):
+            if token_in(token, self.auth.admin_tokens):
                 return
-            if _token_in(token, self.auth.tokens):
+            if token_in(token, self.auth.tokens):
                 raise HostError(403, "forbidden", "the admin API needs the admin token")
             raise HostError(401, "unauthenticated", "missing or wrong admin token", {}, challenge)
-        if self.host.on("accept-any-token") or _token_in(token, self.auth.tokens):
+        if self.host.on("accept-any-token") or token_in(token, self.auth.tokens):
             return
         raise HostError(401, "unauthenticated", "missing or wrong bearer token", {}, challenge)
 
     async def body_json(self, request: Request) -> Any:
-        """The request body as JSON (H-1, H-4). `None` when there is no body."""
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body:
-            raise self._too_large()
-        chunks = bytearray()
-        async for chunk in request.stream():
-            chunks += chunk
-            if len(chunks) > self.max_body:
-                raise self._too_large()
-        body = bytes(chunks)
-        if not body and request.headers.get("content-type") is None:
-            return None
-        if not self.host.on("lenient-content-type"):
-            self._check_content_type(request.headers.get("content-type"))
-        try:
-            return json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise HostError(400, "invalid_request", f"the body is not valid JSON: {exc}") from None
+        lenient = self.host.on("lenient-content-type")
+        return await body_json(request, self.max_body, lenient_content_type=lenient)
 
-    def _too_large(self) -> HostError:
-        return HostError(
-            413,
-            "payload_too_large",
-            f"the body exceeds this host's limit of {self.max_body} bytes",
-            {"limit": self.max_body},
-        )
-
-    @staticmethod
-    def _check_content_type(value: str | None) -> None:
-        if value is None:
-            raise HostError(415, "unsupported_media_type", "Content-Type: application/json needed")
-        media, *params = (part.strip() for part in value.split(";"))
-        charset_ok = all(
-            p.lower().replace(" ", "") in ("charset=utf-8", 'charset="utf-8"')
-            for p in params
-            if p.lower().startswith("charset")
-        )
-        if media.lower() != "application/json" or not charset_ok:
-            raise HostError(
-                415,
-                "unsupported_media_type",
-                f"Content-Type {value!r} is not application/json (UTF-8)",
-                {"contentType": value},
-            )
-
-    # -- path parameters ---------------------------------------------------------------------
-
-    @staticmethod
-    def _space(space: str) -> str:
-        try:
-            return validate_space_id(space)
-        except InvalidSpaceId as exc:
-            raise HostError(400, "invalid_request", str(exc), {"space": space}) from None
-
-    @staticmethod
-    def _name(name: str) -> str:
-        try:
-            return validate_resource_name(name)
-        except InvalidName as exc:
-            raise HostError(400, "invalid_request", str(exc), {"name": name}) from None
-
-    @staticmethod
-    def _line(group: str, version: str, kind: str) -> FormLine:
-        return FormLine(f"{group}/{version}", kind)
-
-    @staticmethod
-    def _ref_params(request: Request) -> tuple[str | None, str | None]:
-        q = request.query_params
-        return q.get("definitionVersion") or None, q.get("schemaDigest") or None
-
-    def _require_ref_params(self, request: Request) -> tuple[str | None, str | None]:
-        version, digest = self._ref_params(request)
-        if (version is None or digest is None) and not self.host.on("default-missing-formref"):
-            missing = [
-                n
-                for n, v in (("definitionVersion", version), ("schemaDigest", digest))
-                if v is None
-            ]
-            raise HostError(
-                400,
-                "invalid_request",
-                "the query parameters definitionVersion and schemaDigest are both required "
-                f"(missing: {', '.join(missing)})",
-                {"missing": missing},
-            )
-        return version, digest
+    def _ref_params(self, request: Request) -> tuple[str | None, str | None]:
+        return ref_params(request, allow_missing=self.host.on("default-missing-formref"))
 
     # -- handlers: health, spaces ------------------------------------------------------------
 
@@ -335,31 +232,35 @@ class HostApp:
         return self.json(200, {"items": self.host.list_spaces()})
 
     async def get_space(self, request: Request, space: str) -> Response:
-        return self.json(200, {"space": self.host.get_space(self._space(space))})
+        return self.json(200, {"space": self.host.get_space(space_param(space))})
 
     async def put_space(self, request: Request, space: str) -> Response:
-        created, doc = self.host.put_space(self._space(space))
+        created, doc = self.host.put_space(space_param(space))
         return self.json(201 if created else 200, {"space": doc})
 
     async def delete_space(self, request: Request, space: str) -> Response:
-        self.host.delete_space(self._space(space))
+        self.host.delete_space(space_param(space))
         return Response(status_code=204)
 
     # -- handlers: forms ---------------------------------------------------------------------
 
     async def list_forms(self, request: Request) -> Response:
         return self.json(
-            200, {"items": [self.host.form_item(ref) for ref in self.host.forms.all_refs()]}
+            200, {"items": [self.host.forms.item(ref) for ref in self.host.forms.all_refs()]}
         )
 
     async def availability(self, request: Request, group: str, version: str, kind: str) -> Response:
-        dv, sd = self._require_ref_params(request)
-        ref, _ = self.host.resolve(self._line(group, version, kind), dv, sd)
+        dv, sd = self._ref_params(request)
+        ref, _ = self.host.forms.resolve(
+            line_param(group, version, kind), dv, sd, self.host.settings
+        )
         return self.json(200, {"formRef": ref.to_json(), "available": True})
 
     async def definition(self, request: Request, group: str, version: str, kind: str) -> Response:
-        dv, sd = self._require_ref_params(request)
-        ref, _ = self.host.resolve(self._line(group, version, kind), dv, sd)
+        dv, sd = self._ref_params(request)
+        ref, _ = self.host.forms.resolve(
+            line_param(group, version, kind), dv, sd, self.host.settings
+        )
         schema = self.host.forms.schema(ref, alter=self.host.on("serve-wrong-schema"))
         doc = {
             "formRef": ref.to_json(),
@@ -374,87 +275,52 @@ class HostApp:
     async def list_resources(
         self, request: Request, space: str, group: str, version: str, kind: str
     ) -> Response:
-        space = self._space(space)
-        dv, sd = self._require_ref_params(request)
-        items = self.host.list_resources(space, self._line(group, version, kind), dv, sd)
-        return self.json(200, {"items": items})
+        space = space_param(space)
+        dv, sd = self._ref_params(request)
+        docs = self.host.list_resources(space, line_param(group, version, kind), dv, sd)
+        return self.json(200, {"items": [served(doc, self.host.settings) for doc in docs]})
 
     async def get_resource(
         self, request: Request, space: str, group: str, version: str, kind: str, name: str
     ) -> Response:
-        space, name = self._space(space), self._name(name)
-        dv, sd = self._require_ref_params(request)
-        res = self.host.read(space, self._line(group, version, kind), name, dv, sd)
+        space, name = space_param(space), name_param(name)
+        dv, sd = self._ref_params(request)
+        res = self.host.read(space, line_param(group, version, kind), name, dv, sd)
         return self.representation(200, res.doc)
 
     async def observe(
         self, request: Request, space: str, group: str, version: str, kind: str, name: str
     ) -> Response:
-        space, name = self._space(space), self._name(name)
-        dv, sd = self._require_ref_params(request)
-        doc = self.host.observe(space, self._line(group, version, kind), name, dv, sd)
+        space, name = space_param(space), name_param(name)
+        dv, sd = self._ref_params(request)
+        doc = self.host.observe(space, line_param(group, version, kind), name, dv, sd)
         return self.representation(200, doc)
 
     async def mutate(
         self, request: Request, space: str, group: str, version: str, kind: str, name: str
     ) -> Response:
-        space, name = self._space(space), self._name(name)
-        dv, sd = self._require_ref_params(request)
-        headers = request.headers
+        space, name = space_param(space), name_param(name)
+        dv, sd = self._ref_params(request)
         body: Any = None
         if request.method == "PUT":
             body = await self.body_json(request)
             if body is None:
                 raise HostError(415, "unsupported_media_type", "a PUT needs a JSON body")
-        fences = {
-            "ifNoneMatch": headers.get("if-none-match"),
-            "ifMatch": headers.get("if-match"),
-            "expectedGeneration": headers.get("takoform-expected-generation"),
-            "expectedUid": headers.get("takoform-expected-uid"),
-        }
-        generation = fences["expectedGeneration"]
-        if generation is not None:
-            generation = generation.strip()
-            if not canonical_decimal(generation):
-                raise HostError(
-                    400,
-                    "invalid_request",
-                    "Takoform-Expected-Generation must be a canonical decimal string",
-                    {"value": generation},
-                )
-        key = headers.get("idempotency-key")
-        if key is not None and not (0 < len(key) <= 255):
-            raise HostError(400, "invalid_request", "Idempotency-Key must be 1-255 characters")
-        raw_path = (request.scope.get("raw_path") or b"").decode("latin-1")
-        m = Mutation(
-            method=request.method,
+        m = mutation(
+            request,
             space=space,
-            line=self._line(group, version, kind),
+            line=line_param(group, version, kind),
             name=name,
-            definition_version=dv,
-            schema_digest=sd,
+            version=dv,
+            digest=sd,
             body=body,
-            if_none_match=fences["ifNoneMatch"],
-            if_match=fences["ifMatch"],
-            expected_generation=generation,
-            expected_uid=fences["expectedUid"],
-            idempotency_key=key,
-            fingerprint=fingerprint(
-                request.method,
-                raw_path,
-                {"definitionVersion": dv, "schemaDigest": sd},
-                fences,
-                body,
-            ),
         )
-        reply = self.host.mutate(m)
-        return self.raw(reply.status, reply.body, reply.headers)
+        return self.operation(self.host.mutate(m))
 
     # -- handlers: operations ----------------------------------------------------------------
 
     async def get_operation(self, request: Request, id: str) -> Response:
-        status, body = self.host.get_operation(id)
-        return self.raw(status, body)
+        return self.raw(200, self.host.operations.get(id).body)
 
     async def list_operations(self, request: Request) -> Response:
         filters = {
@@ -465,71 +331,34 @@ class HostApp:
         if "space" not in filters:
             # A host-wide listing would leak operations across spaces.
             raise HostError(400, "invalid_request", "the space filter is required")
-        return self.raw(200, self.host.list_operations(filters))
+        items = [record.body for record in self.host.operations.list(filters)]
+        return self.raw(200, b'{"items":[' + b",".join(items) + b"]}")
 
     # -- handlers: admin ---------------------------------------------------------------------
 
-    def _misbehaviours_doc(self) -> dict[str, Any]:
-        return {
-            "enabled": sorted(self.host.settings.misbehaviours),
-            "available": [
-                {"name": name, "breaks": rule, "description": what}
-                for name, (rule, what) in MISBEHAVIOURS.items()
-            ],
-        }
-
     async def get_misbehaviours(self, request: Request) -> Response:
-        return self.json(200, self._misbehaviours_doc())
+        return self.json(200, self.admin.misbehaviours())
 
     async def put_misbehaviours(self, request: Request) -> Response:
-        body = await self.body_json(request)
-        names = body.get("enabled") if isinstance(body, dict) else None
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise HostError(400, "invalid_request", 'body must be {"enabled": ["name", ...]}')
-        try:
-            enabled = check_misbehaviours(names)
-        except UnknownMisbehaviour as exc:
-            raise HostError(400, "invalid_request", str(exc)) from None
-        self.host.settings.misbehaviours = set(enabled)
-        log.info("misbehaviours now %s", sorted(enabled) or "none")
-        return self.json(200, self._misbehaviours_doc())
+        return self.json(200, self.admin.set_misbehaviours(await self.body_json(request)))
 
     async def get_faults(self, request: Request) -> Response:
-        return self.json(200, self.host.faults.to_json())
+        return self.json(200, self.admin.faults())
 
     async def put_faults(self, request: Request) -> Response:
-        body = await self.body_json(request)
-        try:
-            self.host.faults.merge(body)
-        except InvalidFaults as exc:
-            raise HostError(400, "invalid_request", str(exc)) from None
-        log.info("faults now %s", self.host.faults.to_json())
-        return self.json(200, self.host.faults.to_json())
+        return self.json(200, self.admin.merge_faults(await self.body_json(request)))
 
     async def expire_operations(self, request: Request) -> Response:
-        body = await self.body_json(request)
-        body = {} if body is None else body
-        ids = body.get("ids") if isinstance(body, dict) else None
-        if not isinstance(body, dict) or (
-            ids is not None
-            and (not isinstance(ids, list) or not all(isinstance(i, str) for i in ids))
-        ):
-            raise HostError(400, "invalid_request", 'body must be {"ids": ["op-...", ...]} or {}')
-        return self.json(200, self.host.admin_expire(ids))
+        return self.json(200, self.admin.expire(await self.body_json(request)))
 
     async def recreate_resource(self, request: Request) -> Response:
-        doc = self.host.admin_recreate(await self.body_json(request))
-        return self.representation(200, doc)
+        return self.representation(200, self.admin.recreate(await self.body_json(request)))
 
     async def delete_resource_oob(self, request: Request) -> Response:
-        return self.json(200, self.host.admin_delete(await self.body_json(request)))
+        return self.json(200, self.admin.delete(await self.body_json(request)))
 
     async def activate_package(self, request: Request) -> Response:
-        return self.json(200, self.host.admin_activate(await self.body_json(request)))
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+        return self.json(200, self.admin.activate(await self.body_json(request)))
 
 
 class FaultMiddleware:

@@ -17,7 +17,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from takoform_operator.core.errors import TakoformError
+from takoform_spec.errors import TakoformError
 
 from .misbehaviours import MISBEHAVIOURS, Faults, UnknownMisbehaviour, check_misbehaviours
 
@@ -126,8 +126,9 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .app import Auth, HostApp
-    from .engine import Host, Settings
     from .forms import install
+    from .misbehaviours import Settings
+    from .rules import Host
 
     try:
         tokens = _read_tokens(args.token_file, "TAKOFORM_HOST_TOKENS", split=True)

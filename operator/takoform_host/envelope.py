@@ -9,8 +9,8 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from takoform_operator.core.definitions import FieldSpec, FormDefinition
-from takoform_operator.core.identity import FormRef
+from takoform_spec.definitions import FieldSpec, FormDefinition
+from takoform_spec.identity import FormRef
 
 CONDITION_TYPES = ("Ready", "Reconciling", "Degraded", "Drifted", "Blocked", "Deleting")
 PORTABLE_REASONS = (

@@ -1,4 +1,4 @@
-"""Installed Form Definitions and their packages.
+"""Installed Form Definitions, their packages, and which installed FormRef a request names.
 
 Every FormRef the host serves comes from at least one *package* (a definition file; its package
 digest is the SHA-256 of the file's bytes). The same FormRef may be installed from several
@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from takoform_operator.catalog import Catalog, load_catalog, load_definition_file
-from takoform_operator.core.definitions import FormDefinition
-from takoform_operator.core.errors import CatalogError
-from takoform_operator.core.identity import FormLine, FormRef, parse_definition_version
-from takoform_operator.core.registry import Registry
+from takoform_spec.catalog import Catalog, load_catalog, load_definition_file
+from takoform_spec.definitions import FormDefinition, check_compatibility
+from takoform_spec.errors import CatalogError
+from takoform_spec.identity import FormLine, FormRef, parse_definition_version
+
+from .errors import HostError
+from .misbehaviours import Settings
 
 #: Package files shipped with the host (e.g. a mirror of a catalog definition).
 SHIPPED_PACKAGES_DIR = Path(__file__).parent / "packages"
@@ -42,7 +44,6 @@ class InstalledForms:
     """What the host has installed: definitions by exact FormRef, packages, the active one."""
 
     def __init__(self, catalog: Catalog, extra_files: Iterable[Path] = ()) -> None:
-        registry = catalog.registry()
         packages: dict[FormRef, list[Package]] = {}
         for definition in catalog.definitions:
             source = f"catalog:{catalog.sources.get(definition.ref, definition.ref)}"
@@ -51,16 +52,14 @@ class InstalledForms:
             )
         for path in extra_files:
             definition = load_definition_file(path)
-            known = packages.get(definition.ref)
-            if known is None:
-                registry = registry.register(definition)
-                packages[definition.ref] = [
-                    Package(definition.package_digest, str(path), definition)
-                ]
-            elif all(p.digest != definition.package_digest for p in known):
+            known = packages.setdefault(definition.ref, [])
+            if all(p.digest != definition.package_digest for p in known):
                 known.append(Package(definition.package_digest, str(path), definition))
-        self.registry: Registry = registry
+        definitions = [pkgs[0].definition for pkgs in packages.values()]
+        _check_versions_unique(definitions)
+        check_compatibility(definitions)
         self.packages = packages
+        self._definitions = {ref: pkgs[0].definition for ref, pkgs in packages.items()}
         self._by_key = {ref_key(ref): ref for ref in packages}
         self._active: dict[FormRef, str] = {ref: pkgs[0].digest for ref, pkgs in packages.items()}
 
@@ -70,10 +69,10 @@ class InstalledForms:
         return self._by_key.get(key)
 
     def definition(self, ref: FormRef) -> FormDefinition:
-        return self.registry.lookup(ref).definition
+        return self._definitions[ref]
 
     def refs_of_line(self, line: FormLine) -> list[FormRef]:
-        return self.registry.known_refs(line)
+        return sorted(ref for ref in self._definitions if ref.line == line)
 
     def newest_of_line(self, line: FormLine) -> FormRef | None:
         refs = self.refs_of_line(line)
@@ -83,6 +82,57 @@ class InstalledForms:
 
     def has_line(self, line: FormLine) -> bool:
         return bool(self.refs_of_line(line))
+
+    # -- what a request names ---------------------------------------------------------------
+
+    def resolve(
+        self, line: FormLine, version: str | None, digest: str | None, settings: Settings
+    ) -> tuple[FormRef, bool]:
+        """The installed FormRef a request names, and whether lookups may ignore the binding.
+
+        Fails closed (H-8): anything but an installed exact FormRef is `form_unknown`.
+        """
+        if not version or not digest:
+            newest = self.newest_of_line(line)
+            if settings.on("default-missing-formref") and newest is not None:
+                return newest, False
+            missing = [
+                n for n, v in (("definitionVersion", version), ("schemaDigest", digest)) if not v
+            ]
+            raise HostError(
+                400,
+                "invalid_request",
+                "the query parameters definitionVersion and schemaDigest are both required",
+                {"missing": missing},
+            )
+        ref = self.lookup((line.api_version, line.kind, version, digest))
+        if ref is not None:
+            return ref, settings.on("serve-under-any-installed-ref")
+        newest = self.newest_of_line(line)
+        if settings.on("match-group-kind") and newest is not None:
+            return newest, True
+        raise HostError(
+            404,
+            "form_unknown",
+            f"FormRef {line.api_version} {line.kind} definitionVersion={version} "
+            f"schemaDigest={digest} is not installed on this host",
+            {
+                "formRef": {
+                    "apiVersion": line.api_version,
+                    "kind": line.kind,
+                    "definitionVersion": version,
+                    "schemaDigest": digest,
+                },
+                "installed": [ref.to_json() for ref in self.refs_of_line(line)],
+            },
+        )
+
+    def item(self, ref: FormRef) -> dict[str, Any]:
+        return {
+            "formRef": ref.to_json(),
+            "packageDigests": self.package_digests(ref),
+            "activePackageDigest": self.active_package(ref),
+        }
 
     # -- packages ----------------------------------------------------------------------------
 
@@ -107,6 +157,20 @@ class InstalledForms:
             first = schema["fields"][0]
             first["description"] = str(first.get("description", "")) + " (edited by this host)"
         return schema
+
+
+def _check_versions_unique(definitions: Iterable[FormDefinition]) -> None:
+    """One schema per definitionVersion of a line: a version names one exact schema."""
+    seen: dict[tuple[FormLine, str], FormRef] = {}
+    for definition in definitions:
+        other = seen.setdefault(
+            (definition.line, definition.ref.definition_version), definition.ref
+        )
+        if other != definition.ref:
+            raise CatalogError(
+                f"{definition.line}: definitionVersion {definition.ref.definition_version} "
+                f"is declared twice with different schemas"
+            )
 
 
 def install(extra_files: Iterable[Path]) -> InstalledForms:

@@ -1,13 +1,16 @@
-"""Misbehaviour switches and fault controls of the reference host.
+"""Misbehaviour switches and fault controls of the reference host, and their run-time settings.
 
 Each misbehaviour breaks exactly the rule of docs/host-api.md it names, so the conformance check
 that proves that rule can be seen to fail. The names are an interface: the conformance suite's
-tests switch them on by name.
+tests switch them on by name. A switch is read where the rule it breaks is applied
+(`settings.on(name)` in rules.py, operations.py, app.py); what a switch changes in a served
+document is written here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field
 from typing import Any
 
 #: name -> (H-rules it breaks, what the host then does)
@@ -180,3 +183,23 @@ def _check_fault(key: str, value: Any) -> Any:
             raise InvalidFaults(f"{key} must be a whole number")
         return int(value)
     return float(value)
+
+
+@dataclass
+class Settings:
+    """Run-time switches; the admin API changes them (they are not persisted)."""
+
+    misbehaviours: set[str] = field(default_factory=set)
+    faults: Faults = field(default_factory=Faults)
+
+    def on(self, misbehaviour: str) -> bool:
+        return misbehaviour in self.misbehaviours
+
+
+def served(doc: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """A representation as served: serve-time misbehaviours applied to a copy."""
+    if settings.on("host-internal-condition-reason"):
+        doc = copy.deepcopy(doc)
+        for condition in doc["status"]["conditions"]:
+            condition["reason"] = "HOST_OK_42"
+    return doc

@@ -1,0 +1,1 @@
+"""The Takoform Kubernetes operator: kopf handlers around a pure reconcile core."""

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from takoform_operator.core.errors import TakoformError
+from takoform_spec.errors import TakoformError
 
 
 def _repo_root(start: Path) -> Path:
@@ -20,7 +20,7 @@ def _repo_root(start: Path) -> Path:
 
 def _generate(args: argparse.Namespace) -> int:
     from takoform_operator import generator
-    from takoform_operator.catalog import load_catalog
+    from takoform_spec.catalog import load_catalog
 
     root = args.root.resolve() if args.root else _repo_root(Path.cwd())
     with_chart = (root / "charts" / "takoform-operator" / "Chart.yaml").is_file()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -18,7 +19,7 @@ from takoform_operator.health import Health
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.kube.handlers import Runtime, register
-from takoform_operator.kube.status import KubernetesCrWriter
+from takoform_operator.kube.status import ApiConnection, HttpCrWriter
 from takoform_operator.leader import LeaderElector, LeaseConfig, LostLease
 from takoform_operator.logs import configure as configure_logging
 from takoform_operator.metrics import Metrics
@@ -58,17 +59,18 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     if settings.health_port:
         await health.start(settings.bind_address, settings.health_port)
         logger.info("health on %s:%d/healthz,/readyz", settings.bind_address, settings.health_port)
+    writer = HttpCrWriter(max_connections=settings.max_concurrent_reconciles)
     try:
         async with host_client(settings) as client:
             runtime = Runtime(
                 registry=registry,
                 settings=settings,
                 host=HostClientPort(client),
-                writer=KubernetesCrWriter(_kube_api()),
+                writer=writer,
                 metrics=metrics,
             )
             kopf_registry = kopf.OperatorRegistry()
-            kopf.on.login(registry=kopf_registry)(_login)
+            kopf.on.login(registry=kopf_registry)(functools.partial(_login, writer))
             register(runtime, kopf_registry)
             logger.info(
                 "managing %d Form lines against %s", len(registry.lines()), settings.host_url
@@ -85,13 +87,27 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
                 )
 
             health.ready = True
-            if not settings.leader_election:
-                metrics.leader.set(1)
-                await lead(stop)
-                return
-            await _elect_and_lead(settings, lead, health, metrics)
+            lag_watch = asyncio.create_task(watch_loop_lag(metrics))
+            try:
+                if not settings.leader_election:
+                    metrics.leader.set(1)
+                    await lead(stop)
+                    return
+                await _elect_and_lead(settings, lead, health, metrics)
+            finally:
+                lag_watch.cancel()
     finally:
+        await writer.close()
         await health.stop()
+
+
+async def watch_loop_lag(metrics: Metrics, interval: float = 0.1) -> None:
+    """Measure how late the event loop runs a short timer (a busy loop answers nobody)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        started = loop.time()
+        await asyncio.sleep(interval)
+        metrics.loop_lagged(max(0.0, loop.time() - started - interval))
 
 
 async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics: Metrics) -> None:
@@ -143,13 +159,6 @@ def load_kube_config() -> None:
         k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
 
 
-def _kube_api() -> Any:
-    from kubernetes import client as k8s
-
-    load_kube_config()
-    return k8s.CustomObjectsApi()
-
-
 def host_client(settings: Settings) -> HostClient:
     """The host client configured from the settings (the client itself knows no settings)."""
     verify: Any = str(settings.host_ca_bundle) if settings.host_ca_bundle else True
@@ -181,8 +190,32 @@ def host_client(settings: Settings) -> HostClient:
     )
 
 
-def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    return kopf.login_via_client(**kwargs)
+def _text(path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None) -> str | None:
+    return os.fsdecode(path) if path else None
+
+
+def _data(data: str | bytes | None) -> bytes | None:
+    return data.encode() if isinstance(data, str) else data
+
+
+def _login(writer: HttpCrWriter, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    """kopf's own login (kubeconfig or in-cluster), shared with our writer."""
+    info = kopf.login_via_client(**kwargs)
+    if info is not None:
+        writer.connect(
+            ApiConnection(
+                server=info.server,
+                ca_path=_text(info.ca_path),
+                ca_data=_data(info.ca_data),
+                insecure=bool(info.insecure),
+                token=info.token,
+                certificate_path=_text(info.certificate_path),
+                certificate_data=_data(info.certificate_data),
+                private_key_path=_text(info.private_key_path),
+                private_key_data=_data(info.private_key_data),
+            )
+        )
+    return info
 
 
 def main(settings: Settings) -> int:

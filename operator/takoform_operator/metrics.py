@@ -82,7 +82,19 @@ class Metrics:
             "leader election).",
             registry=self.registry,
         )
+        self.loop_lag = Histogram(
+            "takoform_event_loop_lag_seconds",
+            "How late the event loop woke a 0.1 s timer: time the process could not respond.",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+            registry=self.registry,
+        )
+        self.loop_lag_max = Gauge(
+            "takoform_event_loop_lag_max_seconds",
+            "The largest event-loop lag seen since the process started.",
+            registry=self.registry,
+        )
         self._blocked_reasons: dict[tuple[str, str, str], str] = {}
+        self._lag_max = 0.0
         self._degraded_reasons: dict[tuple[str, str, str], str] = {}
 
     def reconciled(self, body: Any, outcome: Outcome, seconds: float) -> None:
@@ -109,6 +121,12 @@ class Metrics:
             self.degraded.labels(*key, degraded_reason).set(1)
             self._degraded_reasons[key] = degraded_reason
         self.pending.labels(*key).set(1 if outcome.state.pending else 0)
+
+    def loop_lagged(self, seconds: float) -> None:
+        self.loop_lag.observe(seconds)
+        if seconds > self._lag_max:
+            self._lag_max = seconds
+            self.loop_lag_max.set(seconds)
 
     def forget(self, body: Any) -> None:
         labels = _labels(body)

@@ -11,10 +11,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from takoform_operator.core.definitions import FormDefinition, parse_definition
-from takoform_operator.core.errors import CatalogError
-from takoform_operator.core.identity import FormLine, FormRef
 from takoform_operator.core.registry import Registry
+from takoform_spec.definitions import FormDefinition, parse_definition
+from takoform_spec.errors import CatalogError
+from takoform_spec.identity import FormLine, FormRef
 
 REGISTRY_DATA_FILE = Path(__file__).parent / "generated" / "registry.json"
 

@@ -23,7 +23,9 @@ def _space_is_gone(host: Any, space: str) -> bool:
 
 
 def test_reference_host_passes_every_check(reference_host: Any) -> None:
-    report = run(reference_host.url, reference_host.token, reference_host.admin_token)
+    report = run(
+        reference_host.url, reference_host.token, reference_host.admin_token, allow_skips=True
+    )
     outcome = {r.name: r for r in report.results}
     assert list(outcome) == [c.name for c in CHECKS]
     problems = [
@@ -34,6 +36,7 @@ def test_reference_host_passes_every_check(reference_host: Any) -> None:
     assert not problems, "\n".join(problems)
     assert outcome["accepted-mutation-durable"].result == "skipped"
     assert "durability test" in outcome["accepted-mutation-durable"].reason
+    assert report.unproven == ["accepted-mutation-durable"]
     assert report.ok
     # The run cleaned up after itself and left the host's faults as it found them.
     assert report.cleanup_problems == []
@@ -44,7 +47,7 @@ def test_reference_host_passes_every_check(reference_host: Any) -> None:
 
 
 def test_without_admin_token_admin_checks_are_skipped(reference_host: Any) -> None:
-    report = run(reference_host.url, reference_host.token)
+    report = run(reference_host.url, reference_host.token, allow_skips=True)
     for item, result in zip(CHECKS, report.results, strict=True):
         if item.admin == "required":
             assert result.result == "skipped", (item.name, result.reason)
@@ -78,6 +81,7 @@ def test_cli_json_exit_0_against_the_reference_host(reference_host: Any) -> None
         "--admin-token",
         reference_host.admin_token,
         "--json",
+        "--allow-skips",
     )
     assert result.returncode == 0, result.stdout + result.stderr
     doc = json.loads(result.stdout)
@@ -85,6 +89,9 @@ def test_cli_json_exit_0_against_the_reference_host(reference_host: Any) -> None
     assert doc["summary"]["checks"] == len(CHECKS)
     assert doc["summary"]["failed"] == 0
     assert doc["summary"]["skipped"] == 1
+    assert doc["summary"]["requiredSkipped"] == 1
+    assert doc["unproven"] == ["accepted-mutation-durable"]
+    assert doc["allowSkips"] is True
     by_name = {c["name"]: c for c in doc["checks"]}
     assert by_name["operation-resumable-after-settlement"] == {
         "name": "operation-resumable-after-settlement",
@@ -117,6 +124,34 @@ def test_cli_table_with_only(reference_host: Any) -> None:
     ]
     assert "2 checks: 2 passed, 0 failed (0 required), 0 skipped" in result.stdout
     assert result.stderr == ""
+
+
+#: One check that passes and one required check that is always skipped.
+PASS_AND_SKIP = ("uid-stability", "accepted-mutation-durable")
+
+
+def test_a_skipped_required_check_is_not_a_pass(reference_host: Any) -> None:
+    report = run(reference_host.url, reference_host.token, only=PASS_AND_SKIP)
+    assert [r.result for r in report.results] == ["pass", "skipped"]
+    assert report.unproven == ["accepted-mutation-durable"]
+    assert not report.ok
+    allowed = run(reference_host.url, reference_host.token, only=PASS_AND_SKIP, allow_skips=True)
+    assert allowed.ok
+    assert allowed.unproven == ["accepted-mutation-durable"]
+
+
+@pytest.mark.parametrize("allow", [False, True], ids=["exit-1", "allow-skips-exit-0"])
+def test_cli_names_required_checks_not_proven(reference_host: Any, allow: bool) -> None:
+    args = ["--host", reference_host.url, "--token", reference_host.token, "--quiet"]
+    result = _cli(*args, "--only", *PASS_AND_SKIP, *(["--allow-skips"] if allow else []))
+    assert result.returncode == (0 if allow else 1), result.stdout + result.stderr
+    assert "required checks not proven (skipped): accepted-mutation-durable" in result.stdout
+    assert "2 checks: 1 passed, 0 failed (0 required), 1 skipped (1 required)" in result.stdout
+    as_json = _cli(*args, "--json", "--only", *PASS_AND_SKIP, *(["--allow-skips"] if allow else []))
+    doc = json.loads(as_json.stdout)
+    assert as_json.returncode == doc["exitCode"] == (0 if allow else 1)
+    assert doc["unproven"] == ["accepted-mutation-durable"]
+    assert [c["result"] for c in doc["checks"]] == ["pass", "skipped"]
 
 
 def test_cli_refused_token_exits_2(reference_host: Any) -> None:

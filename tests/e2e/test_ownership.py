@@ -20,8 +20,8 @@ import pytest
 from fixtures_kube import KubeCluster, apply_crds, crd_files, wait_until
 from operator_process import Operator, condition_of, cr_status, is_ready
 
-from takoform_operator.core.identity import FormLine
 from takoform_operator.registry_data import load_registry
+from takoform_spec.identity import FormLine
 
 pytestmark = [pytest.mark.kube, pytest.mark.host]
 

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import yaml
 from fixtures_helm import CHART
-from fixtures_host import free_port
 from fixtures_kube import wait_until
 from node_support import NodeCluster
+from processes import free_port
 
 pytestmark = [pytest.mark.kube, pytest.mark.host, pytest.mark.node]
 

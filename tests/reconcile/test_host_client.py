@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from takoform_operator import host_port as errors
-from takoform_operator.core.identity import FormLine, FormRef
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.registry_data import load_registry
+from takoform_spec.identity import FormLine, FormRef
 
 REGISTRY = load_registry()
 BUCKET_REF = REGISTRY.default_create_ref(FormLine("storage.takoform.io/v1", "Bucket"))

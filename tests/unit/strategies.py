@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from takoform_operator.core.definitions import FieldSpec
+from takoform_spec.definitions import FieldSpec
 
 
 def _scalar(spec: FieldSpec, kind: str) -> st.SearchStrategy[Any]:

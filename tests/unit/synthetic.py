@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from takoform_operator.core.definitions import FormDefinition, parse_definition
+from takoform_spec.definitions import FormDefinition, parse_definition
 
 API_VERSION = "example.takoform.io/v1"
 KIND = "Widget"

@@ -9,15 +9,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from takoform_operator.core.codecs import Codec
-from takoform_operator.core.definitions import FormDefinition
 from takoform_operator.core.errors import (
     CodecError,
     MissingRequiredField,
     UndeclaredField,
     WrongFieldType,
 )
-from takoform_operator.core.identity import FormLine, FormRef
 from takoform_operator.registry_data import load_registry
+from takoform_spec.definitions import FormDefinition
+from takoform_spec.identity import FormLine, FormRef
 
 from .strategies import document_strategy
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from takoform_operator.catalog import load_catalog, load_definition_file
-from takoform_operator.core.definitions import check_compatibility, schema_digest
-from takoform_operator.core.errors import CatalogError, CompatibilityError
 from takoform_operator.core.registry import Registry
+from takoform_spec.catalog import load_catalog, load_definition_file
+from takoform_spec.definitions import check_compatibility, schema_digest
+from takoform_spec.errors import CatalogError, CompatibilityError
 
 from .synthetic import (
     API_VERSION,
@@ -329,5 +329,5 @@ def test_the_generator_rejects_a_bad_minor_in_a_catalog_directory(tmp_path: Path
     )
     catalog = load_catalog(tmp_path)
     with pytest.raises(CompatibilityError) as caught:
-        catalog.registry()
+        Registry.from_definitions(catalog.definitions, catalog.default_creates)
     assert caught.value.field == "size"

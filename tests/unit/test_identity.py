@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from takoform_operator.core.errors import InvalidIdentity, InvalidName, InvalidSpaceId
-from takoform_operator.core.identity import (
+from takoform_spec.errors import InvalidIdentity, InvalidName, InvalidSpaceId
+from takoform_spec.identity import (
     FormLine,
     FormRef,
     parse_definition_version,

@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from takoform_operator.core.errors import InvalidImportId
-from takoform_operator.core.identity import (
+from takoform_operator.core.import_id import (
     VALID_IMPORT_ID_HELP,
-    FormRef,
     ImportTarget,
     canonical_import_id,
     parse_import_id,
 )
+from takoform_spec.identity import FormRef
 
 DEFAULT = FormRef("storage.takoform.io/v1", "Bucket", "1.1.0", "sha256:" + "11" * 32)
 OLDER = FormRef("storage.takoform.io/v1", "Bucket", "1.0.0", "sha256:" + "10" * 32)

@@ -1,26 +1,115 @@
-"""The pure core stays pure: no kopf, no Kubernetes, no HTTP, no I/O (an enforced layer rule).
+"""Layer contracts of every package, enforced on the source (like import-linter, but as a test).
 
-Like an import-linter contract, but as a test so it runs wherever the tests run.
+Which of our modules may import which (same-layer imports are always allowed):
+
+    layer        modules                                   may import
+    -----------  ----------------------------------------  -----------------------------------------
+    spec         takoform_spec                             (nothing of ours)
+    catalog      takoform_spec.catalog                     spec
+    core         takoform_operator.core                    spec
+    host_port    takoform_operator.host_port               spec, core
+    service      takoform_operator.service                 spec, core, host_port
+    settings     takoform_operator.settings                (nothing of ours)
+    metrics      takoform_operator.metrics                 spec, core, host_port, service, settings
+    host_client  takoform_operator.host_client             spec, core, host_port, service
+    kube         takoform_operator.kube                    spec, core, host_port, service, settings,
+                                                           metrics
+    build        takoform_operator.generator,              spec, catalog, core
+                 takoform_operator.registry_data
+    root         takoform_operator (package), .main, .cli  catalog and every layer of the operator
+    host         takoform_host                             spec, catalog
+    conformance  takoform_conformance                      spec
+
+So: the spec is the only thing the reference host, the conformance suite and the operator share;
+the adapters never reach the build-time modules (generator, registry data, the catalog files) or
+the composition root; the host client never reads the operator's settings. Frameworks stay in the
+layers that adapt them (FRAMEWORKS below).
+
+And purity: the operator's core and the spec do no I/O and import no framework. The catalog is
+its own layer because it reads the definition files shipped beside it: the one impure module of
+`takoform_spec`, which nothing pure may import.
+
+Every import counts, including those inside functions and under `if TYPE_CHECKING:`.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 OPERATOR = Path(__file__).resolve().parents[2] / "operator"
-CORE = OPERATOR / "takoform_operator" / "core"
+OURS = ("takoform_spec", "takoform_operator", "takoform_host", "takoform_conformance")
 
-#: Modules the core must never import: frameworks, clients, and anything that does I/O.
-FORBIDDEN = {
+#: layer -> (module prefixes, layers it may import). Written as the table in the docstring.
+LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
+    "spec": (("takoform_spec",), frozenset()),
+    "catalog": (("takoform_spec.catalog",), frozenset({"spec"})),
+    "core": (("takoform_operator.core",), frozenset({"spec"})),
+    "host_port": (("takoform_operator.host_port",), frozenset({"spec", "core"})),
+    "service": (("takoform_operator.service",), frozenset({"spec", "core", "host_port"})),
+    "settings": (("takoform_operator.settings",), frozenset()),
+    "metrics": (
+        ("takoform_operator.metrics",),
+        frozenset({"spec", "core", "host_port", "service", "settings"}),
+    ),
+    "host_client": (
+        ("takoform_operator.host_client",),
+        frozenset({"spec", "core", "host_port", "service"}),
+    ),
+    "kube": (
+        ("takoform_operator.kube",),
+        frozenset({"spec", "core", "host_port", "service", "settings", "metrics"}),
+    ),
+    "build": (
+        ("takoform_operator.generator", "takoform_operator.registry_data"),
+        frozenset({"spec", "catalog", "core"}),
+    ),
+    "root": (
+        ("takoform_operator", "takoform_operator.main", "takoform_operator.cli"),
+        frozenset(
+            {
+                "spec",
+                "catalog",
+                "core",
+                "host_port",
+                "service",
+                "settings",
+                "metrics",
+                "host_client",
+                "kube",
+                "build",
+            }
+        ),
+    ),
+    "host": (("takoform_host",), frozenset({"spec", "catalog"})),
+    "conformance": (("takoform_conformance",), frozenset({"spec"})),
+}
+
+#: Third-party frameworks and the only layers that may import them.
+FRAMEWORKS = {
+    "kopf": {"kube", "root"},
+    "kubernetes": {"kube"},
+    "prometheus_client": {"metrics", "root"},
+    "pydantic_settings": {"settings"},
+    "httpx": {"host_client", "conformance"},
+    "starlette": {"host"},
+    "uvicorn": {"host"},
+    "sqlite3": {"host"},
+}
+
+#: Modules the pure layers must never import: frameworks, clients, and anything that does I/O.
+IMPURE = {
     "kopf",
     "kubernetes",
     "httpx",
     "pydantic",
     "pydantic_settings",
     "prometheus_client",
+    "starlette",
+    "uvicorn",
     "yaml",
     "asyncio",
     "socket",
@@ -30,33 +119,138 @@ FORBIDDEN = {
     "pathlib",
     "time",
     "random",
-    "takoform_host",
-    "takoform_conformance",
 }
-#: Names whose call means I/O or hidden time.
-FORBIDDEN_CALLS = {"open", "print", "input"}
+#: Names whose call means I/O.
+IMPURE_CALLS = {"open", "print", "input"}
+#: The pure layers (the catalog, which reads files, is a layer of its own).
+PURE_LAYERS = {"spec", "core"}
 
 
-def _core_modules() -> list[Path]:
-    return sorted(CORE.glob("*.py"))
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(OPERATOR).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
 
 
-@pytest.mark.parametrize("module", _core_modules(), ids=lambda p: p.name)
-def test_core_module_imports_nothing_impure(module: Path) -> None:
-    tree = ast.parse(module.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        names: list[str] = []
+def layer_of(module: str) -> str | None:
+    """The layer whose longest module prefix matches `module`."""
+    best: tuple[int, str] | None = None
+    for layer, (prefixes, _) in LAYERS.items():
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (
+                best is None or len(prefix) > best[0]
+            ):
+                best = (len(prefix), layer)
+    return best[1] if best else None
+
+
+def imports_of(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, absolute dotted name) of every import in `path`; `from M import n` yields M.n."""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        for name in names:
-            top = name.split(".")[0]
-            assert top not in FORBIDDEN, f"{module.name} imports {name}"
-            if top == "takoform_operator":
-                assert name.startswith("takoform_operator.core"), f"{module.name} imports {name}"
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            assert node.func.id not in FORBIDDEN_CALLS, f"{module.name} calls {node.func.id}()"
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                source = ".".join([*base, node.module] if node.module else base)
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                yield node.lineno, f"{source}.{alias.name}"
+
+
+def _sources() -> list[Path]:
+    return sorted(OPERATOR.rglob("*.py"))
+
+
+def _id(path: Path) -> str:
+    return str(path.relative_to(OPERATOR))
+
+
+def test_every_module_is_in_a_layer() -> None:
+    unplaced = [module_name(p) for p in _sources() if layer_of(module_name(p)) is None]
+    assert not unplaced, f"modules in no layer (add them to LAYERS): {unplaced}"
+
+
+@pytest.mark.parametrize("path", _sources(), ids=_id)
+def test_module_imports_only_what_its_layer_may(path: Path) -> None:
+    module = module_name(path)
+    layer = layer_of(module)
+    assert layer is not None
+    allowed = LAYERS[layer][1] | {layer}
+    violations = []
+    for line, name in imports_of(path):
+        top = name.split(".")[0]
+        if top in OURS:
+            target = layer_of(name)
+            if target not in allowed:
+                violations.append(
+                    f"{module} (layer {layer}) imports {name} (layer {target}) at line {line}; "
+                    f"{layer} may import only {sorted(allowed)}"
+                )
+        elif top in FRAMEWORKS and layer not in FRAMEWORKS[top]:
+            violations.append(
+                f"{module} (layer {layer}) imports {name} at line {line}; only "
+                f"{sorted(FRAMEWORKS[top])} may import {top}"
+            )
+    assert not violations, "\n".join(violations)
+
+
+def _pure_sources() -> list[Path]:
+    return [p for p in _sources() if layer_of(module_name(p)) in PURE_LAYERS]
+
+
+@pytest.mark.parametrize("path", _pure_sources(), ids=_id)
+def test_pure_module_does_no_io(path: Path) -> None:
+    module = module_name(path)
+    violations = []
+    for line, name in imports_of(path):
+        if name.split(".")[0] in IMPURE:
+            violations.append(f"{module} imports {name} at line {line}")
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        call = node.func if isinstance(node, ast.Call) else None
+        if isinstance(call, ast.Name) and call.id in IMPURE_CALLS:
+            violations.append(f"{module} calls {call.id}() at line {node.lineno}")
+    assert not violations, "\n".join(violations)
+
+
+def test_the_pure_layers_are_covered() -> None:
+    covered = {module_name(p) for p in _pure_sources()}
+    assert "takoform_spec.canonical" in covered and "takoform_operator.core.reconcile" in covered
+    assert "takoform_spec.catalog" not in covered, "the catalog reads files: not a pure module"
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        ("takoform_host.app", "from takoform_operator.core import errors", "layer core"),
+        ("takoform_operator.host_client.client", "import takoform_operator.settings", "settings"),
+        ("takoform_operator.core.state", "from ..kube import crs", "layer kube"),
+        ("takoform_operator.service", "from takoform_operator import generator", "layer build"),
+        ("takoform_operator.kube.handlers", "from takoform_spec import catalog", "layer catalog"),
+        ("takoform_spec.definitions", "from .catalog import load_catalog", "layer catalog"),
+        ("takoform_spec.identity", "from takoform_operator.core import registry", "layer core"),
+        ("takoform_conformance.runner", "import takoform_host.rules", "layer host"),
+        ("takoform_operator.core.tables", "import kopf", "only ['kube', 'root'] may import kopf"),
+    ],
+)
+def test_a_violation_names_the_module_and_the_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, source: str, expected: str
+) -> None:
+    """The contracts catch what they claim to, and say where (checked on a planted module)."""
+    path = tmp_path.joinpath(*module.split(".")).with_suffix(".py")
+    path.parent.mkdir(parents=True)
+    path.write_text(source + "\n", encoding="utf-8")
+    monkeypatch.setitem(globals(), "OPERATOR", tmp_path)
+    with pytest.raises(AssertionError) as caught:
+        test_module_imports_only_what_its_layer_may(path)
+    message = str(caught.value)
+    assert module in message and expected in message and "line 1" in message
 
 
 def test_operator_is_a_source_root_not_a_package() -> None:

@@ -11,7 +11,6 @@ from takoform_operator.core.conditions import (
     merge_conditions,
     transitions,
 )
-from takoform_operator.core.identity import FormLine
 from takoform_operator.core.state import (
     Pending,
     State,
@@ -21,6 +20,7 @@ from takoform_operator.core.state import (
     state_to_status,
 )
 from takoform_operator.registry_data import load_registry
+from takoform_spec.identity import FormLine
 
 REF = load_registry().default_create_ref(FormLine("storage.takoform.io/v1", "Bucket"))
 

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from .definitions import FieldSpec, FormDefinition
-from .errors import CatalogError, MissingRequiredField, UndeclaredField, WrongFieldType
-from .identity import FormLine, FormRef
+from takoform_spec.definitions import FieldSpec, FormDefinition
+from takoform_spec.errors import CatalogError
+from takoform_spec.identity import FormLine, FormRef
+
+from .errors import MissingRequiredField, UndeclaredField, WrongFieldType
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,8 @@
-"""Errors of the pure core, written out once as a tree.
+"""Errors of the operator's pure core, written out once as a tree.
 
-    TakoformError
-    ├── InvalidIdentity          a value of the 0011 vocabulary is malformed
-    │   ├── InvalidSpaceId
-    │   ├── InvalidName
+    TakoformError                (takoform_spec.errors: the root, identity and catalog errors)
+    ├── InvalidIdentity          (takoform_spec.errors)
     │   └── InvalidImportId      0017 rule 5: says what is wrong and what a valid id looks like
-    ├── CatalogError             a Form Definition file is malformed
-    │   └── CompatibilityError   a "minor" that removes, retypes or re-means a field
     ├── UnknownFormRef           0017 rule 4: state bound to a ref the build cannot decode
     └── CodecError               a document does not fit the exact definition's field set
         ├── UndeclaredField
@@ -20,43 +16,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from takoform_spec.errors import InvalidIdentity, TakoformError
+
 if TYPE_CHECKING:
-    from .identity import FormRef
-
-
-class TakoformError(Exception):
-    """Root of every error the core raises."""
-
-
-class InvalidIdentity(TakoformError, ValueError):
-    pass
-
-
-class InvalidSpaceId(InvalidIdentity):
-    pass
-
-
-class InvalidName(InvalidIdentity):
-    pass
+    from takoform_spec.identity import FormRef
 
 
 class InvalidImportId(InvalidIdentity):
     pass
-
-
-class CatalogError(TakoformError):
-    pass
-
-
-class CompatibilityError(CatalogError):
-    """A minor version broke the Form compatibility rule."""
-
-    def __init__(self, line: str, older: str, newer: str, field: str, problem: str) -> None:
-        self.line, self.older, self.newer, self.field = line, older, newer, field
-        super().__init__(
-            f"{line}: definitionVersion {newer} is a minor of {older} but field {field!r} "
-            f"{problem}; an additive minor may only add optional fields — make it a new major"
-        )
 
 
 class UnknownFormRef(TakoformError):

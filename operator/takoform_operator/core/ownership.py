@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .identity import FormLine
+from takoform_spec.identity import FormLine
 
 
 @dataclass(frozen=True, order=True)

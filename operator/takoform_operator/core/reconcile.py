@@ -20,9 +20,11 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from takoform_spec.identity import FormRef
+
 from .conditions import Condition, ConditionType, Reason
 from .errors import CodecError, InvalidImportId, UnknownFormRef
-from .identity import FormRef, canonical_import_id, parse_import_id
+from .import_id import canonical_import_id, parse_import_id
 from .ownership import Claimant, Identity, owner
 from .registry import Registry
 from .state import (

@@ -15,10 +15,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from takoform_spec.definitions import FormDefinition, check_compatibility
+from takoform_spec.errors import CatalogError
+from takoform_spec.identity import FormLine, FormRef
+
 from .codecs import Codec, build_codecs
-from .definitions import FormDefinition, check_compatibility
-from .errors import CatalogError, UnknownFormRef
-from .identity import FormLine, FormRef
+from .errors import UnknownFormRef
 
 
 @dataclass(frozen=True)

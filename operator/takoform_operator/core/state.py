@@ -13,8 +13,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from .errors import TakoformError
-from .identity import FormLine, FormRef
+from takoform_spec.errors import TakoformError
+from takoform_spec.identity import FormLine, FormRef
 
 
 class Verb(StrEnum):

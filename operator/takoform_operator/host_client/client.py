@@ -16,7 +16,6 @@ from urllib.parse import quote
 import httpx
 from pydantic import ValidationError
 
-from takoform_operator.core.identity import FormRef
 from takoform_operator.host_client.models import Operation, Resource
 from takoform_operator.host_port import (
     ERROR_CLASSES,
@@ -26,6 +25,7 @@ from takoform_operator.host_port import (
     HostUnavailable,
     ResourceNotFound,
 )
+from takoform_spec.identity import FormRef
 
 API = "/v1alpha3"
 _M = TypeVar("_M", Resource, Operation)

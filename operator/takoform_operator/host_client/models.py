@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from takoform_operator.core.identity import FormRef
 from takoform_operator.core.state import OperationView, OpState, ResourceView, Verb
+from takoform_spec.identity import FormRef
 
 
 class _Model(BaseModel):

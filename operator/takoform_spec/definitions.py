@@ -8,14 +8,13 @@ SHA-256 of the file's bytes: distribution provenance, audit evidence only (decis
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .canonical import canonical_json, sha256_digest
 from .errors import CatalogError, CompatibilityError
 from .identity import FormLine, FormRef, form_ref_problems, parse_definition_version
 
@@ -100,17 +99,6 @@ class FormDefinition:
 
     def field(self, name: str) -> FieldSpec | None:
         return next((f for f in self.fields if f.name == name), None)
-
-
-def canonical_json(doc: Any) -> bytes:
-    """The canonical serialisation: sorted keys, no insignificant whitespace, UTF-8."""
-    return json.dumps(
-        doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
-
-
-def sha256_digest(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def schema_of(document: Mapping[str, Any]) -> dict[str, Any]:

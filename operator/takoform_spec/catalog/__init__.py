@@ -2,25 +2,20 @@
 
 Definition files live in `definitions/<group>/<kind>-<definitionVersion>.yaml`;
 `default-creates.yaml` names, per Form line, the definition NEW resources are created under.
-This module does the file I/O; the rules live in `takoform_operator.core.definitions`.
+This module does the file I/O (the one module of takoform_spec that does); the rules live in
+`takoform_spec.definitions`. The operator's Registry is built from a Catalog by the operator.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from takoform_operator.core.definitions import (
-    FormDefinition,
-    package_digest_of,
-    parse_definition,
-)
-from takoform_operator.core.errors import CatalogError
-from takoform_operator.core.identity import FormLine
-from takoform_operator.core.registry import Registry
+from takoform_spec.definitions import FormDefinition, package_digest_of, parse_definition
+from takoform_spec.errors import CatalogError
+from takoform_spec.identity import FormLine, FormRef
 
 CATALOG_DIR = Path(__file__).parent
 DEFINITIONS_DIR = CATALOG_DIR / "definitions"
@@ -33,10 +28,7 @@ class Catalog:
     #: Form line -> definitionVersion new resources are created under.
     default_creates: dict[FormLine, str]
     #: ref -> the definition file it came from, relative to the catalog directory.
-    sources: dict[Any, str]
-
-    def registry(self) -> Registry:
-        return Registry.from_definitions(self.definitions, self.default_creates)
+    sources: dict[FormRef, str]
 
 
 def load_definition_file(path: Path, source: str | None = None) -> FormDefinition:
@@ -51,7 +43,7 @@ def load_definition_file(path: Path, source: str | None = None) -> FormDefinitio
 
 def load_catalog(directory: Path = CATALOG_DIR) -> Catalog:
     definitions: list[FormDefinition] = []
-    sources = {}
+    sources: dict[FormRef, str] = {}
     for path in sorted((directory / "definitions").rglob("*.yaml")):
         relative = path.relative_to(directory).as_posix()
         definition = load_definition_file(path, relative)

@@ -1,0 +1,532 @@
+#!/usr/bin/env python3
+"""Benchmark the whole stack: the operator process, a real kube-apiserver, the reference host.
+
+For each size N and mode it prints one row:
+
+- backlog: N CRs applied while the operator is not running, then the operator starts;
+- stream: the operator runs and N CRs are applied at a fixed rate;
+
+with the time until all are Ready, CRs/s, p50/p99 time to Ready per CR, host requests per CR by
+verb (from the host's access log), Kubernetes API writes per CR by verb (from the API server's
+own `apiserver_request_total`, so kopf's and the client libraries' requests count too; the
+benchmark's own creates are subtracted), the steady state over several poll intervals (API
+writes, host mutations, host reads per CR), the operator's peak RSS, CPU seconds and event-loop
+lag. Then, in the same run, a minimal asyncio script brings N fresh CRs to the same end state
+(host resource created and settled, one status write per CR) with the same concurrency: the
+overhead ratio is the operator's time divided by the script's.
+
+    .venv/bin/python hack/bench_operator.py [--sizes 100,1000,5000] [--modes backlog,stream]
+
+Figures are printed, never asserted: these machines are noisy. docs/performance.md has the
+method and the figures measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib.util
+import os
+import re
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "tests" / "support"))
+from processes import free_port  # noqa: E402
+from waiting import wait_until  # noqa: E402
+
+SPACE = "bench"
+TOKEN = "bench-token"
+CONCURRENCY = 16
+#: One CR of each of several Form lines, cycled: kind, plural, parameters.
+LINES = [
+    ("Bucket", "buckets", "storage.takoform.io/v1", {"region": "eu-west-1", "sizeGiB": 10}),
+    ("Queue", "queues", "messaging.takoform.io/v1", {"region": "eu-west-1"}),
+    ("Zone", "zones", "dns.takoform.io/v1", {"domain": "bench.example.org"}),
+]
+PLURALS = {plural for _, plural, _, _ in LINES}
+
+
+def _load_localcluster() -> Any:
+    spec = importlib.util.spec_from_file_location("localcluster", HERE / "localcluster.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["localcluster"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# -- the pieces --------------------------------------------------------------------------------
+
+
+@dataclass
+class Kube:
+    kubeconfig: Path
+    kubectl: Path
+    server: str
+    ssl: ssl.SSLContext
+
+    def run(self, *args: str, stdin: str | None = None) -> str:
+        proc = subprocess.run(
+            [str(self.kubectl), f"--kubeconfig={self.kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if proc.returncode != 0:
+            raise SystemExit(f"kubectl {' '.join(args)}: {proc.stderr}")
+        return proc.stdout
+
+    def client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.server,
+            verify=self.ssl,
+            limits=httpx.Limits(max_connections=CONCURRENCY * 2),
+            timeout=60,
+        )
+
+    def request_counts(self) -> Counter[tuple[str, str, str]]:
+        """(verb, resource, subresource) -> count, from the API server's own metric."""
+        text = self.run("get", "--raw", "/metrics")
+        counts: Counter[tuple[str, str, str]] = Counter()
+        for line in text.splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+            value = float(line.rsplit(" ", 1)[1])
+            key = (
+                labels.get("verb", ""),
+                labels.get("resource", ""),
+                labels.get("subresource", ""),
+            )
+            counts[key] += int(value)
+        return counts
+
+
+def kube_from(cluster: Any) -> Kube:
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    user = config["users"][0]["user"]
+    cluster_doc = config["clusters"][0]["cluster"]
+    context = ssl.create_default_context(cafile=cluster_doc["certificate-authority"])
+    context.load_cert_chain(user["client-certificate"], user["client-key"])
+    return Kube(cluster.kubeconfig, cluster.tools.kubectl, cluster_doc["server"], context)
+
+
+class Host:
+    """The reference host with an access log, counting requests by verb and kind of path."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = workdir / "host.log"
+        self.proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "takoform_host.cli", "serve",
+                "--db", str(workdir / "host.sqlite"),
+                "--listen", f"127.0.0.1:{self.port}",
+                "--commit-delay", "0.05", "--access-log", "--log-level", "info",
+                "--space", SPACE,
+            ],
+            env={**os.environ, "TAKOFORM_HOST_TOKENS": TOKEN},
+            stdout=self.log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        wait_until(self._healthy, "the reference host", timeout=30)
+
+    def _healthy(self) -> bool:
+        with contextlib.suppress(httpx.HTTPError):
+            return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
+        return False
+
+    def requests(self) -> Counter[str]:
+        """'PUT resource', 'GET operation', ... -> count, from the access log so far."""
+        counts: Counter[str] = Counter()
+        for line in self.log.read_text(errors="replace").splitlines():
+            match = re.search(r'"(GET|PUT|POST|DELETE) (/v1alpha3/\S*)', line)
+            if not match:
+                continue
+            verb, path = match.groups()
+            what = "operation" if "/operations" in path else "resource"
+            counts[f"{verb} {what}"] += 1
+        return counts
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=15)
+
+
+class OperatorProcess:
+    def __init__(self, kube: Kube, host: Host, namespace: str, workdir: Path, poll: float) -> None:
+        self.metrics_port = free_port()
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(kube.kubeconfig),
+            "TAKOFORM_HOST_URL": host.url,
+            "TAKOFORM_HOST_TOKEN": TOKEN,
+            "TAKOFORM_METRICS_PORT": str(self.metrics_port),
+            "TAKOFORM_POLL_READY_SECONDS": str(poll),
+            "TAKOFORM_MAX_CONCURRENT_RECONCILES": str(CONCURRENCY),
+        }
+        self.log = workdir / f"operator-{namespace}.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "takoform_operator.cli", "run", "--namespace", namespace],
+            env=env,
+            stdout=self.log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def peak_rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def loop_lag_max(self) -> float:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with contextlib.suppress(OSError):
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                text = answer.read().decode()
+            match = re.search(r"^takoform_event_loop_lag_max_seconds (\S+)$", text, re.M)
+            if match:
+                return float(match.group(1))
+        return float("nan")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+# -- CRs ---------------------------------------------------------------------------------------
+
+
+def manifests(n: int, tag: str) -> list[dict[str, Any]]:
+    """N CRs cycling over LINES; `tag` keeps host names apart between runs (one space)."""
+    items = []
+    for i in range(n):
+        kind, _, api_version, parameters = LINES[i % len(LINES)]
+        items.append(
+            {
+                "apiVersion": api_version,
+                "kind": kind,
+                "metadata": {"name": f"{tag}-{i:05d}"},
+                "spec": {"space": SPACE, "parameters": parameters},
+            }
+        )
+    return items
+
+
+def _plural(kind: str) -> str:
+    return next(plural for k, plural, _, _ in LINES if k == kind)
+
+
+def _path(item: dict[str, Any], namespace: str) -> str:
+    return f"/apis/{item['apiVersion']}/namespaces/{namespace}/{_plural(item['kind'])}"
+
+
+async def create_all(kube: Kube, namespace: str, items: list[dict[str, Any]], rate: float | None,
+                     created: dict[str, float]) -> None:  # fmt: skip
+    """POST every CR (at `rate` per second when given), recording when each was created."""
+    async with kube.client() as client:
+        slots = asyncio.Semaphore(CONCURRENCY)
+        start = time.monotonic()
+
+        async def one(i: int, item: dict[str, Any]) -> None:
+            if rate:
+                await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+            async with slots:
+                answer = await client.post(_path(item, namespace), json=item)
+                answer.raise_for_status()
+                created[f"{item['kind']}/{item['metadata']['name']}"] = time.monotonic()
+
+        await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))
+
+
+def _ready(item: dict[str, Any]) -> bool:
+    conditions = (item.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+async def watch_ready(kube: Kube, namespace: str, n: int, seen: dict[str, float],
+                      timeout: float) -> None:  # fmt: skip
+    """Record when each CR is first seen Ready, by listing every 0.25 s, until all N are."""
+    deadline = time.monotonic() + timeout
+    async with kube.client() as client:
+        while len(seen) < n:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"only {len(seen)} of {n} Ready after {timeout:.0f} s")
+            for kind, plural, api_version, _ in LINES:
+                answer = await client.get(f"/apis/{api_version}/namespaces/{namespace}/{plural}")
+                now = time.monotonic()
+                for item in answer.json()["items"]:
+                    key = f"{kind}/{item['metadata']['name']}"
+                    if key not in seen and _ready(item):
+                        seen[key] = now
+            await asyncio.sleep(0.25)
+
+
+# -- one measured run --------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    mode: str
+    n: int
+    seconds: float
+    latencies: list[float]
+    host: Counter[str]
+    api_writes: Counter[str]
+    steady_api_writes: int = 0
+    steady_host_mutations: int = 0
+    steady_host_reads: int = 0
+    rss_mib: float = float("nan")
+    cpu_seconds: float = float("nan")
+    loop_lag: float = float("nan")
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def _writes(
+    before: Counter[tuple[str, str, str]], after: Counter[tuple[str, str, str]]
+) -> Counter[str]:
+    """Writes to the CRs (any subresource) and Events between two snapshots, by verb."""
+    writes: Counter[str] = Counter()
+    for (verb, resource, sub), count in (after - before).items():
+        if verb in ("POST", "PATCH", "PUT", "DELETE", "APPLY") and (
+            resource in PLURALS or resource == "events"
+        ):
+            writes[f"{verb} {resource}{'/' + sub if sub else ''}"] += count
+    return writes
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def measure(kube: Kube, host: Host, workdir: Path, mode: str, n: int, args: Any) -> Row:
+    namespace = f"bench-{mode}-{n}-{int(time.time())}"
+    kube.run("create", "namespace", namespace)
+    items = manifests(n, namespace)
+    created: dict[str, float] = {}
+    seen: dict[str, float] = {}
+    if mode == "backlog":
+        asyncio.run(create_all(kube, namespace, items, None, created))
+    host_before, api_before = host.requests(), kube.request_counts()
+    operator = OperatorProcess(kube, host, namespace, workdir, args.poll)
+    profiler = _profile(operator, workdir / f"profile-{mode}-{n}.txt") if args.profile else None
+    start = time.monotonic()
+    try:
+        if mode == "backlog":
+            asyncio.run(watch_ready(kube, namespace, n, seen, args.timeout))
+            latencies = [t - start for t in seen.values()]
+        else:
+
+            async def stream() -> None:
+                await asyncio.gather(
+                    create_all(kube, namespace, items, args.rate, created),
+                    watch_ready(kube, namespace, n, seen, args.timeout),
+                )
+
+            asyncio.run(stream())
+            latencies = [seen[k] - created[k] for k in seen]
+        seconds = time.monotonic() - start
+        host_after, api_after = host.requests(), kube.request_counts()
+        writes = _writes(api_before, api_after)
+        if mode == "stream":  # the benchmark's own creates are not the operator's writes
+            writes.subtract(Counter(f"POST {_plural(key.split('/')[0])}" for key in created))
+        row = Row(mode, n, seconds, latencies, host_after - host_before, +writes)
+        # Steady state: several poll intervals with nothing to do.
+        time.sleep(args.poll * args.steady_polls)
+        host_steady = host.requests() - host_after
+        api_steady = _writes(api_after, kube.request_counts())
+        row.steady_api_writes = sum(api_steady.values())
+        row.steady_host_mutations = sum(
+            c for k, c in host_steady.items() if not k.startswith("GET")
+        )
+        row.steady_host_reads = sum(c for k, c in host_steady.items() if k.startswith("GET"))
+        row.rss_mib = operator.peak_rss_mib()
+        row.cpu_seconds = operator.cpu_seconds()
+        row.loop_lag = operator.loop_lag_max()
+        return row
+    finally:
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait(timeout=60)
+            print(f"profile: {workdir / f'profile-{mode}-{n}.txt'}", file=sys.stderr)
+        operator.stop()
+
+
+def _profile(operator: OperatorProcess, output: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling the operator (collapsed stacks, for flame graphs or a grep)."""
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(operator.proc.pid),
+         "--rate", "50", "--format", "raw", "--output", str(output), "--nonblocking"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+# -- the minimal script ------------------------------------------------------------------------
+
+
+async def minimal(kube: Kube, host: Host, n: int) -> float:
+    """The same end state with nothing but asyncio and two HTTP clients: create each host
+    resource, wait for its operation, read it, write the CR's status once."""
+    namespace = f"bench-minimal-{n}-{int(time.time())}"
+    kube.run("create", "namespace", namespace)
+    items = manifests(n, namespace)
+    await create_all(kube, namespace, items, None, {})
+    refs: dict[str, dict[str, str]] = {}
+    async with (
+        httpx.AsyncClient(
+            base_url=host.url,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            limits=httpx.Limits(max_connections=CONCURRENCY),
+            timeout=60,
+        ) as hosts,
+        kube.client() as api,
+    ):
+        for item in (await hosts.get("/v1alpha3/forms")).json()["items"]:
+            ref = item["formRef"]
+            refs.setdefault(f"{ref['apiVersion']} {ref['kind']}", ref)
+        slots = asyncio.Semaphore(CONCURRENCY)
+        start = time.monotonic()
+
+        async def one(item: dict[str, Any]) -> None:
+            async with slots:
+                ref = refs[f"{item['apiVersion']} {item['kind']}"]
+                group, version = item["apiVersion"].split("/")
+                name = item["metadata"]["name"]
+                form = f"/v1alpha3/spaces/{SPACE}/forms/{group}/{version}/{item['kind']}"
+                path = f"{form}/resources/{name}"
+                exact = {k: ref[k] for k in ("definitionVersion", "schemaDigest")}
+                body = {"spec": item["spec"]["parameters"]}
+                answer = await hosts.put(
+                    path, params=exact, json=body, headers={"If-None-Match": "*"}
+                )
+                answer.raise_for_status()
+                operation = answer.json()["id"]
+                delay = 0.05
+                while (await hosts.get(f"/v1alpha3/operations/{operation}")).json()[
+                    "state"
+                ] == "running":
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 1.0)
+                resource = (await hosts.get(path, params=exact)).json()
+                status = {"status": {"uid": resource["metadata"]["uid"], "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "Available",
+                     "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}  # fmt: skip
+                patch = await api.patch(
+                    _path(item, namespace) + f"/{item['metadata']['name']}/status",
+                    json=status, headers={"Content-Type": "application/merge-patch+json"},
+                )  # fmt: skip
+                patch.raise_for_status()
+
+        await asyncio.gather(*(one(item) for item in items))
+        return time.monotonic() - start
+
+
+# -- main --------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="100,1000,5000")
+    parser.add_argument("--modes", default="backlog,stream")
+    parser.add_argument("--rate", type=float, default=100.0, help="stream mode: CRs per second")
+    parser.add_argument("--poll", type=float, default=5.0, help="the operator's ready poll (s)")
+    parser.add_argument("--steady-polls", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--no-minimal", action="store_true", help="skip the minimal script")
+    parser.add_argument(
+        "--profile", action="store_true", help="sample the operator with py-spy (a test extra)"
+    )
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    modes = args.modes.split(",")
+
+    localcluster = _load_localcluster()
+    workdir = Path(tempfile.mkdtemp(prefix="takoform-bench-"))
+    cluster = localcluster.LocalCluster(workdir / "cluster", die_with_parent=True)
+    cluster.start()
+    host: Host | None = None
+    try:
+        kube = kube_from(cluster)
+        kube.run("apply", "--server-side", "-f", str(REPO / "crds"))
+        kube.run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        host = Host(workdir)
+        rows: list[Row] = []
+        for n in sizes:
+            for mode in modes:
+                print(f"... {mode} N={n}", file=sys.stderr, flush=True)
+                rows.append(measure(kube, host, workdir, mode, n, args))
+            if not args.no_minimal:
+                print(f"... minimal script N={n}", file=sys.stderr, flush=True)
+                baseline = asyncio.run(minimal(kube, host, n))
+                for row in rows:
+                    if row.n == n:
+                        row.extra["minimal_seconds"] = baseline
+        report(rows)
+    finally:
+        if host is not None:
+            host.stop()
+        cluster.stop()
+    return 0
+
+
+def report(rows: list[Row]) -> None:
+    header = (
+        f"{'mode':8} {'N':>5} {'all Ready s':>11} {'CRs/s':>7} {'p50 s':>7} {'p99 s':>7} "
+        f"{'minimal s':>9} {'ratio':>6} {'API writes/CR':>13} {'host req/CR':>11} "
+        f"{'steady W/M/R':>13} {'RSS MiB':>8} {'CPU s':>7} {'lag s':>6}"
+    )
+    print(header)
+    for row in rows:
+        minimal_s = row.extra.get("minimal_seconds", float("nan"))
+        api_per = sum(row.api_writes.values()) / row.n
+        host_per = sum(row.host.values()) / row.n
+        reads = row.steady_host_reads / row.n
+        steady = f"{row.steady_api_writes}/{row.steady_host_mutations}/{reads:.1f}"
+        print(
+            f"{row.mode:8} {row.n:>5} {row.seconds:>11.1f} {row.n / row.seconds:>7.1f} "
+            f"{_percentile(row.latencies, 0.5):>7.2f} {_percentile(row.latencies, 0.99):>7.2f} "
+            f"{minimal_s:>9.1f} {row.seconds / minimal_s:>6.2f} {api_per:>13.2f} {host_per:>11.2f} "
+            f"{steady:>13} {row.rss_mib:>8.0f} {row.cpu_seconds:>7.1f} {row.loop_lag:>6.2f}"
+        )
+    print()
+    for row in rows:
+        writes = ", ".join(f"{k} {v / row.n:.2f}" for k, v in sorted(row.api_writes.items()))
+        hosts = ", ".join(f"{k} {v / row.n:.2f}" for k, v in sorted(row.host.items()))
+        print(f"{row.mode} N={row.n}: API writes per CR: {writes}")
+        print(f"{row.mode} N={row.n}: host requests per CR: {hosts}")
+    print(
+        "\nsteady W/M/R: API writes, host mutations and host reads per CR over the steady "
+        "polls; ratio: the operator's all-Ready time / the minimal script's."
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""The admin API's actions: switches, faults, record expiry, out-of-band changes, packages.
+
+None of this is part of the host API of docs/host-api.md: it is how tests and the conformance
+suite's own tests provoke what a real host does on its own (expiry, a delete+recreate behind the
+client's back, a package switch). See docs/reference-host.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from takoform_spec.identity import FormLine
+
+from .envelope import new_representation
+from .errors import HostError
+from .misbehaviours import (
+    MISBEHAVIOURS,
+    InvalidFaults,
+    UnknownMisbehaviour,
+    check_misbehaviours,
+)
+from .rules import Host
+
+log = logging.getLogger("takoform_host")
+
+
+class Admin:
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.store = host.store
+
+    # -- switches and faults -----------------------------------------------------------------
+
+    def misbehaviours(self) -> dict[str, Any]:
+        return {
+            "enabled": sorted(self.host.settings.misbehaviours),
+            "available": [
+                {"name": name, "breaks": rule, "description": what}
+                for name, (rule, what) in MISBEHAVIOURS.items()
+            ],
+        }
+
+    def set_misbehaviours(self, body: Any) -> dict[str, Any]:
+        names = body.get("enabled") if isinstance(body, dict) else None
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise HostError(400, "invalid_request", 'body must be {"enabled": ["name", ...]}')
+        try:
+            enabled = check_misbehaviours(names)
+        except UnknownMisbehaviour as exc:
+            raise HostError(400, "invalid_request", str(exc)) from None
+        self.host.settings.misbehaviours = set(enabled)
+        log.info("misbehaviours now %s", sorted(enabled) or "none")
+        return self.misbehaviours()
+
+    def faults(self) -> dict[str, Any]:
+        return self.host.faults.to_json()
+
+    def merge_faults(self, body: Any) -> dict[str, Any]:
+        try:
+            self.host.faults.merge(body)
+        except InvalidFaults as exc:
+            raise HostError(400, "invalid_request", str(exc)) from None
+        log.info("faults now %s", self.host.faults.to_json())
+        return self.faults()
+
+    # -- operation records -------------------------------------------------------------------
+
+    def expire(self, body: Any) -> dict[str, list[str]]:
+        """Expire settled records now (H-34 allows expiry only after settlement)."""
+        body = {} if body is None else body
+        ids = body.get("ids") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or (
+            ids is not None
+            and (not isinstance(ids, list) or not all(isinstance(i, str) for i in ids))
+        ):
+            raise HostError(400, "invalid_request", 'body must be {"ids": ["op-...", ...]} or {}')
+        if ids is None:
+            rows = self.store.settled()
+            running: list[str] = []
+            unknown: list[str] = []
+        else:
+            found = self.store.operations_by_id(ids)
+            rows = [row for row in found.values() if row["state"] != "running"]
+            running = [i for i in ids if i in found and found[i]["state"] == "running"]
+            unknown = [i for i in ids if i not in found]
+        with self.store.tx():
+            for row in rows:
+                self.host.operations.expire(row)
+        return {"expired": [row["id"] for row in rows], "running": running, "unknown": unknown}
+
+    # -- out-of-band resource changes --------------------------------------------------------
+
+    @staticmethod
+    def _target(body: Any) -> tuple[str, FormLine, str]:
+        if not isinstance(body, dict):
+            raise HostError(400, "invalid_request", "body must be an object")
+        missing = [
+            k for k in ("space", "apiVersion", "kind", "name") if not isinstance(body.get(k), str)
+        ]
+        if missing:
+            raise HostError(400, "invalid_request", f"missing or non-string member(s) {missing}")
+        return body["space"], FormLine(body["apiVersion"], body["kind"]), body["name"]
+
+    def recreate(self, body: Any) -> dict[str, Any]:
+        """Delete and recreate a resource behind the client's back: same spec, new uid."""
+        space, line, name = self._target(body)
+        res = self.store.resource(space, line, name)
+        if res is None:
+            raise HostError(
+                404, "resource_not_found", f"no resource {name!r} of {line} in {space!r}"
+            )
+        uid = str(uuid.uuid4())
+        doc = new_representation(
+            definition=self.host.forms.definition(res.ref),
+            space=space,
+            name=name,
+            uid=uid,
+            spec=res.doc["spec"],
+            package_digest=self.host.forms.active_package(res.ref),
+            creation_key=None,
+        )
+        with self.store.tx():
+            self.store.delete_resource(space, line, name, res.uid)
+            self.store.write_resource(space, res.ref, name, uid, doc)
+        return doc
+
+    def delete(self, body: Any) -> dict[str, Any]:
+        space, line, name = self._target(body)
+        res = self.store.resource(space, line, name)
+        if res is None:
+            raise HostError(
+                404, "resource_not_found", f"no resource {name!r} of {line} in {space!r}"
+            )
+        with self.store.tx():
+            self.store.delete_resource(space, line, name, res.uid)
+        return {"deleted": True, "uid": res.uid}
+
+    # -- packages ----------------------------------------------------------------------------
+
+    def activate(self, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict) or not isinstance(body.get("formRef"), dict):
+            raise HostError(
+                400, "invalid_request", 'body must be {"formRef": {...}, "packageDigest": ...}'
+            )
+        doc = body["formRef"]
+        key = tuple(
+            str(doc.get(k)) for k in ("apiVersion", "kind", "definitionVersion", "schemaDigest")
+        )
+        forms = self.host.forms
+        ref = forms.lookup(key)  # type: ignore[arg-type]
+        if ref is None:
+            raise HostError(404, "form_unknown", f"FormRef {doc} is not installed")
+        digest = body.get("packageDigest")
+        if digest not in forms.package_digests(ref):
+            raise HostError(
+                400,
+                "invalid_request",
+                f"package {digest!r} is not installed for that FormRef",
+                {"packageDigests": forms.package_digests(ref)},
+            )
+        forms.activate(ref, digest)
+        with self.store.tx():
+            self.store.save_active_package(ref, digest)
+        return self.host.forms.item(ref)

@@ -1,0 +1,1 @@
+"""Shared by the operator, the reference host and the conformance suite: identity, digest, Forms."""
