@@ -25,6 +25,7 @@ from fixtures_helm import CHART
 from fixtures_kube import wait_until
 from node_support import NodeCluster
 from processes import free_port
+from waiting import TimedOut
 
 pytestmark = [pytest.mark.kube, pytest.mark.host, pytest.mark.node]
 
@@ -378,13 +379,15 @@ def test_crd_upgrade_path_adds_a_field_and_crs_stay_ready(
 
 
 def _wait_gone(installed: Installed, names: tuple[str, ...], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def gone() -> bool:
         left = installed.kubectl("get", "bucket", *names, "--ignore-not-found", "-o", "name")
-        if not left.stdout.strip():
-            return True
-        time.sleep(1)
-    return False
+        return not left.stdout.strip()
+
+    try:
+        wait_until(gone, f"{', '.join(names)} deleted", timeout=timeout)
+    except TimedOut:
+        return False
+    return True
 
 
 # -- the chart's default: watching every namespace -------------------------------------------------

@@ -124,8 +124,9 @@ def test_only_the_leader_reconciles_and_a_killed_leader_is_replaced_within_the_l
     kube_cluster.apply(_bucket("one"), namespace=namespace)
     wait_until(lambda: _ready(kube_cluster, namespace, "one"), "Bucket one Ready", timeout=60)
     uid = _status(kube_cluster, namespace, "one")["uid"]
-    time.sleep(3)  # a few poll periods: the standby must still do nothing
-    assert leader.metric("takoform_reconciles_total") > 0
+    # Let polls happen (POLL_READY_SECONDS=2): the leader reconciles again, the standby not at all.
+    polled = leader.metric("takoform_reconciles_total") + 2
+    wait_until(lambda: leader.metric("takoform_reconciles_total") >= polled, "two more polls")
     assert standby.metric("takoform_reconciles_total") == 0, "the standby reconciled"
 
     # The leader dies without releasing the Lease (a killed pod, a lost node).
