@@ -11,21 +11,20 @@ import socket
 import threading
 from typing import Any
 
-import httpx
 import kopf
 from prometheus_client import start_http_server
 
 from takoform_operator.health import Health
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.port import HostClientPort
+from takoform_operator.host_client.token_file import token_file_transport
 from takoform_operator.kube.handlers import Runtime, register
+from takoform_operator.kube.leader import LeaderElector, LeaseConfig, LostLease, coordination_api
 from takoform_operator.kube.status import ApiConnection, HttpCrWriter
-from takoform_operator.leader import LeaderElector, LeaseConfig, LostLease
 from takoform_operator.logs import configure as configure_logging
 from takoform_operator.metrics import Metrics
 from takoform_operator.registry_data import load_registry
 from takoform_operator.settings import Settings
-from takoform_operator.token_file import TokenFile, TokenFileTransport
 
 logger = logging.getLogger("takoform_operator")
 
@@ -112,9 +111,6 @@ async def watch_loop_lag(metrics: Metrics, interval: float = 0.1) -> None:
 
 async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics: Metrics) -> None:
     """Reconcile only while holding the Lease; SIGTERM while waiting for it just ends."""
-    from kubernetes import client as k8s
-
-    load_kube_config()
     namespace = settings.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
     identity = settings.pod_name or f"{socket.gethostname()}-{os.getpid()}"
     elector = LeaderElector(
@@ -126,7 +122,7 @@ async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics
             renew_deadline_seconds=settings.lease_renew_deadline_seconds,
             retry_seconds=settings.lease_retry_seconds,
         ),
-        k8s.CoordinationV1Api(),
+        coordination_api(),
     )
 
     def changed(leader: bool) -> None:
@@ -147,18 +143,6 @@ async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics
         await asyncio.to_thread(elector.release)
 
 
-def load_kube_config() -> None:
-    """The kubeconfig (KUBECONFIG or ~/.kube/config) when there is one, else the pod's
-    ServiceAccount: what the client's load_config does, without its print to stdout (which
-    would break JSON log lines)."""
-    from kubernetes import config as k8s_config
-
-    if os.environ.get("KUBECONFIG") or os.path.exists(os.path.expanduser("~/.kube/config")):
-        k8s_config.load_kube_config()  # type: ignore[no-untyped-call]
-    else:
-        k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
-
-
 def host_client(settings: Settings) -> HostClient:
     """The host client configured from the settings (the client itself knows no settings)."""
     verify: Any = str(settings.host_ca_bundle) if settings.host_ca_bundle else True
@@ -166,17 +150,14 @@ def host_client(settings: Settings) -> HostClient:
     if settings.host_client_cert:
         key = str(settings.host_client_key) if settings.host_client_key else None
         cert = (str(settings.host_client_cert), key) if key else str(settings.host_client_cert)
-    transport: httpx.AsyncBaseTransport | None = None
+    transport: Any = None
     if settings.host_token_file is not None:
-        # Re-read on change (a mounted Secret is updated in place); httpx ignores verify, cert
-        # and limits when given a transport, so they go to the inner one.
-        transport = TokenFileTransport(
-            httpx.AsyncHTTPTransport(
-                verify=verify,
-                cert=cert,
-                limits=httpx.Limits(max_connections=settings.host_max_connections),
-            ),
-            TokenFile(settings.host_token_file),
+        # Re-read on change: a mounted Secret is updated in place.
+        transport = token_file_transport(
+            settings.host_token_file,
+            verify=verify,
+            cert=cert,
+            max_connections=settings.host_max_connections,
         )
     return HostClient(
         settings.host_url,

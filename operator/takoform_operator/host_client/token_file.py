@@ -44,3 +44,18 @@ class TokenFileTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def token_file_transport(
+    path: Path, *, verify: object, cert: object, max_connections: int
+) -> TokenFileTransport:
+    """A transport re-reading the token from `path`; httpx ignores verify, cert and limits when
+    given a transport, so they go to the inner one here."""
+    return TokenFileTransport(
+        httpx.AsyncHTTPTransport(
+            verify=verify,  # type: ignore[arg-type]
+            cert=cert,  # type: ignore[arg-type]
+            limits=httpx.Limits(max_connections=max_connections),
+        ),
+        TokenFile(path),
+    )
