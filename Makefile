@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: bench bench-host bench-reconcile check-model conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
+.PHONY: image crds-upgrade bench bench-host bench-reconcile check-model conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -36,8 +36,15 @@ check-generated: venv ## fail if regenerating would change a committed file
 tools: ## build (or reuse cached) kube-apiserver, etcd, kubectl, helm; install prometheus
 	hack/tools.sh
 
-cluster-up: tools venv ## start a local control plane (etcd + kube-apiserver + controller-manager)
-	$(BIN)/python hack/localcluster.py up
+image: ## build the operator image (Docker, else buildah) as an OCI archive in build/image/
+	hack/image.sh
+
+NODE ?=
+crds-upgrade: ## apply the chart's CRDs to the current cluster (before `helm upgrade`; helm never upgrades them)
+	hack/crds.sh
+
+cluster-up: tools venv ## start a local control plane; NODE=1 adds a node and loads `make image`'s image
+	$(BIN)/python hack/localcluster.py up $(if $(NODE),--node $(foreach a,$(wildcard build/image/*.oci.tar),--image $(a)))
 
 cluster-down: venv ## stop the local control plane
 	$(BIN)/python hack/localcluster.py down

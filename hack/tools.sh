@@ -2,9 +2,13 @@
 # Builds (once) and caches the pinned binaries the tests run against, then prints where they are.
 #
 #   kube-apiserver, kube-controller-manager, kubectl  <- k8s.io/kubernetes   (hack/go/kubernetes)
+#   kubelet, kube-scheduler (the optional node)       <- k8s.io/kubernetes   (same wrapper)
+#   pause (the node's sandbox process)                <- hack/node/pause.c   (cc -static)
 #   etcd                                              <- go.etcd.io/etcd/server/v3 (hack/go/etcd)
 #   helm                                              <- helm.sh/helm/v3     (hack/go/helm)
 #   prometheus, promtool                              <- Debian package `prometheus`
+#   containerd, runc (the node's runtime)             <- Debian packages `containerd`, `runc`
+#   buildah, mmdebstrap (`make image` without Docker) <- Debian packages `buildah`, `mmdebstrap`
 #
 # Versions live in hack/versions.env. Binaries are cached OUTSIDE the repository, one directory per
 # component and version:  $TAKOFORM_TOOLS_CACHE/bin/<component>-<version>/  (default cache:
@@ -77,6 +81,24 @@ build kubernetes "$KUBERNETES_VERSION" "$kdir" "$kldflags" \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
   kubectl=k8s.io/kubernetes/cmd/kubectl
+# The node's binaries in their own directory, so a cache made before they existed stays valid.
+build kubernetes-node "$KUBERNETES_VERSION" "$kdir" "$kldflags" \
+  kubelet=k8s.io/kubernetes/cmd/kubelet \
+  kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
+
+# --- pause ------------------------------------------------------------------------------------
+# The process holding each pod sandbox: a few lines of C, statically linked, keyed by its source.
+pause_src="$repo/hack/node/pause.c"
+pause_key="$(sha256sum "$pause_src" | cut -c1-12)"
+pause_dir="$bindir/pause-$pause_key"
+if [[ ! -f "$pause_dir/.complete" ]]; then
+  command -v cc >/dev/null || die "cc is not installed (needed for the node's pause binary)"
+  rm -rf "$pause_dir.tmp" && mkdir -p "$pause_dir.tmp"
+  cc -static -Os -s -o "$pause_dir.tmp/pause" "$pause_src" || die "building pause failed"
+  date -u +%Y-%m-%dT%H:%M:%SZ >"$pause_dir.tmp/.complete"
+  rm -rf "$pause_dir" && mv "$pause_dir.tmp" "$pause_dir"
+  log "pause: built -> $pause_dir"
+fi
 
 # --- etcd -------------------------------------------------------------------------------------
 edir="$repo/hack/go/etcd"
@@ -99,25 +121,27 @@ for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
 done
 build helm "$HELM_VERSION" "$hdir" "$hldflags" helm=helm.sh/helm/v3/cmd/helm
 
-# --- Prometheus (Debian) ----------------------------------------------------------------------
-install_prometheus() {
+# --- Debian packages: prometheus, containerd, runc, buildah, mmdebstrap -------------------------
+apt_updated=""
+apt_install() { # PACKAGE...
   local sudo=""
   if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null || die "promtool missing; install Debian's prometheus package as root"
+    command -v sudo >/dev/null || die "missing $*; install these Debian packages as root"
     sudo="sudo"
   fi
-  log "prometheus: installing Debian package (apt-get)"
-  # Only the binaries are wanted: a policy-rc.d answering 101 stops the package's postinst from
-  # starting the prometheus service (standard Debian mechanism). Removed again afterwards.
+  log "installing Debian packages (apt-get): $*"
+  # Only the binaries are wanted: a policy-rc.d answering 101 stops the packages' postinst from
+  # starting their services (standard Debian mechanism). Removed again afterwards.
   local policy=/usr/sbin/policy-rc.d own_policy=""
   if [[ ! -e $policy ]]; then
     printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
     $sudo chmod +x "$policy"
     own_policy=1
   fi
-  $sudo apt-get update -qq
+  [[ -n $apt_updated ]] || $sudo apt-get update -qq
+  apt_updated=1
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    prometheus >/dev/null || { [[ -n $own_policy ]] && $sudo rm -f "$policy"; die "apt-get install prometheus failed"; }
+    "$@" >/dev/null || { [[ -n $own_policy ]] && $sudo rm -f "$policy"; die "apt-get install $* failed"; }
   [[ -n $own_policy ]] && $sudo rm -f "$policy"
   # Belt and braces: if a daemon got started anyway (running as the package's `prometheus` user),
   # stop exactly that process.
@@ -127,10 +151,16 @@ install_prometheus() {
     $sudo kill "$pid" || true
   done
 }
-if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
-  install_prometheus
+missing=()
+command -v promtool >/dev/null && command -v prometheus >/dev/null || missing+=(prometheus)
+command -v containerd >/dev/null && command -v ctr >/dev/null || missing+=(containerd)
+command -v runc >/dev/null || missing+=(runc)
+command -v buildah >/dev/null || missing+=(buildah)
+command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+if [[ ${#missing[@]} -gt 0 ]]; then
+  apt_install "${missing[@]}"
 else
-  log "prometheus: using $(command -v prometheus)"
+  log "Debian packages: using $(command -v prometheus), containerd, runc, buildah, mmdebstrap"
 fi
 promdir="$(dirname "$(command -v promtool)")"
 
@@ -138,11 +168,14 @@ promdir="$(dirname "$(command -v promtool)")"
 kbin="$bindir/kubernetes-$KUBERNETES_VERSION"
 ebin="$bindir/etcd-$ETCD_VERSION"
 hbin="$bindir/helm-$HELM_VERSION"
+nbin="$bindir/kubernetes-node-$KUBERNETES_VERSION"
 cat >"$bindir/env.sh.tmp" <<ENV
 # Written by hack/tools.sh; source it to put the pinned tools on PATH.
 export TAKOFORM_KUBE_BIN="$kbin"
 export TAKOFORM_ETCD_BIN="$ebin"
 export TAKOFORM_HELM_BIN="$hbin"
+export TAKOFORM_NODE_BIN="$nbin"
+export TAKOFORM_PAUSE_BIN="$pause_dir"
 export TAKOFORM_PROMETHEUS_BIN="$promdir"
 export PATH="$kbin:$ebin:$hbin:$promdir:\$PATH"
 ENV
@@ -150,7 +183,8 @@ mv "$bindir/env.sh.tmp" "$bindir/env.sh"
 
 log "ready in $((SECONDS - start))s:"
 for f in "$kbin"/kube-apiserver "$kbin"/kube-controller-manager "$kbin"/kubectl "$ebin"/etcd \
-  "$hbin"/helm "$promdir"/prometheus "$promdir"/promtool; do
+  "$hbin"/helm "$nbin"/kubelet "$nbin"/kube-scheduler "$pause_dir"/pause \
+  "$promdir"/prometheus "$promdir"/promtool; do
   printf '  %s\n' "$f" >&2
 done
 printf '  source %s   # puts them on PATH\n' "$bindir/env.sh" >&2

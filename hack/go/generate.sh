@@ -69,7 +69,9 @@ write_module "$here/kubernetes" takoform.local/hack/go/kubernetes "$(go_line "$k
   "k8s.io/kubernetes $KUBERNETES_VERSION" "$replace" \
   k8s.io/kubernetes/cmd/kube-apiserver \
   k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kubectl
+  k8s.io/kubernetes/cmd/kubectl \
+  k8s.io/kubernetes/cmd/kubelet \
+  k8s.io/kubernetes/cmd/kube-scheduler
 
 # --- etcd -------------------------------------------------------------------------------------
 emod="$(go mod download -json "go.etcd.io/etcd/server/v3@$ETCD_VERSION" | jq -r '.GoMod')"

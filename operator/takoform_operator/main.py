@@ -7,21 +7,27 @@ import contextlib
 import functools
 import logging
 import os
+import signal
+import socket
 import threading
 from typing import Any
 
 import kopf
 from prometheus_client import start_http_server
 
+from takoform_operator.health import Health
 from takoform_operator.host_client.client import HostClient, TokenSource
-from takoform_operator.host_client.pool import FileToken, HostPool
+from takoform_operator.host_client.pool import HostPool
+from takoform_operator.host_client.token_file import FileToken
 from takoform_operator.kube.claims import ClaimBook
 from takoform_operator.kube.cr_reconcile import NoHost
 from takoform_operator.kube.handlers import Runtime, register
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
+from takoform_operator.kube.leader import LeaderElector, LeaseConfig, LostLease, coordination_api
 from takoform_operator.kube.secrets import KubernetesSecretReader
 from takoform_operator.kube.status import ApiConnection, HttpCrWriter
 from takoform_operator.kube.tenancy import TenancyBook
+from takoform_operator.logs import configure as configure_logging
 from takoform_operator.metrics import Metrics
 from takoform_operator.registry_data import load_registry
 from takoform_operator.settings import Settings
@@ -50,8 +56,14 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     registry = load_registry()
     metrics = Metrics()
     if settings.metrics_port:
-        start_http_server(settings.metrics_port, registry=metrics.registry)
-        logger.info("metrics on :%d/metrics", settings.metrics_port)
+        start_http_server(
+            settings.metrics_port, addr=settings.bind_address, registry=metrics.registry
+        )
+        logger.info("metrics on %s:%d/metrics", settings.bind_address, settings.metrics_port)
+    health = Health()
+    if settings.health_port:
+        await health.start(settings.bind_address, settings.health_port)
+        logger.info("health on %s:%d/healthz,/readyz", settings.bind_address, settings.health_port)
     secrets_namespace = settings.secrets_namespace()
     pool = HostPool(
         KubernetesSecretReader(secrets_namespace),
@@ -91,16 +103,25 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         secrets_namespace,
         implicit,
     )
-    lag_watch = asyncio.create_task(watch_loop_lag(metrics))
-    try:
+
+    async def lead(stop_flag: asyncio.Event | threading.Event | None) -> None:
         await kopf.operator(
             registry=kopf_registry,
             settings=kopf_settings(settings.namespace),
             standalone=True,
             clusterwide=settings.namespace is None,
             namespaces=[settings.namespace] if settings.namespace else (),
-            stop_flag=stop,
+            stop_flag=stop_flag,
         )
+
+    health.ready = True
+    lag_watch = asyncio.create_task(watch_loop_lag(metrics))
+    try:
+        if not settings.leader_election:
+            metrics.leader.set(1)
+            await lead(stop)
+            return
+        await _elect_and_lead(settings, lead, health, metrics)
     finally:
         lag_watch.cancel()
         refresher.cancel()
@@ -108,6 +129,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
             await refresher
         await writer.close()
         await pool.aclose()
+        await health.stop()
 
 
 async def watch_loop_lag(metrics: Metrics, interval: float = 0.1) -> None:
@@ -119,6 +141,40 @@ async def watch_loop_lag(metrics: Metrics, interval: float = 0.1) -> None:
         metrics.loop_lagged(max(0.0, loop.time() - started - interval))
 
 
+async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics: Metrics) -> None:
+    """Reconcile only while holding the Lease; SIGTERM while waiting for it just ends."""
+    namespace = settings.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
+    identity = settings.pod_name or f"{socket.gethostname()}-{os.getpid()}"
+    elector = LeaderElector(
+        LeaseConfig(
+            namespace=namespace,
+            name=settings.lease_name,
+            identity=identity,
+            lease_seconds=settings.lease_seconds,
+            renew_deadline_seconds=settings.lease_renew_deadline_seconds,
+            retry_seconds=settings.lease_retry_seconds,
+        ),
+        coordination_api(),
+    )
+
+    def changed(leader: bool) -> None:
+        health.leader = leader
+        metrics.leader.set(1 if leader else 0)
+
+    # Until kopf runs (it installs its own handlers), SIGTERM/SIGINT end the wait.
+    main_task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        if main_task is not None and threading.current_thread() is threading.main_thread():
+            loop.add_signal_handler(sig, main_task.cancel)
+    try:
+        await elector.run(lead, changed)
+    except asyncio.CancelledError:
+        logger.info("stopped while waiting for the lease")
+    finally:
+        await asyncio.to_thread(elector.release)
+
+
 def host_client(settings: Settings) -> HostClient:
     """The host client configured from the settings (the client itself knows no settings)."""
     verify: Any = str(settings.host_ca_bundle) if settings.host_ca_bundle else True
@@ -128,7 +184,8 @@ def host_client(settings: Settings) -> HostClient:
         cert = (str(settings.host_client_cert), key) if key else str(settings.host_client_cert)
     token: TokenSource | str | None = settings.token()
     if settings.host_token_file is not None:
-        token = FileToken(settings.host_token_file, settings.token_refresh_seconds)
+        # Re-read on change: a mounted Secret is updated in place.
+        token = FileToken(settings.host_token_file)
     return HostClient(
         settings.host_url,
         token,
@@ -169,10 +226,11 @@ def _login(writer: HttpCrWriter, **kwargs: Any) -> kopf.ConnectionInfo | None:
 
 
 def main(settings: Settings) -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_format, settings.log_level)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per host request is noise
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # one line per watch event
-    asyncio.run(run(settings))
+    try:
+        asyncio.run(run(settings))
+    except LostLease:
+        return 1  # restarted by the kubelet; another replica leads meanwhile
     return 0

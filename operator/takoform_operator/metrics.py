@@ -6,7 +6,15 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+)
 
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.reconcile import Outcome
@@ -25,7 +33,13 @@ def _labels(body: Any) -> dict[str, str]:
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
+        if registry is None:
+            registry = CollectorRegistry()
+            # The standard process_*, python_gc_* and python_info series (memory, CPU, open
+            # files, start time), as on the default registry.
+            for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+                registry.register(collector)
+        self.registry = registry
         self.reconciles = Counter(
             "takoform_reconciles",
             "Reconciles run, by kind and result (ready, pending, blocked, degraded, finalized).",
@@ -50,10 +64,22 @@ class Metrics:
             ["namespace", "name", "kind"],
             registry=self.registry,
         )
+        self.degraded = Gauge(
+            "takoform_resource_degraded",
+            "1 while the resource is Degraded (host unavailable or refusing), by reason.",
+            ["namespace", "name", "kind", "reason"],
+            registry=self.registry,
+        )
         self.host_errors = Counter(
             "takoform_host_errors",
             "Reconciles that ended on a host error, by reason.",
             ["kind", "reason"],
+            registry=self.registry,
+        )
+        self.leader = Gauge(
+            "takoform_leader",
+            "1 while this replica holds the leader Lease and reconciles (always 1 without "
+            "leader election).",
             registry=self.registry,
         )
         self.loop_lag = Histogram(
@@ -69,6 +95,7 @@ class Metrics:
         )
         self._blocked_reasons: dict[tuple[str, str, str], str] = {}
         self._lag_max = 0.0
+        self._degraded_reasons: dict[tuple[str, str, str], str] = {}
 
     def reconciled(self, body: Any, outcome: Outcome, seconds: float) -> None:
         labels = _labels(body)
@@ -86,6 +113,13 @@ class Metrics:
             blocked_reason = str(true[ConditionType.BLOCKED])
             self.blocked.labels(*key, blocked_reason).set(1)
             self._blocked_reasons[key] = blocked_reason
+        previous = self._degraded_reasons.pop(key, None)
+        if previous is not None:
+            self.degraded.remove(*key, previous)
+        if ConditionType.DEGRADED in true:
+            degraded_reason = str(true[ConditionType.DEGRADED])
+            self.degraded.labels(*key, degraded_reason).set(1)
+            self._degraded_reasons[key] = degraded_reason
         self.pending.labels(*key).set(1 if outcome.state.pending else 0)
 
     def loop_lagged(self, seconds: float) -> None:
@@ -100,6 +134,9 @@ class Metrics:
         reason = self._blocked_reasons.pop(key, None)
         if reason is not None:
             self.blocked.remove(*key, reason)
+        reason = self._degraded_reasons.pop(key, None)
+        if reason is not None:
+            self.degraded.remove(*key, reason)
         with contextlib.suppress(KeyError):
             self.pending.remove(*key)
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -38,6 +39,40 @@ class Settings(BaseSettings):
     namespace: str | None = Field(
         default=None, description="Watch only this namespace (default: all namespaces)."
     )
+    bind_address: str = Field(
+        default="0.0.0.0", description="Address the metrics and health endpoints listen on."
+    )
+    health_port: int = Field(
+        default=0, ge=0, description="Port of /healthz and /readyz for the kubelet (0: off)."
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="Log lines as plain text or one JSON object per line."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="Lowest level logged."
+    )
+    leader_election: bool = Field(
+        default=False,
+        description="Reconcile only while holding a coordination.k8s.io Lease (for replicas > 1).",
+    )
+    lease_name: str = Field(default="takoform-operator", description="Name of that Lease.")
+    lease_namespace: str | None = Field(
+        default=None, description="Namespace of the Lease (default: the pod's, POD_NAMESPACE)."
+    )
+    lease_seconds: float = Field(default=15.0, gt=0, description="Lease duration.")
+    lease_renew_deadline_seconds: float = Field(
+        default=10.0, gt=0, description="A leader that cannot renew for this long stops."
+    )
+    lease_retry_seconds: float = Field(default=2.0, gt=0, description="Renew/retry period.")
+    pod_name: str | None = Field(
+        default=None, description="This replica's identity in the Lease (default: hostname)."
+    )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
     operator_namespace: str | None = Field(
         default=None,
         description="Namespace of the Secrets TakoformHosts name (default: the pod's own "

@@ -17,6 +17,7 @@ from fixtures_kube import KubeCluster, KubeTools, wait_until
 from operator_process import operator_process
 
 REPO = Path(__file__).resolve().parents[2]
+RUNBOOKS = "docs/runbooks.md"  # alerts.runbookBaseUrl's default
 pytestmark = pytest.mark.kube
 
 
@@ -24,7 +25,8 @@ def test_chart_lints_strictly(helm: Any) -> None:
     helm("lint", "--strict", str(CHART))
 
 
-RBAC_KINDS = ["ClusterRole"] * 5 + ["ClusterRoleBinding"] * 2 + ["Role", "RoleBinding"]
+#: The operator's roles, the tenancy and user ClusterRoles, and the Role of the leader Lease.
+RBAC_KINDS = ["ClusterRole"] * 5 + ["ClusterRoleBinding"] * 2 + ["Role", "RoleBinding"] * 2
 
 
 def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: Any) -> None:
@@ -36,12 +38,18 @@ def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: A
     assert off == sorted([*RBAC_KINDS, "Deployment", "ServiceAccount"])
     without_user_roles = kinds(render(helm, "rbac.userRoles.create=false"))
     assert without_user_roles.count("ClusterRole") == 2
+    assert "PodDisruptionBudget" in kinds(render(helm, "replicaCount=2"))
+    assert "ServiceAccount" not in kinds(render(helm, "serviceAccount.create=false"))
 
 
 def test_watch_namespace_narrows_rbac_to_a_role(helm: Any) -> None:
     docs = render(helm, "watchNamespace=team-a", "rbac.userRoles.create=false")
     role = next(
-        doc for doc in docs if doc["kind"] == "Role" and doc["metadata"]["namespace"] != "ops"
+        doc
+        for doc in docs
+        if doc["kind"] == "Role"
+        and doc["metadata"]["namespace"] != "ops"
+        and not doc["metadata"]["name"].endswith("-leader-election")
     )
     assert role["metadata"]["namespace"] == "team-a"
     # Cluster-wide, the operator may only read the tenancy policy and namespace labels.
@@ -159,8 +167,8 @@ def test_labels_follow_the_conventions(helm: Any) -> None:
 @pytest.mark.parametrize(
     ("value", "why"),
     [
-        ("replicaCount=2", "the operator runs standalone: two replicas would both reconcile"),
         ("host.url=not-a-url", "the host URL must be http(s)"),
+        ("logFormat=xml", "json or text"),
         ("alerts.blockedFor=soon", "durations are Prometheus durations"),
         ("metrics.port=70000", "ports stop at 65535"),
         ("imagePullPolicy=Always", "an unknown top-level value is a typo, not a setting"),
@@ -170,6 +178,52 @@ def test_values_schema_rejects_wrong_values(helm: Any, value: str, why: str) -> 
     proc = helm("template", "t", str(CHART), "--set", value, check=False)
     assert proc.returncode != 0, why
     assert "schema" in proc.stderr.lower(), proc.stderr
+
+
+def test_two_replicas_need_leader_election(helm: Any) -> None:
+    proc = helm(
+        "template", "t", str(CHART), "--set", "replicaCount=2",
+        "--set", "leaderElection.enabled=false", check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "leaderElection" in proc.stderr, proc.stderr
+    deployment = next(doc for doc in render(helm, "replicaCount=2") if doc["kind"] == "Deployment")
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    local = render(helm, "replicaCount=2", "hostNetwork=true")
+    deployment = next(doc for doc in local if doc["kind"] == "Deployment")
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+
+
+def test_pod_values_reach_the_pod(helm: Any) -> None:
+    docs = render(
+        helm,
+        "podAnnotations.a=one", "podLabels.team=x", "priorityClassName=high", "logFormat=text",
+        "logLevel=DEBUG", "hostNetwork=true", "extraEnv[0].name=EXTRA", "extraEnv[0].value=v",
+        "serviceAccount.name=ops", "serviceAccount.annotations.k=v",
+    )  # fmt: skip
+    deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"a": "one"}
+    assert pod["metadata"]["labels"]["team"] == "x"
+    spec = pod["spec"]
+    assert spec["priorityClassName"] == "high" and spec["hostNetwork"] is True
+    assert spec["serviceAccountName"] == "ops"
+    container = spec["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["TAKOFORM_LOG_FORMAT"] == "text" and env["TAKOFORM_LOG_LEVEL"] == "DEBUG"
+    assert env["EXTRA"] == "v" and "TAKOFORM_HOST_TOKEN" not in env
+    assert env["TAKOFORM_HOST_TOKEN_FILE"] == "/var/run/secrets/takoform/host/token"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    account = next(doc for doc in docs if doc["kind"] == "ServiceAccount")
+    assert account["metadata"] == {**account["metadata"], "name": "ops", "annotations": {"k": "v"}}
+    bindings = [doc for doc in docs if doc["kind"].endswith("Binding")]
+    assert all(b["subjects"][0]["name"] == "ops" for b in bindings)
+
+
+def test_service_monitor_keeps_the_crs_namespace_label(helm: Any) -> None:
+    docs = render(helm, "metrics.serviceMonitor.enabled=true")
+    monitor = next(doc for doc in docs if doc["kind"] == "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
 
 
 def test_chart_crds_are_the_generated_ones() -> None:
@@ -190,7 +244,7 @@ def test_alert_rules_pass_promtool(helm: Any, kube_tools: KubeTools, tmp_path: P
         timeout=60,
     )
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "3 rules found" in check.stdout
+    assert "5 rules found" in check.stdout
 
 
 def test_alerts_fire_as_documented(helm: Any, kube_tools: KubeTools, tmp_path: Path) -> None:
@@ -234,6 +288,7 @@ def test_alerts_fire_as_documented(helm: Any, kube_tools: KubeTools, tmp_path: P
                                     "reason": "UidMismatch",
                                 },
                                 "exp_annotations": {
+                                    "runbook_url": RUNBOOKS + "#takoformresourceblocked",
                                     "summary": "Bucket demo/logs is Blocked (UidMismatch)",
                                     "description": (
                                         "The operator will not mutate this resource until a human "
@@ -259,6 +314,7 @@ def test_alerts_fire_as_documented(helm: Any, kube_tools: KubeTools, tmp_path: P
                                     "kind": "Bucket",
                                 },
                                 "exp_annotations": {
+                                    "runbook_url": RUNBOOKS + "#takoformoperationstuck",
                                     "summary": "Bucket demo/logs has a host operation pending "
                                     "for long",
                                     "description": "A host operation was accepted and has not "
@@ -279,6 +335,7 @@ def test_alerts_fire_as_documented(helm: Any, kube_tools: KubeTools, tmp_path: P
                                     "reason": "HostUnavailable",
                                 },
                                 "exp_annotations": {
+                                    "runbook_url": RUNBOOKS + "#takoformhosterrors",
                                     "summary": "takoform-operator sees host errors "
                                     "(HostUnavailable) for Bucket",
                                     "description": "Reconciles end on host errors (unavailable or "
@@ -301,6 +358,79 @@ def test_alerts_fire_as_documented(helm: Any, kube_tools: KubeTools, tmp_path: P
         timeout=60,
     )
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def _promtool_test(kube_tools: KubeTools, tmp_path: Path, tests: dict[str, Any]) -> None:
+    assert kube_tools.promtool
+    path = tmp_path / "alerts_test.yaml"
+    path.write_text(yaml.safe_dump(tests, sort_keys=False))
+    run = subprocess.run(
+        [str(kube_tools.promtool), "test", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_degraded_and_operator_down_alerts_fire(
+    helm: Any, kube_tools: KubeTools, tmp_path: Path
+) -> None:
+    """Degraded for degradedFor fires; no leading replica scraped for operatorDownFor fires (a
+    failover shorter than that does not)."""
+    rules = rule_file(helm, tmp_path, "alerts.degradedFor=10m", "alerts.operatorDownFor=5m")
+    degraded = '{namespace="demo",name="logs",kind="Bucket",reason="HostUnavailable"}'
+    _promtool_test(kube_tools, tmp_path, {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [
+                {"series": f"takoform_resource_degraded{degraded}", "values": "1x30"},
+                # leader a for 10m, then b (a failover), then no scrape at all from 22m
+                {"series": 'takoform_leader{pod="a"}', "values": "1x10 _x20"},
+                {"series": 'takoform_leader{pod="b"}', "values": "_x12 1x8 _x20"},
+            ],
+            "alert_rule_test": [
+                {"eval_time": "5m", "alertname": "TakoformResourceDegraded", "exp_alerts": []},
+                {"eval_time": "12m", "alertname": "TakoformResourceDegraded", "exp_alerts": [{
+                    "exp_labels": {"severity": "warning", "namespace": "demo", "name": "logs",
+                                   "kind": "Bucket", "reason": "HostUnavailable"},
+                    "exp_annotations": {
+                        "runbook_url": RUNBOOKS + "#takoformresourcedegraded",
+                        "summary": "Bucket demo/logs has been Degraded for long (HostUnavailable)",
+                        "description": (
+                            "The resource keeps failing to converge (host unavailable or "
+                            "refusing). Its Degraded condition says why: kubectl get bucket -n "
+                            "demo logs -o jsonpath='{.status.conditions[?(@.type==\"Degraded\")]"
+                            ".message}'"
+                        ),
+                    },
+                }]},
+                {"eval_time": "12m", "alertname": "TakoformOperatorDown", "exp_alerts": []},
+                {"eval_time": "35m", "alertname": "TakoformOperatorDown", "exp_alerts": [{
+                    "exp_labels": {"severity": "critical"},
+                    "exp_annotations": {
+                        "runbook_url": RUNBOOKS + "#takoformoperatordown",
+                        "summary": "No takoform-operator replica is scraped while leading",
+                        "description": (
+                            "Either no operator pod is scraped at all (down, crash-looping, not "
+                            "scheduled, or the scrape fails) or none holds the leader Lease. "
+                            "Nothing reconciles Takoform resources meanwhile."
+                        ),
+                    },
+                }]},
+            ],
+        }],
+    })  # fmt: skip
+
+
+def test_every_alert_has_a_runbook_section(helm: Any, tmp_path: Path) -> None:
+    groups = yaml.safe_load(rule_file(helm, tmp_path).read_text())["groups"]
+    runbooks = (REPO / "docs" / "runbooks.md").read_text()
+    for rule in (r for g in groups for r in g["rules"]):
+        assert rule["annotations"]["runbook_url"] == f"{RUNBOOKS}#{rule['alert'].lower()}"
+        assert f"\n## {rule['alert']}\n" in runbooks
 
 
 # -- on the real API server ------------------------------------------------------------------------

@@ -7,6 +7,11 @@
 {{- end -}}
 {{- end -}}
 
+{{/* The ServiceAccount the operator runs as. */}}
+{{- define "takoform-operator.serviceAccountName" -}}
+{{- .Values.serviceAccount.name | default (include "takoform-operator.fullname" .) -}}
+{{- end -}}
+
 {{/* Selector labels: immutable once installed, so they carry identity only. */}}
 {{- define "takoform-operator.selectorLabels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
@@ -39,5 +44,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
     | replace "__BLOCKED_FOR__" .Values.alerts.blockedFor
     | replace "__STUCK_FOR__" .Values.alerts.stuckOperationFor
     | replace "__HOST_ERRORS_FOR__" .Values.alerts.hostErrorsFor
-    | replace "__BLOCKED_SEVERITY__" .Values.alerts.blockedSeverity -}}
+    | replace "__BLOCKED_SEVERITY__" .Values.alerts.blockedSeverity
+    | replace "__DEGRADED_FOR__" .Values.alerts.degradedFor
+    | replace "__OPERATOR_DOWN_FOR__" .Values.alerts.operatorDownFor
+    | replace "__RUNBOOKS__" .Values.alerts.runbookBaseUrl -}}
 {{- end -}}

@@ -78,26 +78,6 @@ class SecretToken:
             return value
 
 
-class FileToken:
-    """A TokenSource re-reading a token file (TAKOFORM_HOST_TOKEN_FILE) like SecretToken."""
-
-    def __init__(self, path: os.PathLike[str], refresh_seconds: float) -> None:
-        self._path, self._every = path, refresh_seconds
-        self._value: str | None = None
-        self._read_at: float | None = None
-
-    async def token(self) -> str | None:
-        if self._read_at is None or time.monotonic() - self._read_at >= self._every:
-            return await self.refresh()
-        return self._value
-
-    async def refresh(self) -> str | None:
-        with open(self._path, encoding="utf-8") as handle:
-            self._value = handle.read().strip()
-        self._read_at = time.monotonic()
-        return self._value
-
-
 @dataclass
 class _Entry:
     config: HostConfig

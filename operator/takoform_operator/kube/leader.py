@@ -1,0 +1,205 @@
+"""Leader election with a coordination.k8s.io/v1 Lease, the way client-go's leaderelection does
+it, so that of several replicas exactly one reconciles at a time.
+
+- A candidate takes the Lease when it does not exist, is released (no holder), or has not been
+  renewed for `lease_seconds` as observed on the candidate's own clock (no clock-skew trust).
+- The leader renews every `retry_seconds`. When it cannot renew for `renew_deadline_seconds`
+  (< `lease_seconds`) it stops leading at once, before any other replica may take the Lease.
+- Every write is an update conditioned on the Lease's resourceVersion, so two candidates can
+  never both win the same round.
+- A leader that stops cleanly releases the Lease, so the next one takes over without waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+logger = logging.getLogger("takoform_operator.leader")
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    namespace: str
+    name: str
+    identity: str
+    lease_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_seconds: float = 2.0
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class LeaderElector:
+    def __init__(self, config: LeaseConfig, api: k8s.CoordinationV1Api) -> None:
+        if not config.retry_seconds < config.renew_deadline_seconds < config.lease_seconds:
+            raise ValueError("need retry < renew deadline < lease duration")
+        self.config = config
+        self.api = api
+        # What we last saw of another holder: (holder, renewTime, resourceVersion) and when.
+        self._observed: tuple[Any, float] | None = None
+        self.is_leader = False
+        self.transitions = 0
+
+    # -- one round -----------------------------------------------------------------------------
+
+    def _spec(self, acquire: bool, previous: Any | None) -> k8s.V1LeaseSpec:
+        now = _now()
+        transitions = (previous.lease_transitions or 0) if previous is not None else 0
+        return k8s.V1LeaseSpec(
+            holder_identity=self.config.identity,
+            lease_duration_seconds=int(self.config.lease_seconds),
+            acquire_time=now if acquire or previous is None else previous.acquire_time,
+            renew_time=now,
+            lease_transitions=transitions + (1 if acquire and previous is not None else 0),
+        )
+
+    def try_acquire_or_renew(self) -> bool:
+        """One round (blocking API calls). True when we hold the Lease afterwards."""
+        c = self.config
+        try:
+            lease = self.api.read_namespaced_lease(c.name, c.namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            body = k8s.V1Lease(
+                metadata=k8s.V1ObjectMeta(name=c.name, namespace=c.namespace),
+                spec=self._spec(acquire=True, previous=None),
+            )
+            try:
+                self.api.create_namespaced_lease(c.namespace, body)
+            except ApiException as create_exc:
+                if create_exc.status == 409:  # someone else created it first
+                    return False
+                raise
+            return True
+
+        spec = lease.spec or k8s.V1LeaseSpec()
+        holder = spec.holder_identity or ""
+        mine = holder == c.identity
+        if not mine and holder:
+            seen = (holder, spec.renew_time, lease.metadata and lease.metadata.resource_version)
+            if self._observed is None or self._observed[0] != seen:
+                self._observed = (seen, time.monotonic())
+                return False
+            if time.monotonic() - self._observed[1] < (
+                spec.lease_duration_seconds or c.lease_seconds
+            ):
+                return False  # the holder may still be alive: wait for its lease to run out
+            logger.info("lease %s/%s expired (holder %s); taking it", c.namespace, c.name, holder)
+        lease.spec = self._spec(acquire=not mine, previous=spec)
+        try:
+            # replace() sends metadata.resourceVersion: a concurrent writer makes this a 409.
+            self.api.replace_namespaced_lease(c.name, c.namespace, lease)
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    def release(self) -> None:
+        """Give the Lease up (only if we still hold it), so a standby takes over at once."""
+        c = self.config
+        try:
+            lease = self.api.read_namespaced_lease(c.name, c.namespace)
+            if lease.spec is None or lease.spec.holder_identity != c.identity:
+                return
+            lease.spec.holder_identity = None
+            lease.spec.lease_duration_seconds = 1
+            lease.spec.renew_time = _now()
+            self.api.replace_namespaced_lease(c.name, c.namespace, lease)
+            logger.info("lease %s/%s released", c.namespace, c.name)
+        except Exception as exc:  # best effort: the lease runs out by itself anyway
+            logger.warning("could not release lease %s/%s: %s", c.namespace, c.name, exc)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def _round(self) -> bool:
+        try:
+            return await asyncio.wait_for(
+                asyncio.to_thread(self.try_acquire_or_renew), self.config.retry_seconds * 2
+            )
+        except Exception as exc:
+            logger.warning("lease %s/%s: %s", self.config.namespace, self.config.name, exc)
+            return False
+
+    async def run(
+        self,
+        lead: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
+        on_change: Callable[[bool], None] = lambda leader: None,
+    ) -> None:
+        """Wait for the Lease, then run `lead(stop)` while renewing it. Returns when `lead`
+        returns, or raises LostLease when renewal failed for the renew deadline (after setting
+        `stop` and giving `lead` the renew deadline's slack to end)."""
+        c = self.config
+        on_change(False)
+        logger.info("waiting for lease %s/%s as %s", c.namespace, c.name, c.identity)
+        while not await self._round():
+            await asyncio.sleep(c.retry_seconds)
+        self.is_leader = True
+        on_change(True)
+        logger.info("acquired lease %s/%s: leading", c.namespace, c.name)
+        stop = asyncio.Event()
+        task: asyncio.Task[None] = asyncio.create_task(lead(stop))
+        last_renew = time.monotonic()
+        try:
+            while not task.done():
+                done, _ = await asyncio.wait({task}, timeout=c.retry_seconds)
+                if done:
+                    break
+                if await self._round():
+                    last_renew = time.monotonic()
+                elif time.monotonic() - last_renew >= c.renew_deadline_seconds:
+                    logger.error("lease %s/%s not renewed in %.0fs: stopping", c.namespace,
+                                 c.name, c.renew_deadline_seconds)  # fmt: skip
+                    raise LostLease(c.name)
+            await task
+        finally:
+            self.is_leader = False
+            on_change(False)
+            if not task.done():
+                stop.set()
+                task.cancel()
+                with _suppress_all():
+                    await task
+
+
+class LostLease(RuntimeError):
+    """This replica could not renew its Lease in time and must stop acting."""
+
+
+class _suppress_all:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return True
+
+
+def load_kube_config() -> None:
+    """The kubeconfig (KUBECONFIG or ~/.kube/config) when there is one, else the pod's
+    ServiceAccount: what the client's load_config does, without its print to stdout (which
+    would break JSON log lines)."""
+    import os
+
+    from kubernetes import config as k8s_config
+
+    if os.environ.get("KUBECONFIG") or os.path.exists(os.path.expanduser("~/.kube/config")):
+        k8s_config.load_kube_config()  # type: ignore[no-untyped-call]
+    else:
+        k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
+
+
+def coordination_api() -> k8s.CoordinationV1Api:
+    load_kube_config()
+    return k8s.CoordinationV1Api()

@@ -1,0 +1,85 @@
+"""Fixtures of the tests that run pods: a local cluster with a node, and the operator image.
+
+- ``operator_image`` (session): the OCI archive `hack/image.sh` (`make image`) builds; built once
+  per session (seconds when warm).
+- ``node_cluster`` (session): a local control plane with one node (kube-scheduler, containerd,
+  kubelet; hostNetwork pods only), the project's CRDs, and the operator image loaded into the
+  node. Stopped, and everything the node left behind removed, at the end.
+- ``node_namespace`` (function): a fresh namespace on it.
+
+Tests using them are marked ``@pytest.mark.node``; they need root (CI runs as root).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fixtures_kube import KubeCluster, KubeTools, apply_crds, crd_files, localcluster, wait_until
+from node_support import NodeCluster
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the node (kubelet, containerd) and buildah need root; CI runs as root")
+
+
+@pytest.fixture(scope="session")
+def operator_image() -> Path:
+    _need_root()
+    proc = subprocess.run(
+        [str(REPO / "hack" / "image.sh")], capture_output=True, text=True, timeout=1800
+    )
+    assert proc.returncode == 0, f"hack/image.sh failed:\n{proc.stderr[-4000:]}"
+    archive = Path(proc.stdout.strip().splitlines()[-1])
+    assert archive.is_file(), proc.stdout
+    return archive
+
+
+@pytest.fixture(scope="session")
+def node_cluster(
+    tmp_path_factory: pytest.TempPathFactory, kube_tools: KubeTools, operator_image: Path
+) -> Iterator[NodeCluster]:
+    _need_root()
+    try:
+        local = localcluster.LocalCluster(
+            tmp_path_factory.mktemp("node-cluster"), die_with_parent=True, node=True
+        )
+        local.start()
+    except localcluster.ClusterError as exc:
+        pytest.fail(f"could not start the local cluster with a node: {exc}", pytrace=False)
+    try:
+        image = local.load_image(operator_image)
+        kube = KubeCluster(
+            local.kubeconfig,
+            local.server,
+            kube_tools.kubectl,
+            False,
+            tmp_path_factory.mktemp("node-scratch"),
+        )
+        apply_crds(kube, crd_files())
+        yield NodeCluster(kube, local, image)
+    finally:
+        local.stop()
+
+
+@pytest.fixture
+def node_namespace(node_cluster: NodeCluster) -> Iterator[str]:
+    name = f"t-node-{uuid.uuid4().hex[:8]}"
+    kube = node_cluster.kube
+    kube.kubectl("create", "namespace", name)
+    wait_until(
+        lambda: (
+            kube.kubectl("get", "serviceaccount", "default", namespace=name, check=False).returncode
+            == 0
+        ),
+        f"the default ServiceAccount in {name}",
+    )
+    yield name
+    kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
