@@ -38,6 +38,11 @@ class Settings(BaseSettings):
     namespace: str | None = Field(
         default=None, description="Watch only this namespace (default: all namespaces)."
     )
+    shard_selector: str | None = Field(
+        default=None,
+        description="Label selector of the CRs this process reconciles (default: all); "
+        "e.g. `shard=a` or `shard in (a,b)`. See docs/scaling.md.",
+    )
 
     def token(self) -> str | None:
         if self.host_token_file is not None:
