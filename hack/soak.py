@@ -527,12 +527,13 @@ class Soak:
         cr = self.rng.choice(candidates)
         if not self.operator.running:
             self.operator.start()
+
+        def ready() -> bool:
+            self.release_due()  # a stuck or slow period must end while we wait
+            return is_ready(self.kube.request("GET", Kube.path(cr.kind, cr.name)).json())
+
         try:
-            wait_for(
-                f"{cr.key} Ready before the out-of-band {action}",
-                lambda: is_ready(self.kube.request("GET", Kube.path(cr.kind, cr.name)).json()),
-                timeout=60,
-            )
+            wait_for(f"{cr.key} Ready before the out-of-band {action}", ready, timeout=60)
         except TimeoutError as exc:
             log(f"skipped: {exc}")
             return
@@ -587,7 +588,10 @@ class Soak:
                 else:
                     self.out_of_band(what)
             (chosen,) = self.rng.choices([a for _, a in actions], weights)
+            kills = self.operator.kills
             chosen()
+            if self.operator.kills != kills and self.operator.kills % 10 == 0:
+                log(f"{self.operator.kills} of {plan.kills} kills, {len(self.journal.crs)} CRs")
         for _, what in schedule:  # whatever the kills outran still happens
             if what.startswith("restart "):
                 self.restart(what.split(" ", 1)[1])
