@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: bench-host bench-reconcile conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
+.PHONY: bench bench-host bench-reconcile check-model conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create the virtual environment and install the project
 
-lint: venv ## ruff lint + format check
+lint: venv ## ruff lint + format check; no test sleeps where it should await an event
 	$(BIN)/ruff check operator tests hack
 	$(BIN)/ruff format --check operator tests hack
+	$(BIN)/python hack/check_test_sleeps.py
 
 typecheck: venv ## mypy (strict on the pure core)
 	$(BIN)/mypy
@@ -46,6 +47,20 @@ unit: venv ## fast unit tests of the pure core only
 
 test: lint typecheck check-generated tools ## everything CI runs: lint, types, generated files, all tests
 	$(BIN)/pytest -q
+
+MODEL_EXAMPLES ?= 10000
+MODEL_SEED ?= $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+
+check-model: venv ## long run of the ownership model checker (>= 10,000 sequences; MODEL_SEED=N replays)
+	@echo "==> model checker: profile=long examples=$(MODEL_EXAMPLES) seed=$(MODEL_SEED)"
+	@echo "    replay: make check-model MODEL_SEED=$(MODEL_SEED) MODEL_EXAMPLES=$(MODEL_EXAMPLES)"
+	TAKOFORM_MODEL_PROFILE=long TAKOFORM_MODEL_EXAMPLES=$(MODEL_EXAMPLES) \
+	  $(BIN)/pytest -q -s -p no:cacheprovider tests/model/test_model.py --hypothesis-seed=$(MODEL_SEED)
+
+BENCH_SIZES ?= 100,1000,5000
+
+bench: tools venv ## benchmark the operator process end to end (BENCH_SIZES=100,1000,5000; docs/performance.md)
+	$(BIN)/python hack/bench_operator.py --sizes $(BENCH_SIZES)
 
 bench-host: venv ## benchmark the reference host (throughput, p50/p99 latency on loopback)
 	$(BIN)/python hack/bench_host.py

@@ -13,66 +13,34 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import secrets
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
+
+# The tests' support modules (waiting, processes) are shared with these scripts.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+from processes import HostProcess
+from waiting import wait_for
 
 API = "/v1alpha3"
 SPACE = "bench"
 SPEC = {"spec": {"region": "eu-west-1", "sizeGiB": 10}}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_host(workdir: Path, token: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = (workdir / "host.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "takoform_host.cli",
-            "serve",
-            "--db",
-            str(workdir / "bench.sqlite"),
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--commit-delay",
-            "0",
-            "--log-level",
-            "warning",
-            "--space",
-            SPACE,
-        ],
-        env={**os.environ, "TAKOFORM_HOST_TOKENS": token},
-        stdout=log,
-        stderr=subprocess.STDOUT,
+def start_host(workdir: Path) -> HostProcess:
+    """The host under benchmark: commit delay 0, a quiet log, the bench space created."""
+    host = HostProcess(
+        workdir, commit_delay=0, extra_args=("--log-level", "warning", "--space", SPACE)
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the host exited: {(workdir / 'host.log').read_text()}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc, url
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("the host did not become ready")
+    host.start()
+    return host
 
 
 def bucket_ref(client: httpx.Client) -> dict[str, str]:
@@ -183,10 +151,9 @@ def main() -> int:
     parser.add_argument("--creates", type=int, default=400, help="creates per phase")
     parser.add_argument("--reads", type=int, default=800, help="reads per phase")
     args = parser.parse_args()
-    token = secrets.token_hex(16)
-    headers = {"Authorization": f"Bearer {token}"}
     with tempfile.TemporaryDirectory(prefix="bench-host-") as tmp:
-        proc, url = start_host(Path(tmp), token)
+        host = start_host(Path(tmp))
+        url, headers = host.url, {"Authorization": f"Bearer {host.token}"}
         try:
             with httpx.Client(base_url=url, headers=headers) as client:
                 ref = bucket_ref(client)
@@ -195,12 +162,15 @@ def main() -> int:
                 concurrent(url, headers, ref, args.clients, args.creates, args.reads)
             )
             with httpx.Client(base_url=url, headers=headers) as client:
-                time.sleep(0.1)
-                ops = client.get(f"{API}/operations", params={"space": SPACE}).json()["items"]
+
+                def all_settled() -> list[dict[str, Any]] | None:
+                    ops = client.get(f"{API}/operations", params={"space": SPACE}).json()["items"]
+                    return ops if ops and all(op["state"] != "running" for op in ops) else None
+
+                ops = wait_for(all_settled, "every benchmark operation to settle")
             settled = sum(1 for op in ops if op["state"] == "succeeded")
         finally:
-            proc.terminate()
-            proc.wait(timeout=15)
+            host.stop()
     print(
         f"takoform-host benchmark on loopback (commit delay 0, SQLite WAL synchronous=FULL, "
         f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]})"

@@ -46,8 +46,9 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
-from bench_host import free_port  # noqa: E402
+sys.path.insert(0, str(REPO / "tests" / "support"))
+from processes import free_port  # noqa: E402
+from waiting import wait_until  # noqa: E402
 
 SPACE = "bench"
 TOKEN = "bench-token"
@@ -146,13 +147,12 @@ class Host:
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
         )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            time.sleep(0.05)
-        raise SystemExit("the host did not become ready")
+        wait_until(self._healthy, "the reference host", timeout=30)
+
+    def _healthy(self) -> bool:
+        with contextlib.suppress(httpx.HTTPError):
+            return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
+        return False
 
     def requests(self) -> Counter[str]:
         """'PUT resource', 'GET operation', ... -> count, from the access log so far."""
@@ -337,6 +337,7 @@ def measure(kube: Kube, host: Host, workdir: Path, mode: str, n: int, args: Any)
         asyncio.run(create_all(kube, namespace, items, None, created))
     host_before, api_before = host.requests(), kube.request_counts()
     operator = OperatorProcess(kube, host, namespace, workdir, args.poll)
+    profiler = _profile(operator, workdir / f"profile-{mode}-{n}.txt") if args.profile else None
     start = time.monotonic()
     try:
         if mode == "backlog":
@@ -372,7 +373,20 @@ def measure(kube: Kube, host: Host, workdir: Path, mode: str, n: int, args: Any)
         row.loop_lag = operator.loop_lag_max()
         return row
     finally:
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait(timeout=60)
+            print(f"profile: {workdir / f'profile-{mode}-{n}.txt'}", file=sys.stderr)
         operator.stop()
+
+
+def _profile(operator: OperatorProcess, output: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling the operator (collapsed stacks, for flame graphs or a grep)."""
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(operator.proc.pid), "--rate", "50",
+         "--format", "raw", "--output", str(output), "--nonblocking"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
 
 
 # -- the minimal script ------------------------------------------------------------------------
@@ -447,6 +461,7 @@ def main() -> int:
     parser.add_argument("--steady-polls", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--no-minimal", action="store_true", help="skip the minimal script")
+    parser.add_argument("--profile", action="store_true", help="sample the operator with py-spy (a test extra)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     modes = args.modes.split(",")

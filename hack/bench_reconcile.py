@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import secrets
 import statistics
 import sys
 import tempfile
@@ -30,6 +29,10 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
+# The tests' support modules (waiting, processes) are shared with these scripts.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+from waiting import await_for, await_settled
+
 from bench_host import SPACE, start_host
 from takoform_operator.core.conditions import ConditionType
 from takoform_operator.core.state import Desired, State
@@ -57,8 +60,7 @@ async def host_alone(client: HostClient, name: str) -> None:
     ref = load_registry().default_create_ref(BUCKET)
     assert ref is not None
     operation = await client.create(SPACE, ref, name, SPEC, key=f"bench:{name}")
-    while (await client.get_operation(operation.id)).state == "running":
-        await asyncio.sleep(0.005)
+    await await_settled(client, operation.id, timeout=60, interval=0.005)
     await client.get_resource(SPACE, ref, name)
 
 
@@ -74,13 +76,14 @@ async def reconciled(client: HostClient, name: str) -> None:
         parameters=SPEC,
     )
     state = State()
-    for _ in range(1000):
+
+    async def ready() -> bool:
+        nonlocal state
         outcome = await reconcile_once(desired, state, port, registry)
         state = outcome.state
-        if ConditionType.READY in outcome.asserted():
-            return
-        await asyncio.sleep(0.005)
-    raise RuntimeError(f"{name} never became Ready")
+        return ConditionType.READY in outcome.asserted()
+
+    await await_for(ready, f"{name} Ready", timeout=60, interval=0.005)
 
 
 async def phase(
@@ -120,9 +123,9 @@ def main() -> int:
     parser.add_argument("--resources", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
-    token = secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="takoform-bench-") as scratch:
-        process, url = start_host(Path(scratch), token)
+        host = start_host(Path(scratch))
+        url, token = host.url, host.token
         try:
             print(f"host {url}; {args.resources} Buckets per phase, concurrency {args.concurrency}")
             alone = asyncio.run(
@@ -132,8 +135,7 @@ def main() -> int:
                 phase(url, token, "core", reconciled, args.resources, args.concurrency)
             )
         finally:
-            process.terminate()
-            process.wait(timeout=15)
+            host.stop()
     print(f"{'phase':<12}{'ready/s':>10}{'req/res':>10}{'p50 ms':>10}{'p99 ms':>10}")
     for label, figures in (("host alone", alone), ("reconcile", core)):
         print(

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from takoform_operator.core.conditions import ConditionType
 from takoform_operator.core.registry import Registry
 from takoform_operator.registry_data import registry_document
 from takoform_spec.catalog import Catalog
@@ -26,7 +27,6 @@ CRD_DIR = "crds"
 CHART_CRD_DIR = "charts/takoform-operator/crds"
 DOCS_DIR = "docs/forms"
 CATEGORY = "takoform"
-CONDITION_TYPES = ("Ready", "Reconciling", "Degraded", "Drifted", "Blocked", "Deleting")
 
 
 # -- naming ------------------------------------------------------------------------------------
@@ -259,14 +259,14 @@ def _status_schema() -> dict[str, Any]:
             },
             "conditions": {
                 "type": "array",
-                "description": "Conditions of the closed set " + ", ".join(CONDITION_TYPES) + ".",
+                "description": "Conditions of the closed set " + ", ".join(ConditionType) + ".",
                 "x-kubernetes-list-type": "map",
                 "x-kubernetes-list-map-keys": ["type"],
                 "items": {
                     "type": "object",
                     "required": ["type", "status"],
                     "properties": {
-                        "type": {"type": string, "enum": list(CONDITION_TYPES)},
+                        "type": {"type": string, "enum": [str(kind) for kind in ConditionType]},
                         "status": {"type": string, "enum": ["True", "False", "Unknown"]},
                         "reason": {"type": string},
                         "message": {"type": string},
@@ -359,7 +359,7 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
             "parameters": parameters,
         },
     }
-    ready = '.status.conditions[?(@.type=="Ready")]'
+    ready = f'.status.conditions[?(@.type=="{ConditionType.READY}")]'
     crd = {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import os
 import threading
 from typing import Any
 
@@ -13,7 +15,7 @@ from prometheus_client import start_http_server
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.kube.handlers import Runtime, register
-from takoform_operator.kube.status import KubernetesCrWriter
+from takoform_operator.kube.status import ApiConnection, HttpCrWriter
 from takoform_operator.metrics import Metrics
 from takoform_operator.registry_data import load_registry
 from takoform_operator.settings import Settings
@@ -44,16 +46,17 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     if settings.metrics_port:
         start_http_server(settings.metrics_port, registry=metrics.registry)
         logger.info("metrics on :%d/metrics", settings.metrics_port)
+    writer = HttpCrWriter(max_connections=settings.max_concurrent_reconciles)
     async with host_client(settings) as client:
         runtime = Runtime(
             registry=registry,
             settings=settings,
             host=HostClientPort(client),
-            writer=KubernetesCrWriter(),
+            writer=writer,
             metrics=metrics,
         )
         kopf_registry = kopf.OperatorRegistry()
-        kopf.on.login(registry=kopf_registry)(_login)
+        kopf.on.login(registry=kopf_registry)(functools.partial(_login, writer))
         register(runtime, kopf_registry)
         logger.info("managing %d Form lines against %s", len(registry.lines()), settings.host_url)
         lag_watch = asyncio.create_task(watch_loop_lag(metrics))
@@ -68,6 +71,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
             )
         finally:
             lag_watch.cancel()
+            await writer.close()
 
 
 async def watch_loop_lag(metrics: Metrics, interval: float = 0.1) -> None:
@@ -97,8 +101,32 @@ def host_client(settings: Settings) -> HostClient:
     )
 
 
-def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    return kopf.login_via_client(**kwargs)
+def _text(path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None) -> str | None:
+    return os.fsdecode(path) if path else None
+
+
+def _data(data: str | bytes | None) -> bytes | None:
+    return data.encode() if isinstance(data, str) else data
+
+
+def _login(writer: HttpCrWriter, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    """kopf's own login (kubeconfig or in-cluster), shared with our writer."""
+    info = kopf.login_via_client(**kwargs)
+    if info is not None:
+        writer.connect(
+            ApiConnection(
+                server=info.server,
+                ca_path=_text(info.ca_path),
+                ca_data=_data(info.ca_data),
+                insecure=bool(info.insecure),
+                token=info.token,
+                certificate_path=_text(info.certificate_path),
+                certificate_data=_data(info.certificate_data),
+                private_key_path=_text(info.private_key_path),
+                private_key_data=_data(info.private_key_data),
+            )
+        )
+    return info
 
 
 def main(settings: Settings) -> int:

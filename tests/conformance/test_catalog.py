@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from processes import free_port
 
 from takoform_conformance import CHECKS, cited_rules
 from takoform_conformance.forms import FormModel
@@ -135,9 +135,7 @@ def test_cli_usage_errors_exit_2_without_traceback() -> None:
 
 
 def test_cli_unreachable_host_exits_2_with_a_clear_message() -> None:
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     result = _cli("--host", f"http://127.0.0.1:{port}", "--token", "t", "--json")
     assert result.returncode == 2
     assert f"cannot reach the host at http://127.0.0.1:{port}" in result.stderr

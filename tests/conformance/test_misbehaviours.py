@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fixtures_host import HostProcess
+from processes import HostProcess
 
 from takoform_conformance import run_checks
 

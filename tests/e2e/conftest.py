@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_host import free_port
 from fixtures_kube import KubeCluster, wait_until
 from operator_process import Operator, operator_process, serving
+from processes import free_port
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from admission import refused_status_writes
 from fixtures_kube import KubeCluster, wait_until
 from operator_process import Operator, condition_of, cr_status, is_ready
 
@@ -23,16 +24,28 @@ pytestmark = [
 WAIT = 45  # seconds; far below the 600 s poll and kopf's former 60 s back-off
 
 
-def _bucket(name: str, size: int = 10, annotations: dict[str, str] | None = None) -> str:
+#: A pin this build does not have: the operator sends nothing for a CR that carries it.
+UNKNOWN_PIN = {"definitionVersion": "9.9.9", "schemaDigest": "sha256:" + "0" * 64}
+
+
+def _bucket(
+    name: str,
+    size: int = 10,
+    annotations: dict[str, str] | None = None,
+    pin: dict[str, str] | None = None,
+) -> str:
+    spec: dict[str, Any] = {
+        "space": "team-a",
+        "parameters": {"region": "eu-west-1", "sizeGiB": size},
+    }
+    if pin:
+        spec["formRef"] = pin
     return json.dumps(
         {
             "apiVersion": "storage.takoform.io/v1",
             "kind": "Bucket",
             "metadata": {"name": name, "annotations": annotations or {}},
-            "spec": {
-                "space": "team-a",
-                "parameters": {"region": "eu-west-1", "sizeGiB": size},
-            },
+            "spec": spec,
         }
     )
 
@@ -40,45 +53,17 @@ def _bucket(name: str, size: int = 10, annotations: dict[str, str] | None = None
 @pytest.fixture
 def status_writes_refused(kube_cluster: KubeCluster, kube_namespace: str) -> Iterator[str]:
     """Every status write to a Bucket of this namespace is refused until the binding goes."""
-    name = f"refuse-status-{kube_namespace}"[:63]
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": ["storage.takoform.io"],
-                        "apiVersions": ["v1"],
-                        "operations": ["UPDATE"],
-                        "resources": ["buckets/status"],
-                    }
-                ]
-            },
-            "validations": [{"expression": "false", "message": "status writes refused"}],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name},
-        "spec": {
-            "policyName": name,
-            "validationActions": ["Deny"],
-            "matchResources": {
-                "namespaceSelector": {
-                    "matchLabels": {"kubernetes.io/metadata.name": kube_namespace}
-                }
-            },
-        },
-    }
-    kube_cluster.kubectl("apply", "-f", "-", input=json.dumps(policy))
-    kube_cluster.kubectl("apply", "-f", "-", input=json.dumps(binding))
-    yield name
-    kube_cluster.kubectl("delete", "validatingadmissionpolicybinding", name, check=False)
-    kube_cluster.kubectl("delete", "validatingadmissionpolicy", name, check=False)
+    with refused_status_writes(
+        kube_cluster,
+        kube_namespace,
+        group="storage.takoform.io",
+        plural="buckets",
+        expression="false",
+        message="status writes refused",
+        probe=json.loads(_bucket("probe", pin=UNKNOWN_PIN)),
+        probe_status={"observedGeneration": 1},
+    ) as binding:
+        yield binding
 
 
 def test_a_refused_status_write_is_retried_soon(

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 from fixtures_helm import rule_file
-from fixtures_host import free_port
 from fixtures_kube import KubeCluster, wait_until
 from operator_process import Operator, condition_of, cr_status, is_ready
+from processes import free_port
 
 pytestmark = [pytest.mark.kube, pytest.mark.host]
 

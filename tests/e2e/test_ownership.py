@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from admission import refused_status_writes
 from fixtures_kube import KubeCluster, apply_crds, crd_files, wait_until
 from operator_process import Operator, condition_of, cr_status, is_ready
 
@@ -26,6 +27,8 @@ from takoform_spec.identity import FormLine
 pytestmark = [pytest.mark.kube, pytest.mark.host]
 
 REGISTRY = load_registry()
+#: A pin this build does not have: the operator sends nothing for a CR that carries it.
+UNKNOWN_PIN = {"definitionVersion": "9.9.9", "schemaDigest": "sha256:" + "0" * 64}
 
 SPACE = "team-a"
 
@@ -103,68 +106,17 @@ def volumes_without_transition_rules(kube_cluster: KubeCluster) -> Iterator[None
 @pytest.fixture
 def pending_writes_lost(kube_cluster: KubeCluster, kube_namespace: str) -> Iterator[str]:
     """Every status write that would record a pending operation in this namespace is denied."""
-    name = f"lose-pending-{kube_namespace}"[:63]
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": ["storage.takoform.io"],
-                        "apiVersions": ["v1"],
-                        "operations": ["UPDATE"],
-                        "resources": ["volumes/status"],
-                    }
-                ]
-            },
-            "validations": [
-                {
-                    "expression": "!has(object.status) || !has(object.status.pendingOperationId)",
-                    "message": "this test loses the status write that records a pending operation",
-                }
-            ],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name},
-        "spec": {
-            "policyName": name,
-            "validationActions": ["Deny"],
-            "matchResources": {
-                "namespaceSelector": {
-                    "matchLabels": {"kubernetes.io/metadata.name": kube_namespace}
-                }
-            },
-        },
-    }
-    kube_cluster.kubectl("apply", "-f", "-", input=json.dumps(policy))
-    kube_cluster.kubectl("apply", "-f", "-", input=json.dumps(binding))
-    # Wait until the policy is in force: a probe CR's pending write is refused. The probe pins a
-    # definition this build does not have, so the operator sends nothing for it.
-    unknown = {"definitionVersion": "9.9.9", "schemaDigest": "sha256:" + "0" * 64}
-    probe_cr = _volume("probe", formRef=unknown)
-    kube_cluster.kubectl("apply", "-f", "-", input=probe_cr, namespace=kube_namespace)
-    probe = json.dumps({"status": {"pendingOperationId": "probe"}})
-
-    def refused() -> bool:
-        answer = kube_cluster.kubectl(
-            "patch", "volume", "probe", "--subresource=status", "--type=merge", "-p", probe,
-            "--dry-run=server", namespace=kube_namespace, check=False,
-        )  # fmt: skip
-        return answer.returncode != 0 and "loses the status write" in answer.stderr
-
-    wait_until(refused, "the admission policy in force", timeout=30)
-    kube_cluster.kubectl("delete", "volume", "probe", "--wait=false", namespace=kube_namespace)
-    try:
-        yield name
-    finally:
-        kube_cluster.kubectl("delete", "validatingadmissionpolicybinding", name, check=False)
-        kube_cluster.kubectl("delete", "validatingadmissionpolicy", name, check=False)
+    with refused_status_writes(
+        kube_cluster,
+        kube_namespace,
+        group="storage.takoform.io",
+        plural="volumes",
+        expression="!has(object.status) || !has(object.status.pendingOperationId)",
+        message="this test loses the status write that records a pending operation",
+        probe=json.loads(_volume("probe", formRef=UNKNOWN_PIN)),
+        probe_status={"pendingOperationId": "probe"},
+    ) as binding:
+        yield binding
 
 
 def test_lost_status_write_then_resource_name_edit_makes_no_second_resource(

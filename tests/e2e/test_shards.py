@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_host import free_port
 from fixtures_kube import KubeCluster, wait_until
 from operator_process import Operator, cr_status, is_ready, operator_process, serving
+from processes import free_port
 
 pytestmark = [pytest.mark.kube, pytest.mark.host]
 

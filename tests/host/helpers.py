@@ -1,8 +1,7 @@
-"""Small helpers for the reference host's tests: FormRefs, URLs, waiting for operations."""
+"""Small helpers for the reference host's tests: FormRefs, URLs, error codes."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -55,19 +54,6 @@ def create(
 
 def read(client: httpx.Client, space: str, ref: dict[str, str], name: str) -> httpx.Response:
     return client.get(resource_path(space, ref, name), params=query(ref))
-
-
-def wait_settled(client: httpx.Client, op_id: str, timeout: float = 10.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        response = client.get(f"{API}/operations/{op_id}")
-        assert response.status_code == 200, response.text
-        record: dict[str, Any] = response.json()
-        if record["state"] != "running":
-            return record
-        if time.monotonic() > deadline:
-            raise AssertionError(f"operation {op_id} still running after {timeout} s")
-        time.sleep(0.02)
 
 
 def error_code(response: httpx.Response) -> str:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import Any
 
 import httpx
 import pytest
+from waiting import wait_settled, wait_until
 
 from .helpers import (
     API,
@@ -18,10 +20,14 @@ from .helpers import (
     query,
     read,
     resource_path,
-    wait_settled,
 )
 
 pytestmark = pytest.mark.host
+
+
+def _instant(stamp: str) -> float:
+    """A host timestamp (RFC 3339, UTC) as seconds since the epoch."""
+    return datetime.fromisoformat(stamp).timestamp()
 
 
 def _target(space: str, ref: dict[str, str], name: str) -> dict[str, str]:
@@ -29,12 +35,21 @@ def _target(space: str, ref: dict[str, str], name: str) -> dict[str, str]:
 
 
 def test_stuck_operations_stay_running_until_released(host_factory: Any) -> None:
-    host = host_factory(commit_delay=0.02)
-    host.set_faults(stuckOperations=True)
+    host = host_factory(commit_delay=0.02, retention=1.0)
     with host.api() as client:
         space, ref = new_space(client), form_ref(client)
+        marker = wait_settled(client, create(client, space, ref, "marker").json()["id"])
+        host.set_faults(stuckOperations=True)
         op = create(client, space, ref, "stuck").json()
-        time.sleep(0.3)
+        # The host's settle loop also expires records past retention. Once the marker's record
+        # is gone, the loop has run at a time the stuck operation was due - and left it running.
+        due = _instant(op["createdAt"]) + 0.02
+        assert due <= _instant(marker["settledAt"]) + 1.0, "created in time to prove anything"
+        wait_until(
+            lambda: client.get(f"{API}/operations/{marker['id']}").status_code == 404,
+            "the settle loop to expire the marker's record",
+            timeout=10,
+        )
         assert client.get(f"{API}/operations/{op['id']}").json()["state"] == "running"
         assert error_code(read(client, space, ref, "stuck")) == "resource_not_found"
         host.set_faults(stuckOperations=False)
@@ -121,10 +136,11 @@ def test_retention_expires_settled_records(host_factory: Any) -> None:
     with host.api() as client:
         space, ref = new_space(client), form_ref(client)
         op = wait_settled(client, create(client, space, ref, "brief").json()["id"])
-        deadline = time.monotonic() + 5
-        while client.get(f"{API}/operations/{op['id']}").status_code == 200:
-            assert time.monotonic() < deadline, "the record never expired"
-            time.sleep(0.05)
+        wait_until(
+            lambda: client.get(f"{API}/operations/{op['id']}").status_code != 200,
+            "the record to expire",
+            timeout=5,
+        )
         assert error_code(client.get(f"{API}/operations/{op['id']}")) == "operation_not_found"
         assert read(client, space, ref, "brief").status_code == 200
 
@@ -156,9 +172,11 @@ def test_commit_delay_fault(host_factory: Any) -> None:
     with host.api() as client:
         space, ref = new_space(client), form_ref(client)
         op = create(client, space, ref, "later").json()
-        time.sleep(0.2)
-        assert client.get(f"{API}/operations/{op['id']}").json()["state"] == "running"
-        assert wait_settled(client, op["id"])["state"] == "succeeded"
+        settled = wait_settled(client, op["id"])
+        assert settled["state"] == "succeeded"
+        # The host's own clock: committed no earlier than 0.7 s (not 0.02 s) after acceptance;
+        # its timestamps are truncated to milliseconds.
+        assert _instant(settled["settledAt"]) - _instant(settled["createdAt"]) >= 0.699
 
 
 def test_admin_switches_validate_their_input(host_factory: Any) -> None:

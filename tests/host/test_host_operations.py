@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from waiting import wait_settled
 
 from .helpers import (
     API,
@@ -19,7 +19,6 @@ from .helpers import (
     query,
     read,
     resource_path,
-    wait_settled,
 )
 
 pytestmark = pytest.mark.host
@@ -28,7 +27,7 @@ pytestmark = pytest.mark.host
 @pytest.fixture(scope="module")
 def slow_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A host whose mutations take 0.6 s to commit: long enough to look inside the window."""
-    from fixtures_host import HostProcess
+    from processes import HostProcess
 
     host = HostProcess(tmp_path_factory.mktemp("slow-host"), commit_delay=0.6)
     host.start()
@@ -221,8 +220,7 @@ def test_operation_records_replay_byte_identically(client: httpx.Client) -> None
         headers={"Takoform-Expected-Generation": "1"},
     )
     wait_settled(client, update.json()["id"])
-    client.post(path + "/observe", params=q)
-    time.sleep(0.05)
+    assert client.post(path + "/observe", params=q).status_code == 200  # written when answered
     assert client.get(f"{API}/operations/{op_id}").content == first
     history = client.get(f"{API}/operations", params={"space": space, "name": "replay"}).json()
     assert [op["verb"] for op in history["items"]] == ["update", "create"]

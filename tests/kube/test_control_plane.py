@@ -5,7 +5,6 @@ deletion and collects owned objects. Also checks the pinned helm and promtool ru
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import textwrap
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 from fixtures_kube import KubeCluster, KubeTools, apply_crds, localcluster, wait_until
 from kubernetes import client
+from runners import Helm, run
 
 pytestmark = pytest.mark.kube
 
@@ -288,34 +288,16 @@ def test_owned_object_is_garbage_collected(kube_cluster: KubeCluster, kube_names
 # --- helm and promtool -------------------------------------------------------------------------
 
 
-def _helm(tools: KubeTools, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    assert tools.helm, "helm not built: run `make tools`"
-    home = tmp_path / "helm-home"  # keep helm's config/cache/data out of the real $HOME
-    env = {
-        **os.environ,
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
-    proc = subprocess.run(
-        [str(tools.helm), *args], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert proc.returncode == 0, f"helm {' '.join(args)}:\n{proc.stderr}{proc.stdout}"
-    return proc
-
-
 def test_helm_lints_renders_and_installs_a_chart(
-    kube_cluster: KubeCluster, kube_tools: KubeTools, kube_namespace: str, tmp_path: Path
+    kube_cluster: KubeCluster, helm: Helm, kube_namespace: str, tmp_path: Path
 ) -> None:
     pinned = localcluster.read_versions()["HELM_VERSION"]
-    assert pinned in _helm(kube_tools, tmp_path, "version", "--short").stdout
+    assert pinned in helm("version", "--short").stdout
     chart = tmp_path / "demo"
-    _helm(kube_tools, tmp_path, "create", str(chart))
-    lint = _helm(kube_tools, tmp_path, "lint", str(chart))
+    helm("create", str(chart))
+    lint = helm("lint", str(chart))
     assert "1 chart(s) linted, 0 chart(s) failed" in lint.stdout
-    rendered = _helm(
-        kube_tools, tmp_path, "template", "demo", str(chart), f"--namespace={kube_namespace}"
-    ).stdout
+    rendered = helm("template", "demo", str(chart), f"--namespace={kube_namespace}").stdout
     assert "kind: Deployment" in rendered and "kind: Service" in rendered
     # The rendered manifests are accepted by the real API server...
     kube_cluster.kubectl(
@@ -324,18 +306,16 @@ def test_helm_lints_renders_and_installs_a_chart(
     # ...and helm itself can install into it (no --wait: there is no kubelet to run pods).
     kubeconfig = f"--kubeconfig={kube_cluster.kubeconfig}"
     ns = f"--namespace={kube_namespace}"
-    _helm(kube_tools, tmp_path, "install", "demo", str(chart), kubeconfig, ns)
-    releases = json.loads(_helm(kube_tools, tmp_path, "list", "-o", "json", kubeconfig, ns).stdout)
+    helm("install", "demo", str(chart), kubeconfig, ns)
+    releases = json.loads(helm("list", "-o", "json", kubeconfig, ns).stdout)
     assert [(r["name"], r["status"]) for r in releases] == [("demo", "deployed")]
     kube_cluster.kubectl("get", "deployment", "demo", namespace=kube_namespace)
 
 
 def test_promtool_runs(kube_tools: KubeTools, tmp_path: Path) -> None:
     assert kube_tools.promtool, "promtool missing: run `make tools` (Debian package prometheus)"
-    version = subprocess.run(
-        [str(kube_tools.promtool), "--version"], capture_output=True, text=True, timeout=30
-    )
-    assert version.returncode == 0 and "promtool, version" in version.stdout + version.stderr
+    version = run([kube_tools.promtool, "--version"], timeout=30)
+    assert "promtool, version" in version.stdout + version.stderr
     rules = tmp_path / "rules.yaml"
     rules.write_text(
         textwrap.dedent(
@@ -349,11 +329,5 @@ def test_promtool_runs(kube_tools: KubeTools, tmp_path: Path) -> None:
             """
         )
     )
-    check = subprocess.run(
-        [str(kube_tools.promtool), "check", "rules", str(rules)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert check.returncode == 0, check.stdout + check.stderr
+    check = run([kube_tools.promtool, "check", "rules", rules], timeout=30)
     assert "SUCCESS: 1 rules found" in check.stdout

@@ -7,9 +7,10 @@ before its status write — the crash window of docs/crash-safety.md.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from waiting import TimedOut, await_for
 
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.reconcile import Action, Outcome, Target
@@ -69,18 +70,21 @@ class SimulatedCr:
         generation = self.desired.cr_generation + (1 if "parameters" in changes else 0)
         self.desired = replace(self.desired, cr_generation=generation, **changes)
 
-    async def converge(
-        self, host: Any, registry: Registry, *, rounds: int = 60, pause: float = 0.05
-    ) -> Outcome:
+    async def converge(self, host: Any, registry: Registry, *, timeout: float = 30) -> Outcome:
         """Reconcile until the outcome is stable: ready, blocked, finalized or waiting long."""
-        for _ in range(rounds):
+
+        async def stable() -> Outcome | None:
             outcome = await self.reconcile(host, registry)
             if outcome.finalized or condition(outcome, ConditionType.BLOCKED):
                 return outcome
             if outcome.requeue_after is None or outcome.requeue_after >= 30:
                 return outcome
-            await asyncio.sleep(pause)
-        raise AssertionError(f"no stable outcome after {rounds} reconciles: {self.outcomes[-1]}")
+            return None
+
+        try:
+            return await await_for(stable, "a stable outcome", timeout=timeout, interval=0.05)
+        except TimedOut as exc:
+            raise TimedOut(f"{exc}; the last outcome: {self.outcomes[-1]}") from None
 
 
 def condition(outcome: Outcome, kind: ConditionType) -> Reason | None:

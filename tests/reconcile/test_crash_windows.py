@@ -6,16 +6,18 @@ write did not. Afterwards the host, a real process, is asked what exists.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator
-from dataclasses import replace
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import pytest
+from processes import HostProcess
+from waiting import await_for, await_settled
 
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.reconcile import Create
+from takoform_operator.core.reconcile import Create, Outcome
 from takoform_operator.core.state import Desired
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.registry_data import load_registry
@@ -42,11 +44,14 @@ def desired(name: str) -> Desired:
     )
 
 
-@pytest.fixture
-async def shared(reference_host: Any) -> AsyncIterator[HostClient]:
-    async with HostClient(reference_host.url, reference_host.token) as http:
-        await http.ensure_space("crash")
-        yield http
+@pytest.fixture(scope="module")
+def lifecycle_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
+    """A host of this module's own: the lifecycle holds its operations (stuckOperations), which
+    the shared reference host must never do."""
+    host = HostProcess(tmp_path_factory.mktemp("crash-host"), commit_delay=0.05)
+    host.start()
+    yield host
+    host.stop()
 
 
 async def operations_for(client: HostClient, name: str) -> list[Any]:
@@ -54,45 +59,138 @@ async def operations_for(client: HostClient, name: str) -> list[Any]:
     return await client.list_operations("crash", CREATE_REF, name)
 
 
-async def lifecycle(cr: SimulatedCr, port: SpyPort, crash_at: int) -> None:
-    """Create, update, delete; the reconcile numbered `crash_at` dies before its status write."""
-    step = 0
+# -- a death after every reconcile of a lifecycle -------------------------------------------------
 
-    async def run_until(done: Any) -> None:
-        nonlocal step
-        for _ in range(80):
-            persist = step != crash_at
-            step += 1
-            outcome = await cr.reconcile(port, REGISTRY, persist=persist)
-            if persist and done(outcome):
+#: Every reconcile of one crash-free lifecycle (create, update, delete), in order: the mutation it
+#: sends (if any) and the reason it reports. Each operation is held running for two reconciles
+#: (the one that sends it and one that reads while nothing is committed) and then released and
+#: awaited, so the lifecycle is exactly this long and every reconcile is a distinct crash window.
+WINDOWS: tuple[tuple[str | None, str], ...] = (
+    ("create", Reason.CREATE_PENDING),  # the create accepted; the marker to be recorded
+    (None, Reason.OPERATION_RUNNING),  # running, resource absent: absence is not deletion
+    (None, Reason.AVAILABLE),  # settled: state bound, marker cleared
+    ("update", Reason.UPDATE_PENDING),  # the spec changed: the update accepted
+    (None, Reason.OPERATION_RUNNING),  # running: the old representation settles, marker kept
+    (None, Reason.AVAILABLE),  # settled at generation 2
+    ("delete", Reason.DELETE_PENDING),  # the CR deleted: the delete accepted
+    (None, Reason.OPERATION_RUNNING),  # running: still there, marker kept
+    (None, "finalized"),  # deleted: the CR may go
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    sent: str | None
+    reported: str
+    persisted: bool
+
+    @property
+    def window(self) -> tuple[str | None, str]:
+        return (self.sent, self.reported)
+
+
+@dataclass
+class Lifecycle:
+    """Create, update and delete one CR; the reconcile numbered `crash_at` dies before its
+    status write (its host calls happened, its outcome is never persisted)."""
+
+    host: HostProcess
+    client: HostClient
+    cr: SimulatedCr
+    crash_at: int | None = None
+    steps: list[Step] = field(default_factory=list)
+
+    async def run(self) -> None:
+        await self.phase(self.ready)
+        self.cr.change(parameters={**SPEC, "sizeGiB": 20})
+        await self.phase(lambda o: self.ready(o) and self.cr.state.generation == "2")
+        self.cr.desired = replace(self.cr.desired, deleting=True)
+        await self.phase(lambda o: o.finalized)
+
+    async def phase(self, done: Callable[[Outcome], bool]) -> None:
+        self.host.set_faults(stuckOperations=True)
+        try:
+            await self.reconcile()  # sends the mutation (after a death: replays it by its key)
+            await self.reconcile()  # reads while the host has committed nothing
+        finally:
+            self.host.set_faults(stuckOperations=False)
+        await await_for(self.nothing_running, f"the operations on {self.cr.desired.name}")
+        for _ in range(2):  # a death right after the settling read costs one more reconcile
+            outcome = await self.reconcile()
+            if self.steps[-1].persisted and done(outcome):
                 return
-            await asyncio.sleep(0.03)
-        raise AssertionError(f"did not converge: {cr.outcomes[-1]}")
+        raise AssertionError(f"did not converge: {self.steps}")
 
-    def ready(outcome: Any) -> bool:
+    async def reconcile(self) -> Outcome:
+        persist = len(self.steps) != self.crash_at
+        sent = len(self.port.mutations)
+        outcome = await self.cr.reconcile(self.port, REGISTRY, persist=persist)
+        verb = str(self.port.mutations[-1].verb).lower() if self.port.mutations[sent:] else None
+        self.steps.append(Step(verb, self.reported(outcome), persist))
+        return outcome
+
+    @cached_property
+    def port(self) -> SpyPort:
+        return SpyPort(self.client)
+
+    async def nothing_running(self) -> bool:
+        operations = await operations_for(self.client, self.cr.desired.name)
+        return bool(operations) and all(op.state != "running" for op in operations)
+
+    @staticmethod
+    def ready(outcome: Outcome) -> bool:
         return condition(outcome, ConditionType.READY) is Reason.AVAILABLE
 
-    await run_until(ready)
-    cr.change(parameters={**SPEC, "sizeGiB": 20})
-    await run_until(lambda o: ready(o) and cr.state.generation == "2")
-    cr.desired = replace(cr.desired, deleting=True)
-    await run_until(lambda o: o.finalized)
+    @staticmethod
+    def reported(outcome: Outcome) -> str:
+        if outcome.finalized:
+            return "finalized"
+        found = outcome.asserted()
+        reason = found.get(ConditionType.READY) or found.get(ConditionType.RECONCILING)
+        return str(reason)
 
 
-@pytest.mark.parametrize("crash_at", range(12))
+@pytest.fixture
+async def lifecycle_client(lifecycle_host: HostProcess) -> AsyncIterator[HostClient]:
+    async with HostClient(lifecycle_host.url, lifecycle_host.token) as http:
+        await http.ensure_space("crash")
+        yield http
+
+
+async def test_the_lifecycle_without_a_death_is_exactly_the_listed_windows(
+    lifecycle_host: HostProcess, lifecycle_client: HostClient
+) -> None:
+    """The crash test below kills each of these reconciles in turn: this pins that there are
+    exactly len(WINDOWS) of them, so no index points past the end of the lifecycle."""
+    life = Lifecycle(lifecycle_host, lifecycle_client, SimulatedCr(desired("no-death")))
+    await life.run()
+    assert [step.window for step in life.steps] == list(WINDOWS)
+    assert all(step.persisted for step in life.steps)
+
+
+WINDOW_IDS = [f"{i}-{sent or 'read'}-{reported}" for i, (sent, reported) in enumerate(WINDOWS)]
+
+
+@pytest.mark.parametrize("crash_at", range(len(WINDOWS)), ids=WINDOW_IDS)
 async def test_death_after_any_reconcile_leaves_no_duplicate_and_no_orphan(
-    shared: HostClient, crash_at: int
+    lifecycle_host: HostProcess, lifecycle_client: HostClient, crash_at: int
 ) -> None:
     name = f"life-{crash_at}"
-    cr = SimulatedCr(desired(name))
-    port = SpyPort(shared)
-    await lifecycle(cr, port, crash_at)
-    verbs = [op.verb for op in await operations_for(shared, name)]
+    life = Lifecycle(lifecycle_host, lifecycle_client, SimulatedCr(desired(name)), crash_at)
+    await life.run()
+    # The death happened, once, in the window it was meant for (the run is the crash-free one
+    # up to that reconcile).
+    assert [i for i, step in enumerate(life.steps) if not step.persisted] == [crash_at]
+    assert life.steps[crash_at].window == WINDOWS[crash_at], life.steps
+    verbs = [op.verb for op in await operations_for(lifecycle_client, name)]
     assert verbs.count("create") == 1, f"no duplicate create: {verbs}"
     assert verbs.count("update") == 1, f"one update for one spec change: {verbs}"
     assert verbs.count("delete") == 1, f"one delete: {verbs}"
     assert CREATE_REF is not None
-    assert await shared.find_resource("crash", CREATE_REF, name) is None, "no orphan"
+    assert await lifecycle_client.find_resource("crash", CREATE_REF, name) is None, "no orphan"
+
+
+# -- the lost answer and the expired record -------------------------------------------------------
 
 
 @pytest.fixture
@@ -137,10 +235,7 @@ async def test_lost_202_and_expired_record_adopts_by_creation_key(
     first = await cr.reconcile(port, REGISTRY, persist=False)
     operation_id = next(iter(op.id for op in await operations_for(client, "lost-expired")))
     assert first.state.pending is not None and first.state.pending.operation_id == operation_id
-    for _ in range(100):
-        if (await client.get_operation(operation_id)).state != "running":
-            break
-        await asyncio.sleep(0.02)
+    await await_settled(client, operation_id)
     host.admin("POST", "/admin/v1/operations/expire", {"ids": [operation_id]})
     outcome = await cr.converge(port, REGISTRY)
     assert condition(outcome, ConditionType.READY) is Reason.AVAILABLE
@@ -177,7 +272,8 @@ async def test_death_before_the_failed_create_is_recorded_retries_with_a_fresh_k
     port = SpyPort(client)
     host.set_faults(failNextOperations=1)
     await cr.reconcile(port, REGISTRY)  # accepted, recorded
-    await asyncio.sleep(0.2)
+    assert cr.state.pending is not None
+    assert (await await_settled(client, cr.state.pending.operation_id)).state == "failed"
     await cr.reconcile(port, REGISTRY, persist=False)  # saw the failure, died before writing
     outcome = await cr.converge(port, REGISTRY)  # sees it again, bumps, creates anew
     if condition(outcome, ConditionType.DEGRADED):
@@ -209,10 +305,7 @@ async def test_host_without_creation_keys_falls_back_to_blocked_not_adoption(
         port = SpyPort(client)
         await cr.reconcile(port, REGISTRY, persist=False)  # died after the host's 202
         operations = await operations_for(client, "keyless")
-        for _ in range(100):
-            if (await client.get_operation(operations[0].id)).state != "running":
-                break
-            await asyncio.sleep(0.02)
+        await await_settled(client, operations[0].id)
         host.admin("POST", "/admin/v1/operations/expire", {"ids": [operations[0].id]})
         outcome = await cr.converge(port, REGISTRY)
         assert condition(outcome, ConditionType.BLOCKED) is Reason.OWNERSHIP_UNPROVABLE

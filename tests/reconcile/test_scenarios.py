@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from waiting import await_settled
 
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.import_id import canonical_import_id
@@ -264,7 +265,7 @@ async def test_rule7_expired_record_lets_the_resource_get_decide(
     present = SimulatedCr(desired("expired-present"))
     await present.reconcile(spy, REGISTRY)  # accepted; marker recorded
     operation_id = present.state.pending.operation_id  # type: ignore[union-attr]
-    await _settled(client, operation_id)
+    await await_settled(client, operation_id)
     host.admin("POST", "/admin/v1/operations/expire", {"ids": [operation_id]})
     outcome = await present.converge(spy, REGISTRY)
     assert condition(outcome, ConditionType.READY) is Reason.AVAILABLE
@@ -273,7 +274,7 @@ async def test_rule7_expired_record_lets_the_resource_get_decide(
     absent = SimulatedCr(desired("expired-absent"))
     await absent.reconcile(spy, REGISTRY)
     operation_id = absent.state.pending.operation_id  # type: ignore[union-attr]
-    await _settled(client, operation_id)
+    await await_settled(client, operation_id)
     host.admin("POST", "/admin/v1/operations/expire", {"ids": [operation_id]})
     host.admin("POST", "/admin/v1/resources/delete", admin_target("expired-absent"))
     outcome = await absent.reconcile(spy, REGISTRY)
@@ -288,7 +289,7 @@ async def test_rule7_failed_operation_absent_means_state_removable(
     cr = SimulatedCr(desired("fails-once"))
     host.set_faults(failNextOperations=1)
     await cr.reconcile(spy, REGISTRY)
-    await _settled(client, cr.state.pending.operation_id)  # type: ignore[union-attr]
+    await await_settled(client, cr.state.pending.operation_id)  # type: ignore[union-attr]
     outcome = await cr.reconcile(spy, REGISTRY)
     assert condition(outcome, ConditionType.DEGRADED) is Reason.OPERATION_FAILED
     assert cr.state.uid is None and cr.state.pending is None, "binding removed, target kept"
@@ -299,14 +300,63 @@ async def test_rule7_failed_operation_absent_means_state_removable(
     assert len(keys) == 2 and keys[0] != keys[1]
 
 
-async def _settled(client: HostClient, operation_id: str) -> None:
-    import asyncio
+async def test_rule7_settled_create_whose_uid_was_never_recorded_is_adopted_by_its_key(
+    host_factory: Any,
+) -> None:
+    """Rule 7, unknown uid: a host whose 202 names no resource uid leaves state bound without
+    one. Once the record has expired, the exact GET finds a resource it cannot compare uids with;
+    our own create key on it proves it ours, so it is adopted - not re-created, not blocked."""
+    host = host_factory(commit_delay=0.05, misbehaviours=("omit-result-uid",))
+    async with HostClient(host.url, host.token) as http:
+        await http.ensure_space("team-a")
+        spy = SpyPort(http)
+        cr = SimulatedCr(desired("unrecorded"))
+        await cr.reconcile(spy, REGISTRY)
+        assert cr.state.pending is not None and cr.state.uid is None, "the 202 named no uid"
+        operation_id = cr.state.pending.operation_id
+        await await_settled(http, operation_id)
+        host.admin("POST", "/admin/v1/operations/expire", {"ids": [operation_id]})
+        outcome = await cr.reconcile(spy, REGISTRY)
+        served = await http.get_resource("team-a", ref("1.1.0"), "unrecorded")
+        [create] = [m for m in spy.mutations if isinstance(m, Create)]
+        assert served.metadata.creation_idempotency_key == create.key, "the proof"
+        assert cr.state.uid == served.metadata.uid, "adopted"
+        assert cr.state.pending is None, "the record expired: the marker is cleared"
+        assert condition(outcome, ConditionType.READY) is Reason.AVAILABLE
+        assert condition(outcome, ConditionType.BLOCKED) is None
 
-    for _ in range(100):
-        if (await client.get_operation(operation_id)).state != "running":
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"operation {operation_id} did not settle")
+
+async def test_rule7_running_create_visible_early_with_our_key_is_adopted_marker_kept(
+    host_factory: Any,
+) -> None:
+    """Rule 7, still running, unknown uid: a host that shows the resource before its operation
+    commits (and names no uid on the 202) is read while the create runs. Our key on it proves it
+    ours: state takes its uid, the marker survives until the operation settles."""
+    host = host_factory(
+        commit_delay=0.05, misbehaviours=("omit-result-uid", "visible-before-commit")
+    )
+    async with HostClient(host.url, host.token) as http:
+        await http.ensure_space("team-a")
+        spy = SpyPort(http)
+        cr = SimulatedCr(desired("early"))
+        host.set_faults(stuckOperations=True)
+        try:
+            await cr.reconcile(spy, REGISTRY)
+            pending = cr.state.pending
+            assert pending is not None and cr.state.uid is None, "the 202 named no uid"
+            outcome = await cr.reconcile(spy, REGISTRY)
+            served = await http.get_resource("team-a", ref("1.1.0"), "early")
+            assert (await http.get_operation(pending.operation_id)).state == "running"
+            assert cr.state.uid == served.metadata.uid, "adopted on the proof of our key"
+            assert cr.state.pending == pending, "nothing committed: the marker survives"
+            assert condition(outcome, ConditionType.RECONCILING) is Reason.OPERATION_RUNNING
+            assert condition(outcome, ConditionType.BLOCKED) is None
+        finally:
+            host.set_faults(stuckOperations=False)
+        outcome = await cr.converge(spy, REGISTRY)
+        assert condition(outcome, ConditionType.READY) is Reason.AVAILABLE
+        assert cr.state.pending is None and cr.state.uid == served.metadata.uid
+        assert len([m for m in spy.mutations if isinstance(m, Create)]) == 1, "no second create"
 
 
 # -- rule 5: import ----------------------------------------------------------------------------
@@ -315,7 +365,7 @@ async def _settled(client: HostClient, operation_id: str) -> None:
 async def test_rule5_import_by_json_id_keeps_the_older_definition(client: HostClient) -> None:
     older = ref("1.0.0")
     operation = await client.create("team-a", older, "legacy", SPEC, key="outside:1")
-    await _settled(client, operation.id)
+    await await_settled(client, operation.id)
     import_id = canonical_import_id("team-a", "legacy", older)
     spy = SpyPort(client)
     cr = SimulatedCr(desired("legacy", import_id=import_id, parameters={**SPEC, "sizeGiB": 12}))
@@ -347,7 +397,7 @@ async def test_rule5_import_of_an_undecodable_id_is_refused(client: HostClient) 
 
 async def test_name_taken_by_someone_else_is_never_adopted(client: HostClient) -> None:
     operation = await client.create("team-a", ref("1.1.0"), "taken", SPEC, key="someone:else")
-    await _settled(client, operation.id)
+    await await_settled(client, operation.id)
     spy = SpyPort(client)
     cr = SimulatedCr(desired("taken"))
     outcome = await cr.converge(spy, REGISTRY)

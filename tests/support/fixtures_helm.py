@@ -1,40 +1,24 @@
-"""Real helm for the tests: an isolated helm runner, chart rendering, the chart's alert rules."""
+"""Real helm for the tests: the ``helm`` fixture (runners.Helm), chart rendering, alert rules."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from fixtures_kube import KubeTools
+from runners import Helm
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "takoform-operator"
 
 
 @pytest.fixture
-def helm(kube_tools: KubeTools, tmp_path: Path) -> Any:
+def helm(kube_tools: KubeTools, tmp_path: Path) -> Helm:
+    """The pinned helm, isolated from the real $HOME: ``helm("template", ...)``."""
     assert kube_tools.helm, "helm not built: run `make tools`"
-    home = tmp_path / "helm-home"  # keep helm's config and cache out of the real $HOME
-    env = {
-        **os.environ,
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
-
-    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            [str(kube_tools.helm), *args], capture_output=True, text=True, env=env, timeout=120
-        )
-        if check:
-            assert proc.returncode == 0, f"helm {' '.join(args)}:\n{proc.stderr}{proc.stdout}"
-        return proc
-
-    return run
+    return Helm(kube_tools.helm, tmp_path / "helm-home")
 
 
 def render(helm: Any, *values: str, namespace: str = "ops") -> list[dict[str, Any]]:

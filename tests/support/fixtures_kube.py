@@ -13,6 +13,7 @@ Tests using them should be marked ``@pytest.mark.kube``.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -20,15 +21,16 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+import runners
+import waiting
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,6 +49,9 @@ def _load_localcluster() -> ModuleType:
 
 
 localcluster = _load_localcluster()
+
+#: Waits on the API server poll every 0.2 s: each probe is a kubectl process.
+wait_until = functools.partial(waiting.wait_until, interval=0.2)
 
 
 @dataclass(frozen=True)
@@ -81,16 +86,15 @@ class KubeCluster:
         exit raises AssertionError showing the command and its stderr. `token` makes the call
         as that bearer token instead of the kubeconfig's user."""
         kubeconfig = self.token_kubeconfig(token) if token else self.kubeconfig
-        argv = [str(self.kubectl_bin), f"--kubeconfig={kubeconfig}"]
-        if namespace:
-            argv.append(f"--namespace={namespace}")
-        argv += list(args)
-        proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
-        if check and proc.returncode != 0:
-            raise AssertionError(
-                f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}{proc.stdout}"
-            )
-        return proc
+        return runners.kubectl(
+            self.kubectl_bin,
+            kubeconfig,
+            *args,
+            namespace=namespace,
+            input=input,
+            check=check,
+            timeout=timeout,
+        )
 
     def token_kubeconfig(self, token: str) -> Path:
         # A kubeconfig whose only credential is the bearer token: with the admin client
@@ -205,17 +209,6 @@ def kube_namespace(kube_cluster: KubeCluster, request: pytest.FixtureRequest) ->
 def crd_files(crd_dir: Path = REPO / "crds") -> Sequence[Path]:
     """The project's CRD manifests (crds/*.yaml), sorted."""
     return sorted(crd_dir.glob("*.yaml"))
-
-
-def wait_until(
-    condition: Callable[[], bool], what: str, timeout: float = 60, interval: float = 0.2
-) -> None:
-    """Poll `condition` until it is true; fail the test after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}", pytrace=False)
-        time.sleep(interval)
 
 
 def apply_crds(cluster: KubeCluster, files: Sequence[Path], timeout: int = 60) -> list[Any]:

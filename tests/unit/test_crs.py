@@ -9,8 +9,13 @@ from prometheus_client import CollectorRegistry
 
 from takoform_operator.core.conditions import Condition, ConditionType, Reason
 from takoform_operator.core.reconcile import Outcome
-from takoform_operator.core.state import DeletionPolicy, Pending, State, Verb
-from takoform_operator.kube.crs import InvalidCustomResource, desired_from_cr, status_patch
+from takoform_operator.core.state import DeletionPolicy, Pending, Requested, State, Verb
+from takoform_operator.kube.crs import (
+    InvalidCustomResource,
+    desired_for_deletion,
+    desired_from_cr,
+    status_patch,
+)
 from takoform_operator.metrics import Metrics
 
 
@@ -113,3 +118,26 @@ def test_metrics_series_of_a_resource_go_away_with_it() -> None:
         is None
     )
     assert metrics.registry.get_sample_value("takoform_resource_pending_operation", labels) is None
+
+
+def test_a_deletion_reads_the_recorded_identity_when_the_spec_no_longer_parses() -> None:
+    """A CR that claimed its target and then got a malformed pin must still finish deleting:
+    deletion goes to what was recorded and needs nothing else from the spec."""
+    broken = _body(
+        deletionPolicy="Orphan",
+        resourceName="logs-eu",
+        formRef={"definitionVersion": "1.0", "schemaDigest": "sha256:" + "0" * 64},
+    )
+    with pytest.raises(InvalidCustomResource):
+        desired_from_cr(broken)
+    recorded = Requested(space="Team A", name="logs", pin=None, import_id=None)
+    desired = desired_for_deletion(broken, recorded)
+    assert (desired.space, desired.name, desired.pin) == ("Team A", "logs", None)
+    assert desired.deletion_policy is DeletionPolicy.ORPHAN
+
+
+def test_a_deletion_with_an_unusable_policy_is_still_reported() -> None:
+    broken = _body(deletionPolicy="Keep")
+    recorded = Requested(space="Team A", name="logs")
+    with pytest.raises(InvalidCustomResource, match="deletionPolicy"):
+        desired_for_deletion(broken, recorded)

@@ -1,7 +1,9 @@
 """Rules 6 and 7 as tables: every (operation state x resource presence x uid) combination.
 
-Each row names the conclusion and why; the second half drives the same rows through `decide` to
-prove the core does what the row says (marker kept or cleared, blocked, state removed).
+The production tables (core/tables.py) are not retyped here. The first half checks each row
+against the text of decision 0017 rules 6 and 7, one clause per test, quoted; the second half
+drives every row of the production tables through `decide` to prove the core does what the row
+says (marker kept or cleared, blocked, state removed).
 """
 
 from __future__ import annotations
@@ -48,85 +50,105 @@ A, SAME, DIFF, UNK = (
     Presence.DIFFERENT_UID,
     Presence.UNKNOWN_UID,
 )
-C, KEEP, CLEAR, FRESH = Conclusion, Marker.KEEP, Marker.CLEAR, True
+C, KEEP, CLEAR = Conclusion, Marker.KEEP, Marker.CLEAR
 
-# (op state, presence, row, why) — rule 7 for a pending create or update. A row says the
-# conclusion, what happens to the pending marker, and whether the next key must be fresh.
-MUTATION_ROWS = [
-    (R, A, Row(C.WAIT, KEEP), "running: absence is not deletion, nothing committed"),
-    (R, SAME, Row(C.SETTLE, KEEP), "running: a readable representation settles, marker survives"),
-    (R, DIFF, Row(C.BLOCK, KEEP), "running: another incarnation under the name is rule 6"),
-    (R, UNK, Row(C.ADOPT_IF_PROVEN, KEEP), "running: an unrecorded uid needs proof"),
-    (S, A, Row(C.GONE, CLEAR, FRESH), "succeeded, then removed out of band: drift, marker settled"),
-    (S, SAME, Row(C.SETTLE, CLEAR), "succeeded: result verified by uid, settle and clear"),
-    (S, DIFF, Row(C.BLOCK, CLEAR), "succeeded but another uid is there: blocked, never rebound"),
-    (
-        S,
-        UNK,
-        Row(C.ADOPT_IF_PROVEN, CLEAR),
-        "succeeded, uid unknown: adopt only with our key on it",
-    ),
-    (F, A, Row(C.GONE, CLEAR, FRESH), "failed and absent: state may be removed"),
-    (
-        F,
-        SAME,
-        Row(C.SETTLE, CLEAR, FRESH),
-        "failed but present with our uid: the uid decides, keep it",
-    ),
-    (F, DIFF, Row(C.BLOCK, CLEAR, FRESH), "failed, another uid present: blocked"),
-    (F, UNK, Row(C.ADOPT_IF_PROVEN, CLEAR, FRESH), "failed, uid unknown: adopt only with proof"),
-    (N, A, Row(C.GONE, CLEAR, FRESH), "record expired, absent: the exact GET is the final word"),
-    (N, SAME, Row(C.SETTLE, CLEAR), "record expired, our uid present: settle"),
-    (N, DIFF, Row(C.BLOCK, CLEAR), "record expired, another uid: blocked"),
-    (N, UNK, Row(C.ADOPT_IF_PROVEN, CLEAR), "record expired, uid unknown: adopt only with proof"),
-]
+Table = dict[tuple[OpState, Presence], Row]
+TABLES: dict[str, Table] = {"create-or-update": MUTATION_TABLE, "delete": DELETE_TABLE}
+EVERY = [(o, p) for o in OpState for p in Presence]
 
-DELETE_ROWS = [
-    (R, A, Row(C.WAIT, KEEP), "delete running: never conclude before it commits"),
-    (R, SAME, Row(C.SETTLE, KEEP), "delete running, still there: settle, keep marker"),
-    (R, DIFF, Row(C.BLOCK, KEEP), "delete running, another uid: blocked"),
-    (R, UNK, Row(C.WAIT, KEEP), "delete running, uid unknown: wait"),
-    (S, A, Row(C.GONE, CLEAR), "deleted: finalize"),
-    (
-        S,
-        SAME,
-        Row(C.SETTLE, CLEAR, FRESH),
-        "host says deleted but ours is there: keep, delete again",
-    ),
-    (S, DIFF, Row(C.GONE, CLEAR), "ours is deleted; the replacement is not ours to touch"),
-    (S, UNK, Row(C.GONE, CLEAR), "ours is deleted"),
-    (F, A, Row(C.GONE, CLEAR), "failed but absent: gone"),
-    (
-        F,
-        SAME,
-        Row(C.SETTLE, CLEAR, FRESH),
-        "failed, still there: keep state, retry with a fresh key",
-    ),
-    (F, DIFF, Row(C.BLOCK, CLEAR, FRESH), "failed, another uid: blocked"),
-    (F, UNK, Row(C.BLOCK, CLEAR, FRESH), "failed, uid unknown: blocked"),
-    (N, A, Row(C.GONE, CLEAR), "expired, absent: gone"),
-    (N, SAME, Row(C.SETTLE, CLEAR, FRESH), "expired, still there: keep state and delete again"),
-    (N, DIFF, Row(C.BLOCK, CLEAR), "expired, another uid: blocked"),
-    (N, UNK, Row(C.BLOCK, CLEAR), "expired, uid unknown: blocked"),
-]
+#: Conclusions that bind state to the resource found: SETTLE without asking for proof (its uid
+#: was verified), ADOPT_IF_PROVEN only with our key on it (both checked through decide below).
+BINDS = {C.SETTLE, C.ADOPT_IF_PROVEN}
+
+
+def rows(table_names: tuple[str, ...] = tuple(TABLES)) -> list[object]:
+    return [
+        pytest.param(TABLES[name], op, found, id=f"{name}-{op}-{found}")
+        for name in table_names
+        for op, found in EVERY
+    ]
 
 
 def test_tables_cover_every_combination() -> None:
-    every = {(o, p) for o in OpState for p in Presence}
-    assert set(MUTATION_TABLE) == every
-    assert set(DELETE_TABLE) == every
-    assert {(o, p) for o, p, _, _ in MUTATION_ROWS} == every
-    assert {(o, p) for o, p, _, _ in DELETE_ROWS} == every
+    assert set(MUTATION_TABLE) == set(EVERY)
+    assert set(DELETE_TABLE) == set(EVERY)
 
 
-@pytest.mark.parametrize(("op", "found", "row", "why"), MUTATION_ROWS)
-def test_mutation_table_row(op: OpState, found: Presence, row: Row, why: str) -> None:
-    assert MUTATION_TABLE[(op, found)] == row, why
+# -- each row against the text of decision 0017 -------------------------------------------------
 
 
-@pytest.mark.parametrize(("op", "found", "row", "why"), DELETE_ROWS)
-def test_delete_table_row(op: OpState, found: Presence, row: Row, why: str) -> None:
-    assert DELETE_TABLE[(op, found)] == row, why
+@pytest.mark.parametrize(("table", "op", "found"), rows())
+def test_the_marker_survives_exactly_while_the_operation_runs(
+    table: Table, op: OpState, found: Presence
+) -> None:
+    """Rule 7, still running: "the marker survives, because nothing has committed"; and
+    "pending_operation_id ... is cleared only by an operation that actually settled" (or whose
+    record expired: then "the exact resource GET is the final word")."""
+    assert (table[(op, found)].marker is KEEP) == (op is R)
+
+
+@pytest.mark.parametrize("table", TABLES.values(), ids=TABLES)
+def test_absence_while_running_is_not_deletion(
+    table: Table,
+) -> None:
+    """Rule 7, still running: "absence is NOT deletion"."""
+    assert table[(R, A)].conclusion is C.WAIT
+
+
+@pytest.mark.parametrize("table", TABLES.values(), ids=TABLES)
+def test_a_terminal_error_lets_the_exact_get_decide(
+    table: Table,
+) -> None:
+    """Rule 7, terminal error: "absent means state may be removed, present means the UID
+    decides"."""
+    assert table[(F, A)].conclusion is C.GONE
+    assert table[(F, SAME)].conclusion is C.SETTLE, "our incarnation is there: keep it"
+    assert table[(F, DIFF)].conclusion is C.BLOCK, "another incarnation: rule 6"
+
+
+@pytest.mark.parametrize(("table", "found"), [(t, p) for t in TABLES.values() for p in Presence])
+def test_an_expired_record_is_judged_like_a_terminal_error(table: Table, found: Presence) -> None:
+    """Rule 7, operation_not_found: "the record expired; the exact resource GET is the final
+    word, under the same UID rule". (Whether the next key must be fresh is another matter: an
+    expired record says nothing about how the operation ended.)"""
+    expired, failed = table[(N, found)], table[(F, found)]
+    assert (expired.conclusion, expired.marker) == (failed.conclusion, failed.marker)
+
+
+def test_a_successful_mutation_settles_only_the_verified_uid() -> None:
+    """Rule 7, terminal success: "the result resource is verified against the exact identity and
+    its UID checked; the ordinary read settles and clears"."""
+    assert MUTATION_TABLE[(S, SAME)] == Row(C.SETTLE, CLEAR)
+    assert MUTATION_TABLE[(S, DIFF)].conclusion not in BINDS
+
+
+@pytest.mark.parametrize(("table", "op"), [(t, o) for t in TABLES.values() for o in OpState])
+def test_a_different_uid_is_never_rebound(table: Table, op: OpState) -> None:
+    """Rule 7: "No branch re-binds by name alone: a known UID is verified in every branch"."""
+    assert table[(op, DIFF)].conclusion not in BINDS
+
+
+@pytest.mark.parametrize("op", OpState)
+def test_a_uid_mismatch_under_a_pending_mutation_blocks_and_keeps_state(op: OpState) -> None:
+    """Rule 6: "It never re-binds and never removes" - the resource stays in state, blocked."""
+    assert MUTATION_TABLE[(op, DIFF)].conclusion is C.BLOCK
+
+
+@pytest.mark.parametrize(("table", "op"), [(t, o) for t in TABLES.values() for o in OpState])
+def test_an_unknown_uid_is_never_settled_without_proof(table: Table, op: OpState) -> None:
+    """Rule 7: "an unknown one is adopted only from a representation the host served under the
+    exact FormRef state records" - and, for a mutation of ours, only with our key on it."""
+    assert table[(op, UNK)].conclusion is not C.SETTLE
+    if table is MUTATION_TABLE:
+        assert table[(op, UNK)].conclusion is C.ADOPT_IF_PROVEN
+
+
+@pytest.mark.parametrize("op", OpState)
+def test_a_pending_delete_never_adopts_or_settles_a_stranger(op: OpState) -> None:
+    """A delete sends the uid it expects; whatever else sits under the name is not ours to take
+    (and so never a target of the next delete)."""
+    assert DELETE_TABLE[(op, DIFF)].conclusion not in BINDS
+    assert DELETE_TABLE[(op, UNK)].conclusion not in BINDS
 
 
 def _resource(uid: str, *, key: str | None = None, spec: dict | None = None) -> ResourceView:
@@ -212,8 +234,10 @@ def _run(verb: Verb, op: OpState, found: Presence, *, deleting: bool = False):
     return decide(desired, state, Plan("op-1", target), Observation(view, resource), REGISTRY)
 
 
-@pytest.mark.parametrize(("op", "found", "row", "why"), MUTATION_ROWS)
-def test_decide_follows_mutation_rows(op: OpState, found: Presence, row: Row, why: str) -> None:
+@pytest.mark.parametrize(("op", "found"), EVERY, ids=[f"{o}-{p}" for o, p in EVERY])
+def test_decide_follows_mutation_rows(op: OpState, found: Presence) -> None:
+    row = MUTATION_TABLE[(op, found)]
+    why = f"{op} and {found} -> {row}"
     decision = _run(Verb.CREATE, op, found)
     state = decision.outcome.state
     conditions = decision.outcome.asserted()
@@ -228,7 +252,7 @@ def test_decide_follows_mutation_rows(op: OpState, found: Presence, row: Row, wh
         assert state.uid == OURS, "state kept"
         assert decision.action is None, "no mutation while blocked"
     elif row.conclusion is C.ADOPT_IF_PROVEN:
-        # The resource carries somebody else's key: never adopted.
+        # The resource carries somebody else's key: never adopted (see test_adoption.py).
         assert conditions[ConditionType.BLOCKED] is Reason.NAME_TAKEN, why
         assert state.uid is None and decision.action is None
     elif row.conclusion is C.GONE:
@@ -243,22 +267,25 @@ def test_decide_follows_mutation_rows(op: OpState, found: Presence, row: Row, wh
             assert conditions[ConditionType.READY] is Reason.AVAILABLE
 
 
-@pytest.mark.parametrize(("op", "found", "row", "why"), DELETE_ROWS)
-def test_decide_follows_delete_rows(op: OpState, found: Presence, row: Row, why: str) -> None:
+@pytest.mark.parametrize(("op", "found"), EVERY, ids=[f"{o}-{p}" for o, p in EVERY])
+def test_decide_follows_delete_rows(op: OpState, found: Presence) -> None:
+    row = DELETE_TABLE[(op, found)]
+    why = f"{op} and {found} -> {row}"
     decision = _run(Verb.DELETE, op, found, deleting=True)
     outcome = decision.outcome
-    if row.conclusion is C.WAIT:
-        assert outcome.state.pending is not None and not outcome.finalized, why
-    elif row.conclusion is C.GONE:
+    if row.conclusion is C.GONE:
         assert outcome.finalized and decision.action is None, why
+        return
+    assert (outcome.state.pending is not None) == (row.marker is KEEP), why
+    if row.conclusion is C.WAIT:
+        assert not outcome.finalized, why
     elif row.conclusion is C.BLOCK:
         assert not outcome.finalized and decision.action is None, "never delete a replacement"
         assert outcome.asserted().get(ConditionType.BLOCKED) is not None, why
-        assert (outcome.state.pending is not None) == (row.marker is KEEP), why
     elif row.marker is KEEP:
-        assert outcome.state.pending is not None and decision.action is None, why
+        assert decision.action is None, why
     elif op is OpState.FAILED:
-        assert decision.action is None and outcome.state.pending is None, why
+        assert decision.action is None, why
         assert outcome.state.attempt == 4, "the next delete uses a fresh key"
     else:
         assert isinstance(decision.action, Delete), "delete again, with a fresh key"

@@ -17,7 +17,13 @@ from takoform_operator.core.reconcile import Outcome, degraded, identity_of
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import State, StateUnreadable, state_from_status
 from takoform_operator.host_port import HostPort
-from takoform_operator.kube.crs import InvalidCustomResource, desired_from_cr, status_patch
+from takoform_operator.kube.crs import (
+    InvalidCustomResource,
+    desired_for_deletion,
+    desired_from_cr,
+    merged_status,
+    status_patch,
+)
 from takoform_operator.service import reconcile_once
 
 
@@ -30,7 +36,8 @@ class ClaimIndex(Protocol):
 @dataclass(frozen=True)
 class CrOutcome:
     outcome: Outcome
-    #: The merge-patch for the status subresource; None once the CR may go (finalized).
+    #: The merge-patch for the status subresource; None when there is nothing to write (the
+    #: status already says all of it, or the CR may go: outcome.finalized).
     status: dict[str, Any] | None
 
 
@@ -43,7 +50,7 @@ async def reconcile_cr_body(
     now: str,
     deleting: bool = False,
 ) -> CrOutcome:
-    """Reconcile the CR `body` once. `deleting` forces deletion (kopf's delete handler)."""
+    """Reconcile the CR `body` once. `deleting` forces deletion even before the body says so."""
     metadata = body.get("metadata") or {}
     status = dict(body.get("status") or {})
     generation = int(metadata.get("generation") or 0)
@@ -53,14 +60,21 @@ async def reconcile_cr_body(
         outcome = degraded(State(), Reason.STATE_UNREADABLE, str(exc), None)
         patch = status_patch(outcome, status.get("conditions"), now=now, cr_generation=generation)
         return CrOutcome(outcome, {k: patch[k] for k in ("conditions", "observedGeneration")})
+    deleting = deleting or metadata.get("deletionTimestamp") is not None
     try:
         desired = desired_from_cr(body)
     except InvalidCustomResource as exc:
-        if (deleting or metadata.get("deletionTimestamp")) and not state.claimed:
+        if deleting and not state.claimed:
             # Nothing was ever sent for a CR that never claimed a target: let it go.
             return CrOutcome(Outcome(state, (), None, finalized=True), None)
-        outcome = degraded(state, Reason.INVALID_SPEC, str(exc), None)
-        return CrOutcome(outcome, _patch(outcome, status, now, generation))
+        try:
+            if not (deleting and state.requested is not None):
+                raise
+            # A deletion needs only what was recorded, not the spec that no longer parses.
+            desired = desired_for_deletion(body, state.requested)
+        except InvalidCustomResource:
+            outcome = degraded(state, Reason.INVALID_SPEC, str(exc), None)
+            return CrOutcome(outcome, _patch(outcome, status, now, generation))
     if deleting and not desired.deleting:
         desired = replace(desired, deleting=True)
     identity = identity_of(desired, state)
@@ -72,5 +86,7 @@ async def reconcile_cr_body(
 
 def _patch(
     outcome: Outcome, status: Mapping[str, Any], now: str, generation: int
-) -> dict[str, Any]:
-    return status_patch(outcome, status.get("conditions"), now=now, cr_generation=generation)
+) -> dict[str, Any] | None:
+    """The status patch, or None when it would change nothing: a steady resource costs no write."""
+    patch = status_patch(outcome, status.get("conditions"), now=now, cr_generation=generation)
+    return None if merged_status(status, patch) == dict(status) else patch

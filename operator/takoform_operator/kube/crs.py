@@ -11,7 +11,7 @@ from typing import Any
 from takoform_operator.core.conditions import merge_conditions
 from takoform_operator.core.ownership import Claimant, Identity
 from takoform_operator.core.reconcile import Outcome
-from takoform_operator.core.state import DeletionPolicy, Desired, state_to_status
+from takoform_operator.core.state import DeletionPolicy, Desired, Requested, state_to_status
 from takoform_spec.errors import InvalidIdentity
 from takoform_spec.identity import (
     FormLine,
@@ -62,6 +62,22 @@ def desired_from_cr(body: Mapping[str, Any]) -> Desired:
         cr_name=str(metadata.get("name") or ""),
         created=str(metadata.get("creationTimestamp") or ""),
     )
+
+
+def desired_for_deletion(body: Mapping[str, Any], requested: Requested) -> Desired:
+    """What a CR being deleted asks for when its spec no longer parses: the identity recorded
+    when its target was (deletion goes to what was sent to, never to the spec) and its policy.
+    Raises InvalidCustomResource when even the deletion policy is unusable."""
+    pin = requested.pin
+    spec = {
+        **(body.get("spec") or {}),
+        "space": requested.space,
+        "resourceName": requested.name,
+        "formRef": {"definitionVersion": pin[0], "schemaDigest": pin[1]} if pin else None,
+        "importId": requested.import_id,
+        "parameters": {},
+    }
+    return desired_from_cr({**body, "spec": spec})
 
 
 def _pin(doc: Any, api_version: str, kind: str) -> tuple[str, str] | None:

@@ -21,7 +21,7 @@ from typing import Any, cast
 import kopf
 
 from takoform_operator.core.conditions import transitions
-from takoform_operator.core.reconcile import RETRY_LATER, RETRY_WRITE, Outcome
+from takoform_operator.core.reconcile import POLL_PENDING, RETRY_LATER, RETRY_WRITE, Outcome
 from takoform_operator.core.registry import Registry
 from takoform_operator.host_port import HostPort
 from takoform_operator.kube.claims import ClaimBook
@@ -37,7 +37,9 @@ from takoform_spec.identity import plural_of
 FINALIZER = "takoform.io/finalizer"
 #: A recorded claim is followed at once by the next step; never more than this in one go.
 _MAX_STEPS = 3
-_MIN_DELAY = 0.5
+_MIN_DELAY = 0.2
+#: The first look at a just-accepted operation: most settle within a fraction of a second.
+_FIRST_LOOK = 0.25
 logger = logging.getLogger("takoform_operator")
 
 
@@ -56,25 +58,32 @@ class Runtime:
     )
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     loops: ReconcileLoops | None = None
+    #: CR uid -> how many reconciles in a row found it waiting on a pending operation.
+    pending_looks: dict[str, int] = field(default_factory=dict)
 
 
 def _now(runtime: Runtime) -> str:
     return runtime.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def next_delay(outcome: Outcome, settings: Settings) -> float:
-    """When to look again: what the outcome asked for, within [0.5 s, the ready poll]."""
+def next_delay(outcome: Outcome, settings: Settings, pending_looks: int = 0) -> float:
+    """When to look again: what the outcome asked for, within [0.2 s, the ready poll]. A
+    pending operation is looked at fast first, then slower: 0.25, 0.5, 1, 2 s (`pending_looks`
+    is how many times in a row this CR was found waiting on one)."""
     asked = outcome.requeue_after
     if asked is None:
         return settings.poll_ready_seconds
+    if asked == POLL_PENDING:
+        asked = min(_FIRST_LOOK * 2**pending_looks, POLL_PENDING)
     return min(max(asked, _MIN_DELAY), settings.poll_ready_seconds)
 
 
 async def reconcile_cr(
     runtime: Runtime, body: Mapping[str, Any], *, deleting: bool = False
-) -> Outcome:
+) -> tuple[Outcome, Mapping[str, Any]]:
     """Reconcile one CR and write its status; serialised per CR. A recorded claim (nothing
-    sent) is persisted and followed at once by the next step. Raises StatusWriteFailed."""
+    sent) is persisted and followed at once by the next step. Returns the outcome and the body
+    as written. Raises StatusWriteFailed."""
     uid = str(body["metadata"]["uid"])
     lock = runtime.locks.setdefault(uid, asyncio.Lock())
     async with lock:
@@ -91,20 +100,28 @@ async def reconcile_cr(
             outcome = result.outcome
             runtime.metrics.reconciled(body, outcome, (runtime.clock() - started).total_seconds())
             if result.status is not None:
-                await _persist(runtime, body, result.status)
-                body = {**body, "status": merged_status(body.get("status"), result.status)}
+                version = await _persist(runtime, body, result.status)
+                body = {
+                    **body,
+                    "metadata": {**body["metadata"], "resourceVersion": version},
+                    "status": merged_status(body.get("status"), result.status),
+                }
                 runtime.claims.observe(body)
                 if runtime.loops is not None:
                     runtime.loops.wrote(uid, body)
             for event in outcome.events:
-                if event.type == "Normal":  # warnings are posted once, as condition transitions
+                # Warnings are posted once, as condition transitions.
+                if event.type == "Normal" and event.reason not in _QUIET_REASONS:
                     _post(body, event.type, str(event.reason), event.message)
             if not outcome.continue_now:
                 break
-        return outcome
+        return outcome, body
 
 
 _WARNING_CONDITIONS = {"Blocked", "Degraded", "Drifted"}
+#: Normal events of the core that only say an operation was accepted: the status says it too,
+#: and one Event per CR per step would be most of the operator's API writes.
+_QUIET_REASONS = {"CreatePending", "UpdatePending", "DeletePending"}
 
 
 def _post(body: Mapping[str, Any], level: str, reason: str, message: str) -> None:
@@ -115,17 +132,15 @@ def _post(body: Mapping[str, Any], level: str, reason: str, message: str) -> Non
 def _post_transitions(
     body: Mapping[str, Any], before: list[dict[str, Any]] | None, after: list[dict[str, Any]]
 ) -> None:
-    """One Event per condition that changed: a Warning when trouble starts, Normal otherwise."""
+    """Events for the transitions a human acts on: a Warning when trouble starts, a Normal
+    Event when it clears. Becoming Ready is in the status and needs no Event."""
     for condition in transitions(before, after):
         kind, true = condition["type"], condition["status"] == "True"
-        if kind == "Ready" and not true:
-            continue  # the condition that made it not Ready says why
-        if true:
-            level = "Warning" if kind in _WARNING_CONDITIONS else "Normal"
-            message = condition["message"]
-        else:
-            level, message = "Normal", f"{kind} cleared"
-        _post(body, level, str(condition["reason"]), message)
+        if kind in _WARNING_CONDITIONS:
+            if true:
+                _post(body, "Warning", str(condition["reason"]), condition["message"])
+            else:
+                _post(body, "Normal", str(condition["reason"]), f"{kind} cleared")
 
 
 def _where(body: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
@@ -136,10 +151,11 @@ def _where(body: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
     return group, version, plural, str(metadata["namespace"]), str(metadata["name"])
 
 
-async def _persist(runtime: Runtime, body: Mapping[str, Any], patch: dict[str, Any]) -> None:
-    await runtime.writer.write(*_where(body), patch)
+async def _persist(runtime: Runtime, body: Mapping[str, Any], patch: dict[str, Any]) -> str:
+    version = await runtime.writer.write(*_where(body), patch)
     # Events only for what landed: a lost write is retried and posts them then.
     _post_transitions(body, (body.get("status") or {}).get("conditions"), patch["conditions"])
+    return version
 
 
 async def _loop_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
@@ -153,7 +169,7 @@ async def _loop_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
             body = await _set_finalizers(
                 runtime, body, [*metadata.get("finalizers", ()), FINALIZER]
             )
-        outcome = await reconcile_cr(runtime, body)
+        outcome, _ = await reconcile_cr(runtime, body)
     except StatusWriteFailed as exc:
         logger.warning("%s; retrying in %.1f s", exc, RETRY_WRITE)
         return RETRY_WRITE
@@ -161,21 +177,29 @@ async def _loop_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
         where = f"{metadata.get('namespace')}/{metadata.get('name')}"
         logger.exception("reconcile of %s failed; retrying in %.0f s", where, RETRY_LATER)
         return RETRY_LATER
-    return next_delay(outcome, runtime.settings)
+    return _delay(runtime, str(metadata.get("uid")), outcome)
+
+
+def _delay(runtime: Runtime, uid: str, outcome: Outcome) -> float:
+    looks = runtime.pending_looks.pop(uid, 0)
+    if outcome.requeue_after == POLL_PENDING:
+        runtime.pending_looks[uid] = looks + 1
+    return next_delay(outcome, runtime.settings, looks)
 
 
 async def _delete_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
     finalizers = list(body["metadata"].get("finalizers") or ())
     if FINALIZER not in finalizers:
         return None  # released already (or never ours to hold)
-    outcome = await reconcile_cr(runtime, body, deleting=True)
+    outcome, body = await reconcile_cr(runtime, body, deleting=True)
     if not outcome.finalized:
-        return next_delay(outcome, runtime.settings)
+        return _delay(runtime, str(body["metadata"]["uid"]), outcome)
     for event in outcome.events:
         _post(body, event.type, str(event.reason), event.message)
     await _set_finalizers(runtime, body, [f for f in finalizers if f != FINALIZER])
     uid = str(body["metadata"]["uid"])
     runtime.metrics.forget(body)
+    runtime.pending_looks.pop(uid, None)
     if runtime.loops is not None:
         for waiting in runtime.claims.forget(uid):
             runtime.loops.wake(waiting.uid)  # the identity may be free for one of them now
@@ -187,8 +211,14 @@ async def _set_finalizers(
 ) -> Mapping[str, Any]:
     metadata = body["metadata"]
     resource_version = str(metadata.get("resourceVersion", ""))
-    await runtime.writer.set_finalizers(*_where(body), finalizers, resource_version)
-    return {**body, "metadata": {**metadata, "finalizers": finalizers}}
+    version = await runtime.writer.set_finalizers(*_where(body), finalizers, resource_version)
+    written = {
+        **body,
+        "metadata": {**metadata, "finalizers": finalizers, "resourceVersion": version},
+    }
+    if runtime.loops is not None:
+        runtime.loops.wrote(str(metadata["uid"]), written)
+    return written
 
 
 def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
@@ -223,6 +253,7 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
         if type == "DELETED":
             loops.stop(uid)
             runtime.locks.pop(uid, None)
+            runtime.pending_looks.pop(uid, None)
             for waiting in runtime.claims.forget(uid):
                 loops.wake(waiting.uid)  # the identity may be free for one of them now
         else:

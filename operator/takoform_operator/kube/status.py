@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
+import json
+import os
+import ssl
+import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-import urllib3
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
+import httpx
 
 
 class StatusWriteFailed(Exception):
@@ -18,9 +20,11 @@ class StatusWriteFailed(Exception):
 
 
 class CrWriter(Protocol):
+    """Each write returns the CR's new metadata.resourceVersion (a precondition of the next)."""
+
     async def write(
         self, group: str, version: str, plural: str, namespace: str, name: str, status: Any
-    ) -> None:
+    ) -> str:
         """Merge-patch the status subresource."""
 
     async def set_finalizers(
@@ -32,27 +36,55 @@ class CrWriter(Protocol):
         name: str,
         finalizers: Sequence[str],
         resource_version: str,
-    ) -> None:
+    ) -> str:
         """Replace metadata.finalizers, only if the CR is still at `resource_version`."""
 
 
-class KubernetesCrWriter:
-    """Patches with the official client (in a thread: the client is synchronous)."""
+@dataclass(frozen=True)
+class ApiConnection:
+    """How to reach the API server: kopf's login result, reduced to what an HTTP client needs."""
 
-    def __init__(self, api: k8s.CustomObjectsApi | None = None) -> None:
-        if api is None:
-            k8s_config.load_config()  # type: ignore[no-untyped-call]
-            api = k8s.CustomObjectsApi()
-        self._api = api
+    server: str
+    ca_path: str | None = None
+    ca_data: bytes | None = None
+    insecure: bool = False
+    token: str | None = None
+    certificate_path: str | None = None
+    certificate_data: bytes | None = None
+    private_key_path: str | None = None
+    private_key_data: bytes | None = None
+
+
+class HttpCrWriter:
+    """Patches over one async HTTP/2-less connection pool (no threads, no generated client): the
+    status writes are a large share of the operator's work (docs/performance.md)."""
+
+    def __init__(self, max_connections: int = 16) -> None:
+        self._max_connections = max_connections
+        self._client: httpx.AsyncClient | None = None
+        self._connection: ApiConnection | None = None
+        self._files: list[str] = []
+
+    def connect(self, connection: ApiConnection) -> None:
+        """Use these credentials from the next write on (kopf logs in again on a 401)."""
+        if connection != self._connection:
+            self._connection = connection
+            old, self._client = self._client, None
+            if old is not None:
+                asyncio.get_running_loop().create_task(old.aclose())
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+        for path in self._files:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
     async def write(
         self, group: str, version: str, plural: str, namespace: str, name: str, status: Any
-    ) -> None:
-        await self._patch(
-            self._api.patch_namespaced_custom_object_status,
-            (group, version, namespace, plural, name),
-            {"status": status},
-        )
+    ) -> str:
+        path = f"{_path(group, version, plural, namespace, name)}/status"
+        return await self._patch(path, {"status": status}, namespace, name)
 
     async def set_finalizers(
         self,
@@ -63,21 +95,68 @@ class KubernetesCrWriter:
         name: str,
         finalizers: Sequence[str],
         resource_version: str,
-    ) -> None:
+    ) -> str:
         # resourceVersion in a merge-patch is a precondition: a concurrent change is a 409.
         metadata = {"finalizers": list(finalizers), "resourceVersion": resource_version}
-        await self._patch(
-            self._api.patch_namespaced_custom_object,
-            (group, version, namespace, plural, name),
-            {"metadata": metadata},
+        path = _path(group, version, plural, namespace, name)
+        return await self._patch(path, {"metadata": metadata}, namespace, name)
+
+    async def _patch(self, path: str, body: dict[str, Any], namespace: str, name: str) -> str:
+        try:
+            answer = await self._http().patch(
+                path,
+                content=json.dumps(body),
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+        except httpx.HTTPError as exc:
+            raise StatusWriteFailed(f"write to {namespace}/{name} did not land: {exc}") from exc
+        if answer.status_code != 200:
+            reason = answer.text[:300]
+            raise StatusWriteFailed(
+                f"write to {namespace}/{name} did not land: {answer.status_code} {reason}"
+            )
+        return str(answer.json()["metadata"]["resourceVersion"])
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            if self._connection is None:
+                raise StatusWriteFailed("not logged in to the API server yet")
+            self._client = self._build(self._connection)
+        return self._client
+
+    def _build(self, connection: ApiConnection) -> httpx.AsyncClient:
+        verify: Any = True
+        if connection.insecure:
+            verify = False
+        elif connection.ca_path or connection.ca_data:
+            verify = ssl.create_default_context(cafile=connection.ca_path)
+            if connection.ca_data:
+                verify.load_verify_locations(cadata=connection.ca_data.decode())
+        cert: Any = None
+        certificate = connection.certificate_path or self._file(connection.certificate_data)
+        key = connection.private_key_path or self._file(connection.private_key_data)
+        if certificate:
+            cert = (certificate, key) if key else certificate
+        headers = {"Authorization": f"Bearer {connection.token}"} if connection.token else {}
+        return httpx.AsyncClient(
+            base_url=connection.server,
+            verify=verify,
+            cert=cert,
+            headers=headers,
+            timeout=30,
+            limits=httpx.Limits(max_connections=self._max_connections),
         )
 
-    async def _patch(self, call: Any, where: tuple[str, ...], body: dict[str, Any]) -> None:
-        try:
-            send = functools.partial(
-                call, *where, body, _content_type="application/merge-patch+json"
-            )
-            await asyncio.to_thread(send)
-        except (ApiException, OSError, urllib3.exceptions.HTTPError) as exc:
-            namespace, name = where[2], where[4]
-            raise StatusWriteFailed(f"write to {namespace}/{name} did not land: {exc}") from exc
+    def _file(self, data: bytes | None) -> str | None:
+        """Client certificates given as data go to a private file (ssl loads only files)."""
+        if not data:
+            return None
+        handle, path = tempfile.mkstemp(prefix="takoform-kube-")
+        with os.fdopen(handle, "wb") as sink:
+            sink.write(data)
+        self._files.append(path)
+        return path
+
+
+def _path(group: str, version: str, plural: str, namespace: str, name: str) -> str:
+    return f"/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"

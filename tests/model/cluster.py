@@ -1,0 +1,408 @@
+"""A simulated cluster for the model checker: CR bodies, status merge-patches, an operator process.
+
+Nothing here is Kubernetes or kopf; everything the operator itself runs is real:
+`reconcile_cr_body` (the seam the kopf handlers call), the `ClaimBook` ownership index, the
+`HostClientPort` over the HTTP client, and the reference host as a process on loopback.
+
+- `Cluster` holds what the API server would hold: CR bodies with metadata (uid, generation bumped
+  on spec changes only, creationTimestamp from a fake clock, annotations, deletionTimestamp) and a
+  status that changes only by RFC 7386 merge-patches. A CR carries the operator's finalizer from
+  birth, so a deleted CR goes only when a reconcile with `deleting=True` finalizes it.
+- `Operator` is one operator process: a `ClaimBook` fed with every CR body (as the watch would),
+  rebuilt from the cluster on restart, and the reconcile loop of one CR (a recorded claim is
+  persisted and followed at once, as the handlers do). `lose_write=True` drops the last write of
+  that reconcile (the status patch, or the finalizer removal): its host calls happened.
+- `RecordingPort` wraps the real port: every mutation is checked, at the moment it is sent,
+  against the persisted status of the CR it is sent for, and recorded; it can also lose the answer
+  of the next mutation after the host accepted it (a dropped connection).
+- `HostView` reads the host's own data over its API (resources per exact FormRef, the operation
+  listing of a space) and drives its admin API (faults, out-of-band actions, record expiry).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from takoform_operator.core.reconcile import Action, Outcome, Target
+from takoform_operator.core.registry import Registry
+from takoform_operator.core.state import OperationView, ResourceView
+from takoform_operator.host_client.port import HostClientPort
+from takoform_operator.host_port import HostUnavailable
+from takoform_operator.kube.claims import ClaimBook
+from takoform_operator.kube.cr_reconcile import reconcile_cr_body
+from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION
+from takoform_spec.identity import FormRef
+
+API_VERSION = "storage.takoform.io/v1"
+KIND = "Bucket"
+FINALIZER = "takoform.io/finalizer"
+
+Body = dict[str, Any]
+
+
+class ModelViolation(AssertionError):
+    """An invariant of the ownership model does not hold."""
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 merge-patch: objects merge recursively, null deletes, anything else replaces."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+class FakeClock:
+    """Whole seconds from a fixed instant; RFC 3339 with 'Z' like the API server writes."""
+
+    def __init__(self) -> None:
+        self._now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+    def tick(self, seconds: int = 1) -> None:
+        self._now += datetime.timedelta(seconds=seconds)
+
+    def stamp(self) -> str:
+        return self._now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def status_of(body: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(body.get("status") or {})
+
+
+def claimed_identity(body: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
+    """(space, apiVersion, kind, name) the CR's status records as its target, if any."""
+    status = status_of(body)
+    ref = status.get("formRef")
+    if not ref or not status.get("space") or not status.get("name"):
+        return None
+    return (str(status["space"]), str(ref["apiVersion"]), str(ref["kind"]), str(status["name"]))
+
+
+def ref_of(doc: Mapping[str, Any]) -> FormRef:
+    return FormRef.from_json(dict(doc))
+
+
+class Cluster:
+    """CR bodies as the API server holds them. Listeners see every change (the watch)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.crs: dict[str, Body] = {}
+        self._changed: list[Callable[[Body], None]] = []
+        self._removed: list[Callable[[str], None]] = []
+        #: Called with (uid, status before, status after) before a status patch is applied.
+        self.status_hooks: list[Callable[[str, dict[str, Any], dict[str, Any]], None]] = []
+
+    def on_change(self, changed: Callable[[Body], None], removed: Callable[[str], None]) -> None:
+        self._changed.append(changed)
+        self._removed.append(removed)
+
+    def _notify(self, uid: str) -> None:
+        body = copy.deepcopy(self.crs[uid])
+        for listener in self._changed:
+            listener(body)
+
+    def live(self) -> list[Body]:
+        return list(self.crs.values())
+
+    def create(
+        self, namespace: str, name: str, spec: Mapping[str, Any], *, same_instant: bool = False
+    ) -> str:
+        """A new CR. `same_instant`: the same creationTimestamp as the newest CR (the clock
+        has whole seconds, so two CRs created in one second tie)."""
+        if not (same_instant and self.crs):
+            self.clock.tick()
+        uid = str(uuid.uuid4())
+        self.crs[uid] = {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {
+                "namespace": namespace,
+                "name": name,
+                "uid": uid,
+                "generation": 1,
+                "creationTimestamp": self.clock.stamp(),
+                "annotations": {},
+                "finalizers": [FINALIZER],
+            },
+            "spec": copy.deepcopy(dict(spec)),
+        }
+        self._notify(uid)
+        return uid
+
+    def edit_spec(self, uid: str, edit: Callable[[dict[str, Any]], None]) -> bool:
+        """Apply `edit` to the spec; the generation moves only when the spec changed."""
+        body = self.crs[uid]
+        spec = copy.deepcopy(body["spec"])
+        edit(spec)
+        if spec == body["spec"]:
+            return False
+        body["spec"] = spec
+        body["metadata"]["generation"] += 1
+        self._notify(uid)
+        return True
+
+    def annotate(self, uid: str, key: str, value: str | None) -> None:
+        annotations = self.crs[uid]["metadata"]["annotations"]
+        if value is None:
+            annotations.pop(key, None)
+        else:
+            annotations[key] = value
+        self._notify(uid)
+
+    def delete(self, uid: str) -> None:
+        metadata = self.crs[uid]["metadata"]
+        if metadata.get("deletionTimestamp") is None:
+            metadata["deletionTimestamp"] = self.clock.stamp()
+            self._notify(uid)
+
+    def patch_status(self, uid: str, patch: Mapping[str, Any]) -> None:
+        body = self.crs[uid]
+        before = status_of(body)
+        after = merge_patch(before, patch)
+        for hook in self.status_hooks:
+            hook(uid, before, after)
+        body["status"] = after
+        self._notify(uid)
+
+    def remove_finalizer(self, uid: str) -> Body:
+        """The finalizer goes; the CR has a deletionTimestamp, so it is gone."""
+        body = self.crs.pop(uid)
+        for listener in self._removed:
+            listener(uid)
+        return body
+
+
+@dataclass
+class Sent:
+    """One mutation the operator sent, with what the CR had persisted when it was sent."""
+
+    cr_uid: str
+    action: Action
+    operation_id: str | None = None
+    operation: OperationView | None = None
+
+
+class RecordingPort:
+    """The real port, with every mutation checked at send time and recorded."""
+
+    def __init__(
+        self, port: HostClientPort, check: Callable[[str, Action, ResourceView | None], None]
+    ) -> None:
+        self._port = port
+        self._check = check
+        self.current: str | None = None
+        self.sent: list[Sent] = []
+        self.lose_next_answer = False
+        self.last_read: ResourceView | None = None
+        #: Everything the host served to the operator, by resource uid and by operation id:
+        #: evidence for a binding even after the resource is gone or the record expired.
+        self.served: dict[str, ResourceView] = {}
+        self.operations: dict[str, OperationView] = {}
+
+    async def get_operation(self, operation_id: str) -> OperationView:
+        operation = await self._port.get_operation(operation_id)
+        self.operations[operation_id] = operation
+        return operation
+
+    async def read(self, target: Target) -> ResourceView | None:
+        self.last_read = await self._port.read(target)
+        if self.last_read is not None:
+            self.served[self.last_read.uid] = self.last_read
+        return self.last_read
+
+    async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]:
+        listed = await self._port.list_operations(target)
+        self.operations.update(listed)
+        return listed
+
+    async def execute(self, action: Action) -> tuple[str, OperationView]:
+        assert self.current is not None
+        self._check(self.current, action, self.last_read)
+        record = Sent(self.current, action)
+        self.sent.append(record)
+        operation_id, operation = await self._port.execute(action)
+        record.operation_id, record.operation = operation_id, operation
+        self.operations[operation_id] = operation
+        if self.lose_next_answer:
+            self.lose_next_answer = False
+            raise HostUnavailable("the answer was lost after the host accepted it (injected)")
+        return operation_id, operation
+
+
+class Operator:
+    """One operator process: its ClaimBook and the reconcile loop of one CR."""
+
+    def __init__(self, cluster: Cluster, port: RecordingPort) -> None:
+        self.cluster = cluster
+        self.port = port
+        self.claims = ClaimBook()
+        cluster.on_change(self._observe, self._forget)
+        self.restart()
+
+    def _observe(self, body: Body) -> None:
+        self.claims.observe(body)
+
+    def _forget(self, uid: str) -> None:
+        self.claims.forget(uid)
+
+    def restart(self) -> None:
+        """Nothing survives but the cluster: the ClaimBook is rebuilt from the CR bodies."""
+        self.claims = ClaimBook()
+        for body in self.cluster.live():
+            self.claims.observe(copy.deepcopy(body))
+
+    async def reconcile(self, uid: str, registry: Registry, *, lose_write: bool = False) -> Outcome:
+        """One reconcile of the CR as the handlers run it; `lose_write` drops its last write."""
+        for _ in range(10):
+            body = copy.deepcopy(self.cluster.crs[uid])
+            deleting = body["metadata"].get("deletionTimestamp") is not None
+            self.port.current, self.port.last_read = uid, None
+            try:
+                result = await reconcile_cr_body(
+                    body,
+                    self.port,
+                    registry,
+                    self.claims,
+                    now=self.cluster.clock.stamp(),
+                    deleting=deleting,
+                )
+            finally:
+                self.port.current = None
+            outcome = result.outcome
+            last = not outcome.continue_now
+            if lose_write and last:
+                return outcome
+            if outcome.finalized:
+                if not deleting:
+                    raise ModelViolation(f"finalized a CR that is not being deleted: {outcome}")
+                self.cluster.remove_finalizer(uid)
+                return outcome
+            if result.status is not None:  # None: the status already says all of it
+                self.cluster.patch_status(uid, result.status)
+            if last:
+                return outcome
+        raise ModelViolation("a chain of recorded claims did not end within 10 reconciles")
+
+
+# -- the host's own data ---------------------------------------------------------------------------
+
+
+@dataclass
+class HostData:
+    """What the host serves for some spaces: resources (every exact FormRef asked) and records."""
+
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    operations: list[dict[str, Any]] = field(default_factory=list)
+
+    def resource_by_uid(self, uid: str) -> dict[str, Any] | None:
+        return next((r for r in self.resources if r["metadata"]["uid"] == uid), None)
+
+    def operation(self, operation_id: str) -> dict[str, Any] | None:
+        return next((o for o in self.operations if o["id"] == operation_id), None)
+
+
+def resource_identity(resource: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    ref, meta = resource["formRef"], resource["metadata"]
+    return (meta["space"], ref["apiVersion"], ref["kind"], meta["name"])
+
+
+def creator_of(resource: Mapping[str, Any]) -> str | None:
+    """The CR uid of the creation key recorded on a resource (None: not created by a CR)."""
+    key = resource["metadata"].get("creationIdempotencyKey")
+    if not key or ":create:" not in key:
+        return None
+    return str(key).split(":create:", 1)[0]
+
+
+class HostView:
+    """The reference host's API (reads) and admin API (faults, out-of-band actions, expiry)."""
+
+    def __init__(self, url: str, token: str, admin_token: str) -> None:
+        self._api = httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=10.0
+        )
+        self._admin = httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {admin_token}"}, timeout=10.0
+        )
+
+    def close(self) -> None:
+        self._api.close()
+        self._admin.close()
+
+    def _get(self, path: str, params: Mapping[str, str]) -> Any:
+        response = self._api.get(path, params=dict(params))
+        if response.status_code != 200:
+            raise RuntimeError(f"GET {path} {params} -> {response.status_code}: {response.text}")
+        return response.json()
+
+    def admin(self, method: str, path: str, body: Any) -> Any:
+        response = self._admin.request(method, "/admin/v1" + path, json=body)
+        if not response.is_success:
+            raise RuntimeError(f"admin {method} {path} -> {response.status_code}: {response.text}")
+        return response.json()
+
+    def ensure_space(self, space: str) -> None:
+        response = self._api.put(f"/v1alpha3/spaces/{space}")
+        response.raise_for_status()
+
+    def snapshot(self, spaces: Iterable[str], refs: Iterable[FormRef]) -> HostData:
+        """Every resource of `spaces` under each of `refs`, and every retained record of
+        `spaces`. Every host API request settles what is due first, so this is current."""
+        data = HostData()
+        refs = sorted(set(refs))
+        for space in sorted(set(spaces)):
+            data.operations += self._get("/v1alpha3/operations", {"space": space})["items"]
+            for ref in refs:
+                group, version = ref.api_version.split("/", 1)
+                path = f"/v1alpha3/spaces/{space}/forms/{group}/{version}/{ref.kind}/resources"
+                query = {
+                    "definitionVersion": ref.definition_version,
+                    "schemaDigest": ref.schema_digest,
+                }
+                data.resources += self._get(path, query)["items"]
+        return data
+
+    def update(self, resource: Mapping[str, Any], spec: Mapping[str, Any]) -> int:
+        """Another client of the host updates the resource's spec (fenced on its generation,
+        no idempotency key). Returns the HTTP status (202 accepted, or a refusal)."""
+        space, api_version, kind, name = resource_identity(resource)
+        group, version = api_version.split("/", 1)
+        ref = resource["formRef"]
+        response = self._api.put(
+            f"/v1alpha3/spaces/{space}/forms/{group}/{version}/{kind}/resources/{name}",
+            params={
+                "definitionVersion": ref["definitionVersion"],
+                "schemaDigest": ref["schemaDigest"],
+            },
+            headers={"Takoform-Expected-Generation": resource["metadata"]["generation"]},
+            json={"spec": dict(spec)},
+        )
+        return response.status_code
+
+    def set_faults(self, **faults: Any) -> None:
+        self.admin("PUT", "/faults", faults)
+
+    def expire(self, ids: list[str]) -> Any:
+        return self.admin("POST", "/operations/expire", {"ids": ids})
+
+    def out_of_band(self, verb: str, resource: Mapping[str, Any]) -> Any:
+        space, api_version, kind, name = resource_identity(resource)
+        body = {"space": space, "apiVersion": api_version, "kind": kind, "name": name}
+        return self.admin("POST", f"/resources/{verb}", body)
+
+
+def accept_uid_of(body: Mapping[str, Any]) -> str | None:
+    return (body["metadata"].get("annotations") or {}).get(ACCEPT_UID_ANNOTATION)

@@ -1,0 +1,293 @@
+"""Shrunk sequences the model checker found against the operator before ownership was a
+persisted fact (issue 8), kept as regression tests against the current seam.
+
+Each replays the steps as the state machine runs them (invariants after every step, liveness at
+the end) and then asserts the outcome the issue asks for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.reconcile import Create, Update
+
+from .cluster import creator_of
+from .machine import OwnershipModel, World
+from .steps import replay, step
+
+pytestmark = pytest.mark.host
+
+CREATE_ALPHA = step(
+    "create_cr",
+    namespace="ns-a",
+    name="alpha",
+    resource_name=None,
+    size=10,
+    policy="Delete",
+    same_instant=False,
+)
+
+
+def resources(machine: OwnershipModel) -> list[dict[str, Any]]:
+    machine._touched()
+    return machine.host().resources
+
+
+def reason(machine: OwnershipModel, index: int, kind: ConditionType) -> Reason | None:
+    uid = list(machine.cluster.crs)[index]
+    return machine.last_outcomes[uid].asserted().get(kind)
+
+
+def test_lost_status_write_after_an_accepted_create_then_a_name_edit_makes_no_second_resource(
+    model_world: World,
+) -> None:
+    """(a) The create of "beta" is accepted, its status write lost, then spec.resourceName is
+    set to "alpha" (the name another CR asks for): before, the first resource was orphaned the
+    moment the spec stopped naming it, and the next reconcile created a second one."""
+    machine = replay(
+        model_world,
+        [
+            step(
+                "create_cr",
+                namespace="ns-a",
+                name="beta",
+                resource_name=None,
+                size=10,
+                policy="Delete",
+                same_instant=False,
+            ),
+            step("reconcile_losing_status_write", pick=0),
+            CREATE_ALPHA,
+            step("edit_resource_name", pick=0, resource_name="alpha"),
+        ],
+    )
+    first_uid = next(iter(machine.cluster.crs))
+    creates = [s for s in machine.port.sent if isinstance(s.action, Create)]
+    assert [s.action.target.name for s in creates if s.cr_uid == first_uid] == ["beta"]
+    (beta,) = [r for r in resources(machine) if r["metadata"]["name"] == "beta"]
+    assert creator_of(beta) == first_uid
+    assert machine.cluster.crs[first_uid]["status"]["name"] == "beta", "it holds what it made"
+    assert reason(machine, 0, ConditionType.BLOCKED) is Reason.IDENTITY_CHANGED
+
+
+CREATE_BETA = step(
+    "create_cr",
+    namespace="ns-a",
+    name="beta",
+    resource_name=None,
+    size=10,
+    policy="Delete",
+    same_instant=False,
+)
+#: The exact sequence the checker shrank: CR ns-a/alpha imports what ns-a/beta created.
+IMPORT_OWNED = [
+    CREATE_BETA,
+    step("reconcile", pick=0),
+    step("create_importing_cr", namespace="ns-a", name="alpha", pick=0, size=10, policy="Delete"),
+    step("reconcile", pick=1),
+]
+
+
+def test_a_second_cr_importing_an_owned_resource_is_blocked(model_world: World) -> None:
+    """(b) A second CR sets spec.importId to a resource another CR manages: before, it was
+    bound at once and both CRs claimed (and then managed) one host resource."""
+    machine = replay(model_world, IMPORT_OWNED)
+    assert reason(machine, 1, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
+    owner = next(iter(machine.cluster.crs.values()))
+    (owned,) = resources(machine)
+    assert owned["metadata"]["uid"] == owner["status"]["uid"]
+
+
+def test_deleting_the_blocked_importer_leaves_the_owned_resource(model_world: World) -> None:
+    """(b, continued) Before, deleting the second CR (policy Delete) deleted the first CR's
+    host resource."""
+    machine = replay(
+        model_world,
+        [*IMPORT_OWNED, step("delete_cr", pick=1, policy="Delete"), step("reconcile", pick=1)],
+    )
+    assert len(machine.cluster.crs) == 1
+    owner = next(iter(machine.cluster.crs.values()))
+    (owned,) = resources(machine)
+    assert owned["metadata"]["uid"] == owner["status"]["uid"]
+    assert not [s for s in machine.port.sent if s.cr_uid != owner["metadata"]["uid"]]
+
+
+def test_a_second_cr_for_the_same_name_never_creates_over_the_owners_vanished_resource(
+    model_world: World,
+) -> None:
+    """Found on the code before the ownership work while searching for the rebind livelock:
+    ns-b/alpha owns "alpha"; ns-a/beta (created in the same second) asks for resourceName
+    "alpha"; the host resource is replaced and then deleted out of band. Before, beta created
+    "alpha" for itself, an identity alpha was still bound to: two CRs, one host resource."""
+    machine = replay(
+        model_world,
+        [
+            step("out_of_band", verb="delete", which=0),
+            step(
+                "create_cr",
+                namespace="ns-b",
+                name="alpha",
+                resource_name=None,
+                size=10,
+                policy="Delete",
+                same_instant=False,
+            ),
+            step("reconcile", pick=0),
+            step("reconcile", pick=0),
+            step(
+                "create_cr",
+                namespace="ns-a",
+                name="beta",
+                resource_name="alpha",
+                size=10,
+                policy="Delete",
+                same_instant=True,
+            ),
+            step("out_of_band", verb="recreate", which=0),
+            step("accept_uid", pick=0),
+            step("accept_uid", pick=0),
+            step("accept_uid", pick=0),
+            step("out_of_band", verb="delete", which=0),
+            step("out_of_band", verb="delete", which=0),
+            step("reconcile", pick=1),
+        ],
+    )
+    assert reason(machine, 1, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
+    owner_uid, other_uid = list(machine.cluster.crs)
+    assert not [s for s in machine.port.sent if s.cr_uid == other_uid]
+    (alpha,) = resources(machine)
+    assert machine.cluster.crs[owner_uid]["status"]["uid"] == alpha["metadata"]["uid"]
+
+
+def test_an_accepted_uid_rebind_starts_a_fresh_key_sequence_and_converges(
+    model_world: World,
+) -> None:
+    """(c) An update (CR generation 2 at host generation 1) settled; someone else changes the
+    host spec and replaces the resource (new uid, host generation 1 again); the new uid is
+    accepted. Before, the update to the new incarnation reused the first update's key, got
+    idempotency_key_reused, recorded that old operation as pending and never converged
+    (host spec 30, CR spec 20, forever)."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile", pick=0),
+            step("reconcile", pick=0),
+            step("edit_parameters", pick=0, size=20),
+            step("reconcile", pick=0),
+            step("reconcile", pick=0),
+            step("out_of_band_update", which=0, size=30),
+            step("out_of_band", which=0, verb="recreate"),
+            step("reconcile", pick=0),
+            step("accept_uid", pick=0),
+            step("reconcile", pick=0),
+        ],
+    )
+    assert reason(machine, 0, ConditionType.READY) is Reason.AVAILABLE
+    (resource,) = resources(machine)
+    assert resource["spec"]["sizeGiB"] == 20
+    replacement = resource["metadata"]["uid"]
+    updates = [s.action for s in machine.port.sent if isinstance(s.action, Update)]
+    assert len(updates) == 2, "one update to the old incarnation, one to the accepted one"
+    assert updates[0].expected_uid != replacement
+    assert updates[1].expected_uid == replacement
+    assert updates[1].key != updates[0].key
+
+
+def test_a_malformed_pin_is_a_condition_not_an_exception(model_world: World) -> None:
+    """(d) spec.formRef.definitionVersion "1.0": before, every reconcile raised ValueError."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("edit_pin", pick=0, pin="1.0"),
+            step("reconcile", pick=0),
+        ],
+    )
+    assert reason(machine, 0, ConditionType.DEGRADED) is Reason.INVALID_SPEC
+    assert resources(machine) == []
+
+
+def test_deleting_a_cr_whose_unrecorded_create_record_expired_deletes_what_it_made(
+    model_world: World,
+) -> None:
+    """Found by the long run as a false alarm of the checker itself (the binding's evidence,
+    the resource and its create record, were both gone when the status was written): the
+    create is accepted, its status write lost, the record expires and the CR is deleted. The
+    deletion adopts the resource by our creation key and deletes it, and nothing is left."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile_losing_status_write", pick=0),
+            step("expire_operation_records"),
+            step("delete_cr", pick=0, policy="Delete"),
+        ],
+    )
+    assert machine.cluster.crs == {}
+    assert resources(machine) == []
+    assert [type(s.action).__name__ for s in machine.port.sent] == ["Create", "Delete"]
+
+
+def test_a_waiting_cr_takes_over_a_released_name_only_by_import(model_world: World) -> None:
+    """Found by a long run on the current code as a false alarm of the checker (it counted the
+    refused creates a Blocked CR re-sends): ns-a/alpha creates "alpha" under 1.1.0; ns-a/beta
+    also asks for "alpha"; DefaultCreates moves to 1.0.0; alpha is deleted with Orphan. beta
+    then claims "alpha" under 1.0.0 and is Blocked NameTaken with the import remedy: the released
+    resource is never adopted by name, and its fenced creates are refused, never accepted."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step(
+                "create_cr",
+                namespace="ns-a",
+                name="beta",
+                resource_name="alpha",
+                size=10,
+                policy="Delete",
+                same_instant=False,
+            ),
+            step("reconcile", pick=0),
+            step("upgrade_registry", version="1.0.0"),
+            step("delete_cr", pick=0, policy="Orphan"),
+        ],
+    )
+    assert reason(machine, 0, ConditionType.BLOCKED) is Reason.NAME_TAKEN
+    (alpha,) = resources(machine)
+    assert alpha["formRef"]["definitionVersion"] == "1.1.0"
+    waiting = next(iter(machine.cluster.crs))
+    assert all(s.operation_id is None for s in machine.port.sent if s.cr_uid == waiting)
+
+
+# -- found on the current code ----------------------------------------------------------------
+
+
+def test_deleting_a_claimed_cr_with_a_malformed_pin_ends(model_world: World) -> None:
+    """A CR claims (and creates) its resource, then gets spec.formRef.definitionVersion "1.0"
+    and is deleted with deletionPolicy Orphan. It stayed Degraded InvalidSpec with its
+    deletionTimestamp forever (reconcile_cr_body stopped at the spec error before the plan);
+    now the deletion reads the recorded identity and the policy, and the CR goes."""
+    machine = replay(
+        model_world,
+        [
+            step(
+                "create_cr",
+                namespace="ns-a",
+                name="alpha",
+                resource_name=None,
+                size=10,
+                policy="Orphan",
+                same_instant=False,
+            ),
+            step("reconcile", pick=0),
+            step("edit_pin", pick=0, pin="1.0"),
+            step("delete_cr", pick=0, policy="Orphan"),
+            step("reconcile", pick=0),
+        ],
+    )
+    assert machine.cluster.crs == {}
+    assert len(resources(machine)) == 1, "orphaned on purpose"

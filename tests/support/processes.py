@@ -1,0 +1,195 @@
+"""Processes the tests and the hack/ scripts start: the reference host, and free loopback ports.
+
+- ``free_port()``: a loopback TCP port nobody listens on right now.
+- ``HostProcess``: a real ``takoform-host serve`` subprocess on a free loopback port, with its own
+  database, tokens and log file; ``start()`` returns once /healthz answers. On Linux a host gets
+  SIGKILL when the process that started it dies, and every host still running at exit is killed,
+  so no host outlives a test run.
+
+The pytest fixtures around them are in fixtures_host.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+from waiting import TimedOut, wait_until
+
+STARTUP_TIMEOUT = 30.0
+_LIVE: set[HostProcess] = set()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Linux: the host gets SIGKILL if the test process dies, so no host outlives a test run."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class HostProcess:
+    """A real ``takoform-host serve`` subprocess on a loopback port."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        misbehaviours: Sequence[str] = (),
+        commit_delay: float = 0.05,
+        retention: float = 3600,
+        packages: Sequence[Path | str] = (),
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.workdir = workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.db_path = workdir / "host.sqlite"
+        self.log_path = workdir / "host.log"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.token = "tok-" + secrets.token_hex(12)
+        self.admin_token = "adm-" + secrets.token_hex(12)
+        self.args = [
+            "--db",
+            str(self.db_path),
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--commit-delay",
+            str(commit_delay),
+            "--retention",
+            str(retention),
+        ]
+        for name in misbehaviours:
+            self.args += ["--misbehave", name]
+        for package in packages:
+            self.args += ["--package", str(package)]
+        self.args += list(extra_args)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __repr__(self) -> str:
+        return f"<HostProcess {self.url} db={self.db_path}>"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "takoform_host.cli", "serve", *self.args]
+
+    def start(self) -> None:
+        """(Re)start on the same database and port; wait until /healthz answers."""
+        if self.proc is not None and self.proc.poll() is None:
+            raise RuntimeError(f"{self} is already running")
+        env = {
+            **os.environ,
+            "TAKOFORM_HOST_TOKENS": self.token,
+            "TAKOFORM_HOST_ADMIN_TOKEN": self.admin_token,
+        }
+        log = self.log_path.open("ab")
+        try:
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        finally:
+            log.close()
+        _LIVE.add(self)
+        try:
+            wait_until(self._answers, f"{self} to answer /healthz", STARTUP_TIMEOUT, interval=0.05)
+        except TimedOut:
+            self.kill()
+            raise RuntimeError(
+                f"takoform-host did not become ready in time:\n{self.log_tail()}"
+            ) from None
+
+    def _answers(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(
+                f"takoform-host exited with {self.proc.returncode} during start-up:\n"
+                + self.log_tail()
+            )
+        with contextlib.suppress(httpx.HTTPError):
+            return httpx.get(self.url + "/healthz", timeout=1.0).status_code == 200
+        return False
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, nothing flushed beyond what was committed."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        _LIVE.discard(self)
+
+    def stop(self) -> None:
+        """SIGTERM and wait (SIGKILL after 10 s)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        _LIVE.discard(self)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 50) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    # -- clients -----------------------------------------------------------------------------
+
+    def api(self) -> httpx.Client:
+        """A client for the host API (base_url set, bearer token set). Close it (or `with`)."""
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=10.0
+        )
+
+    def admin(self, method: str, path: str, json: object | None = None) -> httpx.Response:
+        """Call the admin API (path like "/admin/v1/faults"); raises on a non-2xx answer."""
+        response = httpx.request(
+            method,
+            self.url + path,
+            json=json,
+            headers={"Authorization": f"Bearer {self.admin_token}"},
+            timeout=10.0,
+        )
+        if not response.is_success:
+            raise RuntimeError(
+                f"admin {method} {path} -> {response.status_code}: {response.text[:500]}"
+            )
+        return response
+
+    def set_misbehaviours(self, names: Sequence[str]) -> None:
+        self.admin("PUT", "/admin/v1/misbehaviours", {"enabled": list(names)})
+
+    def set_faults(self, **faults: Any) -> None:
+        self.admin("PUT", "/admin/v1/faults", faults)
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for host in list(_LIVE):
+        host.kill()

@@ -1,0 +1,26 @@
+"""The one place an outcome becomes the time of the next look (kube.handlers.next_delay)."""
+
+from __future__ import annotations
+
+from takoform_operator.core.reconcile import POLL_PENDING, RETRY_LATER, RETRY_SOON, Outcome
+from takoform_operator.core.state import State
+from takoform_operator.kube.handlers import next_delay
+from takoform_operator.settings import Settings
+
+SETTINGS = Settings(poll_ready_seconds=60.0)
+
+
+def _asking(delay: float | None) -> Outcome:
+    return Outcome(State(), (), delay)
+
+
+def test_a_pending_operation_is_looked_at_fast_first_then_slower() -> None:
+    looks = [next_delay(_asking(POLL_PENDING), SETTINGS, n) for n in range(6)]
+    assert looks == [0.25, 0.5, 1.0, 2.0, 2.0, 2.0]
+
+
+def test_other_delays_are_kept_within_bounds() -> None:
+    assert next_delay(_asking(None), SETTINGS) == 60.0, "nothing asked: the ready poll"
+    assert next_delay(_asking(RETRY_SOON), SETTINGS) == 0.2, "at once, but never a busy loop"
+    assert next_delay(_asking(RETRY_LATER), SETTINGS) == 30.0
+    assert next_delay(_asking(600.0), SETTINGS) == 60.0, "never later than the ready poll"
