@@ -382,9 +382,11 @@ def measure(kube: Kube, host: Host, workdir: Path, mode: str, n: int, args: Any)
 
 def _profile(operator: OperatorProcess, output: Path) -> subprocess.Popen[bytes]:
     """py-spy sampling the operator (collapsed stacks, for flame graphs or a grep)."""
+    py_spy = str(Path(sys.executable).parent / "py-spy")
+    pid = str(operator.proc.pid)
     return subprocess.Popen(
-        [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(operator.proc.pid), "--rate", "50",
-         "--format", "raw", "--output", str(output), "--nonblocking"],
+        [py_spy, "record", "--pid", pid, "--rate", "50", "--format", "raw",
+         "--output", str(output), "--nonblocking"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -461,7 +463,9 @@ def main() -> int:
     parser.add_argument("--steady-polls", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--no-minimal", action="store_true", help="skip the minimal script")
-    parser.add_argument("--profile", action="store_true", help="sample the operator with py-spy (a test extra)")
+    parser.add_argument(
+        "--profile", action="store_true", help="sample the operator with py-spy (a test extra)"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     modes = args.modes.split(",")

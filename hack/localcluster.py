@@ -43,12 +43,14 @@ VERSIONS_FILE = REPO / "hack" / "versions.env"
 DEFAULT_STATE_DIR = REPO / ".cluster"
 SERVICE_CIDR = "10.0.0.0/24"
 # Controllers the tests rely on: namespaces finish deleting, ownerReferences collect, every
-# namespace gets its `default` ServiceAccount (and legacy token Secrets keep working).
+# namespace gets its `default` ServiceAccount (and legacy token Secrets keep working), and
+# ClusterRoles labelled aggregate-to-edit/view reach the built-in edit and view roles.
 CONTROLLERS = (
     "namespace-controller",
     "garbage-collector-controller",
     "serviceaccount-controller",
     "serviceaccount-token-controller",
+    "clusterrole-aggregation-controller",
 )
 
 

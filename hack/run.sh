@@ -34,6 +34,20 @@ if [[ -z "${TAKOFORM_HOST_URL:-}" ]]; then
   export TAKOFORM_HOST_URL="http://$listen" TAKOFORM_HOST_TOKEN=dev-token
   log "reference host: $TAKOFORM_HOST_URL (token dev-token, admin token dev-admin; log .host/host.log)"
 fi
+# Deny by default (docs/tenancy.md): the example's namespace may use space team-a on the host
+# the settings above define (the implicit host named `default`).
+kubectl apply -f - >/dev/null <<'GRANT'
+apiVersion: operator.takoform.io/v1alpha1
+kind: TakoformSpaceGrant
+metadata:
+  name: make-run-default-team-a
+spec:
+  hostRef: default
+  spaces: [team-a]
+  namespaces:
+    names: [default]
+GRANT
+log "grant: namespace default may use space team-a on host default (kubectl get takoformspacegrants)"
 log "in another shell:  export KUBECONFIG=$KUBECONFIG"
 log "                   kubectl apply -f docs/examples/bucket.yaml && kubectl get takoform"
 .venv/bin/takoform-operator run

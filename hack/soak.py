@@ -68,6 +68,13 @@ LINES = [
      {"domain": "soak.example.org"}, "ttl", [300, 600, 3600, 7200]),
 ]  # fmt: skip
 PLURAL = {kind: plural for kind, plural, *_ in LINES}
+#: The soak's namespace may use its space on the implicit host `default` (docs/tenancy.md).
+GRANT = {
+    "apiVersion": "operator.takoform.io/v1alpha1",
+    "kind": "TakoformSpaceGrant",
+    "metadata": {"name": "soak"},
+    "spec": {"hostRef": "default", "spaces": [SPACE], "namespaces": {"names": [NAMESPACE]}},
+}
 CALM_FAULTS = {
     "latencyMs": 0,
     "errorRate": 0.0,
@@ -843,6 +850,8 @@ def run(plan: Plan, workdir: Path) -> int:
         subprocess.run([*kubectl, "wait", "--for=condition=Established", "--timeout=60s",
                         "crd", "--all"], check=True, capture_output=True)  # fmt: skip
         subprocess.run([*kubectl, "create", "namespace", NAMESPACE],
+                       check=True, capture_output=True)  # fmt: skip
+        subprocess.run([*kubectl, "apply", "-f", "-"], input=json.dumps(GRANT).encode(),
                        check=True, capture_output=True)  # fmt: skip
         host = Host(workdir)
         soak = Soak(plan, workdir, kube, host, cluster)

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from takoform_operator import generator_tenancy
 from takoform_operator.core.conditions import ConditionType
 from takoform_operator.core.registry import Registry
 from takoform_operator.registry_data import registry_document
@@ -203,6 +204,7 @@ def _status_schema() -> dict[str, Any]:
                 "type": string,
                 "description": "Package the definition came from at creation; audit evidence only.",
             },
+            "host": {"type": string, "description": "TakoformHost the resource lives on."},
             "space": {"type": string, "description": "Host space the resource lives in."},
             "name": {"type": string, "description": "Host resource name."},
             "requested": {
@@ -221,6 +223,7 @@ def _status_schema() -> dict[str, Any]:
                         },
                     },
                     "importId": {"type": string, "nullable": True},
+                    "hostRef": {"type": string, "nullable": True},
                 },
             },
             "uid": {"type": string, "description": "Host-issued uid of the bound incarnation."},
@@ -308,6 +311,7 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
         "x-kubernetes-validations": [
             _unchanged_rule("resourceName"),
             _unchanged_rule("formRef"),
+            _unchanged_rule("hostRef"),
         ],
         "properties": {
             "space": {
@@ -318,6 +322,14 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
                 "x-kubernetes-validations": [
                     {"rule": "self == oldSelf", "message": "space is immutable"}
                 ],
+            },
+            "hostRef": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Name of the TakoformHost (cluster-scoped) to manage the resource "
+                "on; without it, the host marked default. The namespace needs a "
+                "TakoformSpaceGrant for the space on that host (docs/tenancy.md). Immutable: it "
+                "cannot be added, changed or removed after creation.",
             },
             "resourceName": {
                 "type": "string",
@@ -387,6 +399,12 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
                     "additionalPrinterColumns": [
                         {"name": "Space", "type": "string", "jsonPath": ".spec.space"},
                         {
+                            "name": "Host",
+                            "type": "string",
+                            "jsonPath": ".status.host",
+                            "priority": 1,
+                        },
+                        {
                             "name": "Definition",
                             "type": "string",
                             "jsonPath": ".status.formRef.definitionVersion",
@@ -421,6 +439,10 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
             ],
         },
     }
+    return _crd_text(crd)
+
+
+def _crd_text(crd: dict[str, Any]) -> str:
     header = f"# {GENERATED_NOTE}.\n# Regenerate with `make generate`.\n"
     return header + yaml.safe_dump(crd, sort_keys=False, width=100, allow_unicode=True)
 
@@ -598,6 +620,12 @@ def render(catalog: Catalog, *, with_chart: bool) -> dict[str, str]:
         if with_chart:
             files[f"{CHART_CRD_DIR}/{crd_file(line)}"] = crd
         files[f"{DOCS_DIR}/{doc_file(line)}"] = render_doc(line, definitions, registry)
+    for policy in (generator_tenancy.host_crd(), generator_tenancy.grant_crd()):
+        name = f"{policy['metadata']['name']}.yaml"
+        text = _crd_text(policy)
+        files[f"{CRD_DIR}/{name}"] = text
+        if with_chart:
+            files[f"{CHART_CRD_DIR}/{name}"] = text
     return files
 
 

@@ -49,6 +49,12 @@ class HostUnavailable(HostError):
         self.retry_after = retry_after
 
 
+class SecretNotFound(HostUnavailable):
+    """A Secret a TakoformHost names is missing (or its key is): retry later, say which."""
+
+    code = "secret_not_found"
+
+
 class HostProtocolError(HostError):
     code = "protocol_error"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -12,10 +13,15 @@ from typing import Any
 import kopf
 from prometheus_client import start_http_server
 
-from takoform_operator.host_client.client import HostClient
-from takoform_operator.host_client.port import HostClientPort
+from takoform_operator.host_client.client import HostClient, TokenSource
+from takoform_operator.host_client.pool import FileToken, HostPool
+from takoform_operator.kube.claims import ClaimBook
+from takoform_operator.kube.cr_reconcile import NoHost
 from takoform_operator.kube.handlers import Runtime, register
+from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
+from takoform_operator.kube.secrets import KubernetesSecretReader
 from takoform_operator.kube.status import ApiConnection, HttpCrWriter
+from takoform_operator.kube.tenancy import TenancyBook
 from takoform_operator.metrics import Metrics
 from takoform_operator.registry_data import load_registry
 from takoform_operator.settings import Settings
@@ -46,32 +52,62 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     if settings.metrics_port:
         start_http_server(settings.metrics_port, registry=metrics.registry)
         logger.info("metrics on :%d/metrics", settings.metrics_port)
+    secrets_namespace = settings.secrets_namespace()
+    pool = HostPool(
+        KubernetesSecretReader(secrets_namespace),
+        refresh_seconds=settings.token_refresh_seconds,
+        read_retries=settings.host_read_retries,
+        max_connections=settings.host_max_connections,
+        implicit=host_client(settings) if settings.implicit_host else None,
+    )
+    book = TenancyBook(pool)
     writer = HttpCrWriter(max_connections=settings.max_concurrent_reconciles)
-    async with host_client(settings) as client:
-        runtime = Runtime(
-            registry=registry,
-            settings=settings,
-            host=HostClientPort(client),
-            writer=writer,
-            metrics=metrics,
+    runtime = Runtime(
+        registry=registry,
+        settings=settings,
+        host=NoHost(),  # every request goes to the host the tenancy check resolved
+        writer=writer,
+        metrics=metrics,
+        claims=ClaimBook(default_host=pool.default_host),
+        tenancy=book,
+    )
+    kopf_registry = kopf.OperatorRegistry()
+    kopf.on.login(registry=kopf_registry)(functools.partial(_login, writer))
+    register(runtime, kopf_registry)
+    refresher = asyncio.create_task(
+        refresh_forever(
+            pool,
+            lambda: book.host_generations,
+            registry,
+            HostStatusWriter(),
+            settings.host_status_seconds,
+        ),
+        name="host status",
+    )
+    implicit = f"; implicit host 'default' at {settings.host_url}" if settings.implicit_host else ""
+    logger.info(
+        "managing %d Form lines; host token Secrets in namespace %s%s",
+        len(registry.lines()),
+        secrets_namespace,
+        implicit,
+    )
+    lag_watch = asyncio.create_task(watch_loop_lag(metrics))
+    try:
+        await kopf.operator(
+            registry=kopf_registry,
+            settings=kopf_settings(settings.namespace),
+            standalone=True,
+            clusterwide=settings.namespace is None,
+            namespaces=[settings.namespace] if settings.namespace else (),
+            stop_flag=stop,
         )
-        kopf_registry = kopf.OperatorRegistry()
-        kopf.on.login(registry=kopf_registry)(functools.partial(_login, writer))
-        register(runtime, kopf_registry)
-        logger.info("managing %d Form lines against %s", len(registry.lines()), settings.host_url)
-        lag_watch = asyncio.create_task(watch_loop_lag(metrics))
-        try:
-            await kopf.operator(
-                registry=kopf_registry,
-                settings=kopf_settings(settings.namespace),
-                standalone=True,
-                clusterwide=settings.namespace is None,
-                namespaces=[settings.namespace] if settings.namespace else (),
-                stop_flag=stop,
-            )
-        finally:
-            lag_watch.cancel()
-            await writer.close()
+    finally:
+        lag_watch.cancel()
+        refresher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await refresher
+        await writer.close()
+        await pool.aclose()
 
 
 async def watch_loop_lag(metrics: Metrics, interval: float = 0.1) -> None:
@@ -90,9 +126,12 @@ def host_client(settings: Settings) -> HostClient:
     if settings.host_client_cert:
         key = str(settings.host_client_key) if settings.host_client_key else None
         cert = (str(settings.host_client_cert), key) if key else str(settings.host_client_cert)
+    token: TokenSource | str | None = settings.token()
+    if settings.host_token_file is not None:
+        token = FileToken(settings.host_token_file, settings.token_refresh_seconds)
     return HostClient(
         settings.host_url,
-        settings.token(),
+        token,
         timeout=settings.host_timeout_seconds,
         read_retries=settings.host_read_retries,
         max_connections=settings.host_max_connections,

@@ -43,6 +43,30 @@ class Settings(BaseSettings):
         description="Label selector of the CRs this process reconciles (default: all); "
         "e.g. `shard=a` or `shard in (a,b)`. See docs/scaling.md.",
     )
+    operator_namespace: str | None = Field(
+        default=None,
+        description="Namespace of the Secrets TakoformHosts name (default: the pod's own "
+        "namespace, else the watched namespace, else `default`).",
+    )
+    implicit_host: bool = Field(
+        default=True,
+        description="Serve the host_* settings as the host named `default` (docs/tenancy.md).",
+    )
+    token_refresh_seconds: float = Field(
+        default=30.0, gt=0, description="Re-read host tokens this often (and after a 401)."
+    )
+    host_status_seconds: float = Field(
+        default=60.0, gt=0, description="Probe each TakoformHost and write its status this often."
+    )
+
+    def secrets_namespace(self) -> str:
+        """Where the Secrets named by TakoformHosts live: the operator's own namespace."""
+        if self.operator_namespace:
+            return self.operator_namespace
+        mounted = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        if mounted.is_file():
+            return mounted.read_text(encoding="utf-8").strip()
+        return self.namespace or "default"
 
     def token(self) -> str | None:
         if self.host_token_file is not None:

@@ -11,6 +11,7 @@ import pytest
 from fixtures_kube import KubeCluster, wait_until
 from operator_process import Operator, operator_process, serving
 from processes import free_port
+from tenancy import granted
 
 
 @pytest.fixture
@@ -23,7 +24,8 @@ def operator(
     request: pytest.FixtureRequest,
 ) -> Iterator[tuple[Operator, Any, str]]:
     """The operator for the test's namespace; `@pytest.mark.operator_settings(NAME="value")`
-    overrides TAKOFORM_* settings (default: re-observe every 2 s)."""
+    overrides TAKOFORM_* settings (default: re-observe every 2 s). The namespace is granted
+    space team-a on the implicit host `default` (the reference host of the fixture)."""
     marker = request.node.get_closest_marker("operator_settings")
     settings = {"POLL_READY_SECONDS": "2", **(marker.kwargs if marker else {})}
     host = host_factory(commit_delay=0.1)
@@ -31,14 +33,17 @@ def operator(
         api.put("/v1alpha3/spaces/team-a")
     port = free_port()
     log = tmp_path / "operator.log"
-    with operator_process(
-        kube_cluster.kubeconfig,
-        host,
-        kube_namespace,
-        log,
-        METRICS_PORT=str(port),
-        **settings,
-    ) as process:
+    with (
+        granted(kube_cluster, kube_namespace, ["team-a"]),
+        operator_process(
+            kube_cluster.kubeconfig,
+            host,
+            kube_namespace,
+            log,
+            METRICS_PORT=str(port),
+            **settings,
+        ) as process,
+    ):
         running = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
         try:
             wait_until(lambda: serving(running), "the operator's metrics endpoint", timeout=30)

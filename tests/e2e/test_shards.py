@@ -14,6 +14,7 @@ import pytest
 from fixtures_kube import KubeCluster, wait_until
 from operator_process import Operator, cr_status, is_ready, operator_process, serving
 from processes import free_port
+from tenancy import granted
 
 pytestmark = [pytest.mark.kube, pytest.mark.host]
 
@@ -65,6 +66,8 @@ def test_two_shards_never_act_on_the_same_cr(
 
     ports = {shard: free_port() for shard in SHARDS}
     with (
+        # The implicit host `default` is each process's own TAKOFORM_HOST_URL.
+        granted(kube_cluster, kube_namespace, ["team-a"]),
         operator_process(
             kube_cluster.kubeconfig, hosts["a"], kube_namespace, tmp_path / "a.log",
             METRICS_PORT=str(ports["a"]), POLL_READY_SECONDS="1", SHARD_SELECTOR=SHARDS["a"],

@@ -24,20 +24,42 @@ def test_chart_lints_strictly(helm: Any) -> None:
     helm("lint", "--strict", str(CHART))
 
 
+RBAC_KINDS = ["ClusterRole"] * 5 + ["ClusterRoleBinding"] * 2 + ["Role", "RoleBinding"]
+
+
 def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: Any) -> None:
-    base = ["ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"]
+    base = sorted([*RBAC_KINDS, "Deployment", "Service", "ServiceAccount"])
     assert kinds(render(helm)) == base
     monitoring = ["metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"]
     assert kinds(render(helm, *monitoring)) == sorted([*base, "PrometheusRule", "ServiceMonitor"])
     off = kinds(render(helm, "metrics.enabled=false", *monitoring))
-    assert off == ["ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"]
+    assert off == sorted([*RBAC_KINDS, "Deployment", "ServiceAccount"])
+    without_user_roles = kinds(render(helm, "rbac.userRoles.create=false"))
+    assert without_user_roles.count("ClusterRole") == 2
 
 
 def test_watch_namespace_narrows_rbac_to_a_role(helm: Any) -> None:
-    docs = render(helm, "watchNamespace=team-a")
-    assert "ClusterRole" not in kinds(docs) and "Role" in kinds(docs)
-    role = next(doc for doc in docs if doc["kind"] == "Role")
+    docs = render(helm, "watchNamespace=team-a", "rbac.userRoles.create=false")
+    role = next(
+        doc for doc in docs if doc["kind"] == "Role" and doc["metadata"]["namespace"] != "ops"
+    )
     assert role["metadata"]["namespace"] == "team-a"
+    # Cluster-wide, the operator may only read the tenancy policy and namespace labels.
+    cluster_roles = [doc for doc in docs if doc["kind"] == "ClusterRole"]
+    assert [r["metadata"]["name"] for r in cluster_roles] == ["t-takoform-operator-tenancy"]
+    assert _grants(cluster_roles[0]) == {
+        ("operator.takoform.io", "takoformhosts", "get"),
+        ("operator.takoform.io", "takoformhosts", "list"),
+        ("operator.takoform.io", "takoformhosts", "watch"),
+        ("operator.takoform.io", "takoformspacegrants", "get"),
+        ("operator.takoform.io", "takoformspacegrants", "list"),
+        ("operator.takoform.io", "takoformspacegrants", "watch"),
+        ("operator.takoform.io", "takoformhosts/status", "get"),
+        ("operator.takoform.io", "takoformhosts/status", "patch"),
+        ("", "namespaces", "get"),
+        ("", "namespaces", "list"),
+        ("", "namespaces", "watch"),
+    }
     deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
     env = {
         e["name"]: e.get("value")
@@ -46,19 +68,82 @@ def test_watch_namespace_narrows_rbac_to_a_role(helm: Any) -> None:
     assert env["TAKOFORM_NAMESPACE"] == "team-a"
 
 
-def test_rbac_covers_exactly_the_shipped_crds(helm: Any) -> None:
-    role = next(doc for doc in render(helm) if doc["kind"] == "ClusterRole")
-    granted = {
-        (group, resource)
+def _grants(role: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
         for rule in role["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_rbac_covers_exactly_the_shipped_crds(helm: Any) -> None:
+    docs = render(helm)
+    role = next(
+        doc
+        for doc in docs
+        if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "t-takoform-operator"
+    )
+    granted = {(group, resource) for group, resource, _ in _grants(role)}
+    editor = {
+        (g, r)
+        for g, r, _ in _grants(next(d for d in docs if d["metadata"]["name"] == "takoform-editor"))
     }
     for path in sorted((REPO / "crds").glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())
         group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+        if group == "operator.takoform.io":
+            # The policy: never written by the operator, never by namespace users.
+            assert (group, plural) not in granted and (group, plural) not in editor
+            continue
         assert (group, plural) in granted and (group, f"{plural}/status") in granted
+        assert (group, plural) in editor
     assert all(verb != "delete" for rule in role["rules"] for verb in rule["verbs"])
+
+
+def test_the_operator_reads_secrets_only_in_its_namespace_and_only_by_name(helm: Any) -> None:
+    docs = render(helm, "rbac.hostSecretNames={prod-token}")
+    secret_rules = [
+        (doc["kind"], doc["metadata"].get("namespace"), rule)
+        for doc in docs
+        if doc["kind"] in ("Role", "ClusterRole")
+        for rule in doc["rules"]
+        if "secrets" in rule["resources"]
+    ]
+    assert secret_rules == [
+        (
+            "Role",
+            "ops",
+            {
+                "apiGroups": [""],
+                "resources": ["secrets"],
+                "verbs": ["get"],
+                "resourceNames": ["prod-token"],
+            },
+        )
+    ]
+
+
+def test_user_roles_aggregate_into_edit_and_view_and_only_admins_manage_the_policy(
+    helm: Any,
+) -> None:
+    docs = {doc["metadata"]["name"]: doc for doc in render(helm) if doc["kind"] == "ClusterRole"}
+    labels = docs["takoform-editor"]["metadata"]["labels"]
+    assert labels["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert (
+        docs["takoform-viewer"]["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"]
+        == "true"
+    )
+    assert {verb for _, _, verb in _grants(docs["takoform-viewer"])} == {"get", "list", "watch"}
+    policy = {
+        ("operator.takoform.io", "takoformhosts"),
+        ("operator.takoform.io", "takoformspacegrants"),
+    }
+    assert policy <= {(g, r) for g, r, _ in _grants(docs["takoform-admin"])}
+    for name in ("takoform-editor", "takoform-viewer"):
+        assert not policy & {(g, r) for g, r, _ in _grants(docs[name])}
+        assert all(r != "secrets" for _, r, _ in _grants(docs[name]))
 
 
 def test_labels_follow_the_conventions(helm: Any) -> None:
@@ -226,9 +311,16 @@ def installed(
     helm: Any, kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str
 ) -> Iterator[str]:
     kubeconfig = f"--kubeconfig={kube_cluster.kubeconfig}"
+    # Deny by default: the chart creates the grant its example (a Zone in team-a) needs.
+    grant = {
+        "name": f"{kube_namespace}-team-a",
+        "spaces": ["team-a"],
+        "namespaces": {"names": [kube_namespace]},
+    }
     helm(
         "install", "tko", str(CHART), kubeconfig, "--namespace", kube_namespace,
         "--set", f"watchNamespace={kube_namespace}",
+        "--set-json", "grants=" + json.dumps([grant]),
     )  # fmt: skip
     yield kube_namespace
     helm("uninstall", "tko", kubeconfig, "--namespace", kube_namespace, check=False)
@@ -264,6 +356,13 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
         conditions = (found.get("status") or {}).get("conditions", [])
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
+    # The ServiceAccount cannot list Secrets, nor read any outside its namespace.
+    sa = f"--as=system:serviceaccount:{namespace}:tko-takoform-operator"
+    for args in (["list", "secrets", "-n", namespace], ["get", "secrets", "-A"]):
+        assert kube_cluster.kubectl("auth", "can-i", *args, sa, check=False).stdout.strip() == "no"
+    # The grant the Zone needs comes from the chart's `grants` value (see `installed`).
+    grant = kube_cluster.kubectl_json("get", "takoformspacegrant", f"{namespace}-team-a")
+    assert grant["spec"]["hostRef"] == "default"
     with operator_process(kubeconfig, host, namespace, log, METRICS_PORT="0"):
         kube_cluster.apply(json.dumps(zone), namespace=namespace)
         try:

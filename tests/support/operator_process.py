@@ -19,10 +19,11 @@ import pytest
 
 @contextmanager
 def operator_process(
-    kubeconfig: Path, host: object, namespace: str, log: Path, **settings: str
+    kubeconfig: Path, host: object, namespace: str | None, log: Path, **settings: str
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run the operator for `namespace` against `host` (a fixtures_host.HostProcess); extra
-    TAKOFORM_* settings come as keyword arguments (e.g. METRICS_PORT="0")."""
+    """Run the operator for `namespace` (None: every namespace) against `host` (a
+    fixtures_host.HostProcess: the implicit host `default`); extra TAKOFORM_* settings come as
+    keyword arguments (e.g. METRICS_PORT="0")."""
     env = {
         **os.environ,
         "KUBECONFIG": str(kubeconfig),
@@ -32,7 +33,13 @@ def operator_process(
     }
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "takoform_operator.cli", "run", "--namespace", namespace],
+            [
+                sys.executable,
+                "-m",
+                "takoform_operator.cli",
+                "run",
+                *(["--namespace", namespace] if namespace else []),
+            ],
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT,

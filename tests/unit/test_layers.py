@@ -15,6 +15,7 @@ Which of our modules may import which (same-layer imports are always allowed):
     kube         takoform_operator.kube                    spec, core, host_port, service, settings,
                                                            metrics
     build        takoform_operator.generator,              spec, catalog, core
+                 takoform_operator.generator_tenancy,
                  takoform_operator.registry_data
     root         takoform_operator (package), .main, .cli  catalog and every layer of the operator
     host         takoform_host                             spec, catalog
@@ -64,7 +65,11 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
         frozenset({"spec", "core", "host_port", "service", "settings", "metrics"}),
     ),
     "build": (
-        ("takoform_operator.generator", "takoform_operator.registry_data"),
+        (
+            "takoform_operator.generator",
+            "takoform_operator.generator_tenancy",
+            "takoform_operator.registry_data",
+        ),
         frozenset({"spec", "catalog", "core"}),
     ),
     "root": (
@@ -94,7 +99,7 @@ FRAMEWORKS = {
     "kubernetes": {"kube"},
     "prometheus_client": {"metrics", "root"},
     "pydantic_settings": {"settings"},
-    "httpx": {"host_client", "conformance"},
+    "httpx": {"host_client", "kube", "conformance"},  # kube.status: the Kubernetes API client
     "starlette": {"host"},
     "uvicorn": {"host"},
     "sqlite3": {"host"},

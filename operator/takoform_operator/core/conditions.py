@@ -49,6 +49,8 @@ class Reason(StrEnum):
     CLAIMED = "Claimed"
     ALREADY_MANAGED = "AlreadyManaged"
     IDENTITY_CHANGED = "IdentityChanged"
+    SPACE_NOT_GRANTED = "SpaceNotGranted"
+    HOST_NOT_FOUND = "HostNotFound"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Who owns a host resource: at most one CR in the whole cluster (brief section 9).
 
-A host resource is named by its `Identity` (space, Form line, name). Every CR that names an
+A host resource is named by its `Identity` (host, space, Form line, name). Every CR that names an
 identity is a `Claimant` of it; a claimant has *claimed* it once its status records the target,
 which the operator writes before anything is sent to the host. The owner is decided from these
 persisted facts alone, the same way by every process and after every restart:
@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from takoform_spec.identity import FormLine
 
+from .tenancy import DEFAULT_HOST
+
 
 @dataclass(frozen=True, order=True)
 class Identity:
@@ -28,9 +30,11 @@ class Identity:
     space: str
     line: FormLine
     name: str
+    #: The TakoformHost the resource lives on (the same name on two hosts is two resources).
+    host: str = DEFAULT_HOST
 
     def __str__(self) -> str:
-        return f"{self.line} {self.name!r} in space {self.space!r}"
+        return f"{self.line} {self.name!r} in space {self.space!r} on host {self.host!r}"
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from .tables import (
     presence,
     uid_rule,
 )
+from .tenancy import DEFAULT_HOST
 
 #: Seconds until the next look, by situation. The adapter may scale them from settings.
 POLL_PENDING = 2.0
@@ -308,8 +309,22 @@ def plan(
 def identity_of(desired: Desired, state: State) -> Identity:
     """The identity a CR stands for: its recorded target once claimed, else its spec's."""
     if state.form_ref is not None and state.space is not None and state.name is not None:
-        return Identity(state.space, state.form_ref.line, state.name)
-    return Identity(desired.space, desired.line, desired.name)
+        return Identity(state.space, state.form_ref.line, state.name, host_of(desired, state))
+    return Identity(desired.space, desired.line, desired.name, desired.host)
+
+
+def host_of(desired: Desired, state: State) -> str:
+    """The host requests go to: the recorded one once claimed, else the spec's. A state
+    claimed before hosts were recorded belongs to the default host."""
+    if state.form_ref is not None:
+        return state.host or DEFAULT_HOST
+    return desired.host
+
+
+def refused(desired: Desired, state: State, reason: Reason, message: str) -> Outcome:
+    """Blocked before anything is sent (tenancy: no grant, unknown host); state kept, looked
+    at again on the ready poll and whenever the policy changes."""
+    return _deleting(_blocked(state, reason, message, POLL_READY), desired)
 
 
 def _rival_owner(desired: Desired, state: State, claimants: Sequence[Claimant]) -> Claimant | None:
@@ -387,12 +402,16 @@ def _claim(desired: Desired, state: State, target: Target) -> Outcome:
     now on every request goes to this target and ownership is a persisted fact."""
     claimed = replace(
         state,
+        host=desired.host,
         form_ref=target.form_ref,
         space=target.space,
         name=target.name,
         requested=Requested.of(desired),
     )
-    message = f"claimed {target.name} under {target.form_ref} in space {target.space}"
+    message = (
+        f"claimed {target.name} under {target.form_ref} in space {target.space} "
+        f"on host {desired.host}"
+    )
     return replace(_waiting(claimed, Reason.CLAIMED, message, RETRY_SOON), continue_now=True)
 
 

@@ -16,6 +16,8 @@ from typing import Any
 from takoform_spec.errors import TakoformError
 from takoform_spec.identity import FormLine, FormRef
 
+from .tenancy import DEFAULT_HOST
+
 
 class Verb(StrEnum):
     CREATE = "Create"
@@ -53,10 +55,12 @@ class Requested:
     #: (definitionVersion, schemaDigest) of spec.formRef, or None when unpinned.
     pin: tuple[str, str] | None = None
     import_id: str | None = None
+    #: spec.hostRef (None: the default host, resolved into State.host when recorded).
+    host_ref: str | None = None
 
     @classmethod
     def of(cls, desired: Desired) -> Requested:
-        return cls(desired.space, desired.name, desired.pin, desired.import_id)
+        return cls(desired.space, desired.name, desired.pin, desired.import_id, desired.host_ref)
 
     def changes(self, desired: Desired) -> list[tuple[str, object, object]]:
         """(field, recorded value, requested value) for every identity field that differs."""
@@ -68,6 +72,7 @@ class Requested:
                 ("resource name", self.name, now.name),
                 ("spec.formRef", _pin_text(self.pin), _pin_text(now.pin)),
                 ("spec.importId", self.import_id, now.import_id),
+                ("spec.hostRef", self.host_ref, now.host_ref),
             )
             if mine != theirs
         ]
@@ -81,12 +86,14 @@ def _pin_text(pin: tuple[str, str] | None) -> str | None:
 class State:
     """The CR status minus conditions.
 
-    `form_ref`, `space` and `name` are the *target*: recorded (with `requested`) before anything
-    is sent to the host and kept until the CR goes, so every mutation is addressed to what was
-    recorded, never to what the spec says now. `uid` set means: bound to that incarnation.
+    `form_ref`, `space`, `name` and `host` are the *target*: recorded (with `requested`) before
+    anything is sent to the host and kept until the CR goes, so every mutation is addressed to
+    what was recorded, never to what the spec says now. `uid` set means: bound to that
+    incarnation. `host` None in a claimed state: written before hosts were named, the default.
     """
 
     form_ref: FormRef | None = None
+    host: str | None = None
     space: str | None = None
     name: str | None = None
     requested: Requested | None = None
@@ -119,6 +126,7 @@ class State:
         """Forget the vanished incarnation, keep the target (identity stays what was sent)."""
         return State(
             form_ref=self.form_ref,
+            host=self.host,
             space=self.space,
             name=self.name,
             requested=self.requested,
@@ -150,6 +158,10 @@ class Desired:
     namespace: str = ""
     cr_name: str = ""
     created: str = ""
+    #: spec.hostRef as written (None: the default host).
+    host_ref: str | None = None
+    #: The host the spec resolves to now (spec.hostRef, or the default host's name).
+    host: str = DEFAULT_HOST
 
 
 class OpState(StrEnum):
@@ -213,6 +225,7 @@ def state_from_status(status: Mapping[str, Any] | None) -> State:
         raise StateUnreadable(f"status does not hold a readable state: {exc}") from None
     return State(
         form_ref=form_ref,
+        host=status.get("host"),
         space=status.get("space"),
         name=status.get("name"),
         requested=requested,
@@ -231,6 +244,7 @@ def state_to_status(state: State) -> dict[str, Any]:
     them (a stale pendingOperationId must never survive a write that meant to drop it)."""
     return {
         "formRef": state.form_ref.to_json() if state.form_ref else None,
+        "host": state.host,
         "space": state.space,
         "name": state.name,
         "requested": _requested_to(state.requested),
@@ -255,6 +269,7 @@ def _requested_from(doc: Any) -> Requested | None:
         name=str(doc["name"]),
         pin=pin,
         import_id=doc.get("importId") or None,
+        host_ref=doc.get("hostRef") or None,
     )
 
 
@@ -267,4 +282,5 @@ def _requested_to(requested: Requested | None) -> dict[str, Any] | None:
         "name": requested.name,
         "pin": {"definitionVersion": pin[0], "schemaDigest": pin[1]} if pin else None,
         "importId": requested.import_id,
+        "hostRef": requested.host_ref,
     }

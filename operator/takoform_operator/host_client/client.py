@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -48,13 +48,56 @@ def ref_query(ref: FormRef) -> dict[str, str]:
     return {"definitionVersion": ref.definition_version, "schemaDigest": ref.schema_digest}
 
 
+class TokenSource(Protocol):
+    """Where the bearer token comes from, so a rotated token is used without a restart."""
+
+    async def token(self) -> str | None:
+        """The token to send now (a source may re-read it on an interval)."""
+
+    async def refresh(self) -> str | None:
+        """The host refused the token (401): read it again now."""
+
+
+class StaticToken:
+    def __init__(self, token: str | None) -> None:
+        self._token = token
+
+    async def token(self) -> str | None:
+        return self._token
+
+    async def refresh(self) -> str | None:
+        return self._token
+
+
+class _BearerAuth(httpx.Auth):
+    """Sets the bearer token per request; on a 401 re-reads the token once and, when it
+    changed, sends the request again (a 401 is answered before anything is processed)."""
+
+    def __init__(self, source: TokenSource) -> None:
+        self._source = source
+
+    async def async_auth_flow(
+        self, request: httpx.Request
+    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        token = await self._source.token()
+        if token:
+            request.headers["Authorization"] = f"Bearer {token}"
+        response = yield request
+        if response.status_code == 401:
+            fresh = await self._source.refresh()
+            if fresh and fresh != token:
+                request.headers["Authorization"] = f"Bearer {fresh}"
+                yield request
+
+
 class HostClient:
-    """Async client of one host. Use `async with` or call `aclose()`."""
+    """Async client of one host. Use `async with` or call `aclose()`. `token` is a fixed token
+    or a TokenSource read before every request."""
 
     def __init__(
         self,
         base_url: str,
-        token: str | None,
+        token: str | TokenSource | None,
         *,
         timeout: float = 10.0,
         read_retries: int = 3,
@@ -64,12 +107,11 @@ class HostClient:
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Any = asyncio.sleep,
     ) -> None:
-        headers = {"Accept": "application/json"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        source = token if token is None or not isinstance(token, str) else StaticToken(token)
         self._http = httpx.AsyncClient(
             base_url=base_url,
-            headers=headers,
+            headers={"Accept": "application/json"},
+            auth=_BearerAuth(source) if source is not None else None,
             timeout=timeout,
             verify=verify,
             cert=cert,
@@ -118,6 +160,15 @@ class HostClient:
             return [Operation.model_validate(item) for item in items]
         except ValidationError as exc:
             raise HostProtocolError(f"operation list does not match the contract: {exc}") from None
+
+    async def list_forms(self) -> list[FormRef]:
+        """Every FormRef the host serves (GET /forms): the host's status and a reachability and
+        authentication probe in one."""
+        items = _json(await self._read("GET", f"{API}/forms")).get("items", [])
+        try:
+            return [FormRef.from_json(dict(item["formRef"])) for item in items]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HostProtocolError(f"form list does not match the contract: {exc}") from None
 
     async def ensure_space(self, space: str) -> None:
         await self._send("PUT", f"{API}/spaces/{_segment(space)}", body=None, headers={})

@@ -7,17 +7,23 @@ CR to decide ownership (core.ownership). No kopf and no API calls.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from takoform_operator.core.ownership import Claimant, Identity
-from takoform_operator.kube.crs import claimant_of
+from takoform_operator.core.tenancy import DEFAULT_HOST
+from takoform_operator.kube.crs import ANY_DEFAULT, claimant_of
 
 
 class ClaimBook:
-    """CR uid -> (identity, claimant), with a reverse map for lookups by identity."""
+    """CR uid -> (identity, claimant), with a reverse map for lookups by identity.
 
-    def __init__(self) -> None:
+    An unclaimed CR without spec.hostRef names the default host, whichever it is when asked:
+    `default_host` says which, so it counts as a claimant of that host's identities."""
+
+    def __init__(self, default_host: Callable[[], str | None] = lambda: DEFAULT_HOST) -> None:
+        self._default_host = default_host
         self._by_uid: dict[str, tuple[Identity, Claimant]] = {}
         self._by_identity: dict[Identity, dict[str, Claimant]] = {}
 
@@ -45,4 +51,7 @@ class ClaimBook:
         return tuple(holders.values())
 
     def claimants(self, identity: Identity) -> Sequence[Claimant]:
-        return tuple(self._by_identity.get(identity, {}).values())
+        found = dict(self._by_identity.get(identity, {}))
+        if identity.host != ANY_DEFAULT and identity.host == self._default_host():
+            found.update(self._by_identity.get(replace(identity, host=ANY_DEFAULT), {}))
+        return tuple(found.values())

@@ -7,15 +7,22 @@ simulated cluster. Every error a CR can cause becomes an outcome here, never an 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.ownership import Claimant, Identity
-from takoform_operator.core.reconcile import Outcome, degraded, identity_of
+from takoform_operator.core.reconcile import Outcome, degraded, host_of, identity_of, refused
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.state import State, StateUnreadable, state_from_status
+from takoform_operator.core.state import (
+    DeletionPolicy,
+    Desired,
+    State,
+    StateUnreadable,
+    state_from_status,
+)
+from takoform_operator.core.tenancy import SpaceGrant, access, resolve_host
 from takoform_operator.host_port import HostPort
 from takoform_operator.kube.crs import (
     InvalidCustomResource,
@@ -31,6 +38,20 @@ class ClaimIndex(Protocol):
     """Every CR of the cluster that names an identity (the CR being reconciled included)."""
 
     def claimants(self, identity: Identity) -> Sequence[Claimant]: ...
+
+
+class Tenancy(Protocol):
+    """The hosts and grants a cluster admin wrote (kube.tenancy), and a port per host."""
+
+    def default_host(self) -> str | None: ...
+
+    def hosts(self) -> Collection[str]: ...
+
+    def grants(self) -> Iterable[SpaceGrant]: ...
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]: ...
+
+    def port(self, host: str) -> HostPort: ...
 
 
 @dataclass(frozen=True)
@@ -49,8 +70,14 @@ async def reconcile_cr_body(
     *,
     now: str,
     deleting: bool = False,
+    tenancy: Tenancy | None = None,
 ) -> CrOutcome:
-    """Reconcile the CR `body` once. `deleting` forces deletion even before the body says so."""
+    """Reconcile the CR `body` once. `deleting` forces deletion even before the body says so.
+
+    With `tenancy` (the operator always passes it) the CR's namespace must hold a grant for the
+    host and space requests would go to, checked before anything is sent; `host` is then
+    unused and the port of that host is taken from `tenancy`. Without it (single-host test
+    harnesses) every request goes to `host`."""
     metadata = body.get("metadata") or {}
     status = dict(body.get("status") or {})
     generation = int(metadata.get("generation") or 0)
@@ -77,6 +104,11 @@ async def reconcile_cr_body(
             return CrOutcome(outcome, _patch(outcome, status, now, generation))
     if deleting and not desired.deleting:
         desired = replace(desired, deleting=True)
+    if tenancy is not None:
+        gate = _gate(desired, state, tenancy)
+        if isinstance(gate, Outcome):
+            return CrOutcome(gate, _patch(gate, status, now, generation))
+        desired, host = gate
     identity = identity_of(desired, state)
     outcome = await reconcile_once(desired, state, host, registry, claims.claimants(identity))
     if outcome.finalized:
@@ -90,3 +122,36 @@ def _patch(
     """The status patch, or None when it would change nothing: a steady resource costs no write."""
     patch = status_patch(outcome, status.get("conditions"), now=now, cr_generation=generation)
     return None if merged_status(status, patch) == dict(status) else patch
+
+
+def _gate(desired: Desired, state: State, tenancy: Tenancy) -> Outcome | tuple[Desired, HostPort]:
+    """The tenancy check, before anything is sent (brief section 9): the desired state with its
+    host resolved and the port of the host requests go to, or a Blocked outcome."""
+    resolved = resolve_host(desired.host_ref, tenancy.default_host())
+    desired = replace(desired, host=resolved or "")
+    if desired.deleting and (desired.deletion_policy is DeletionPolicy.ORPHAN or not state.claimed):
+        # These deletions send nothing (core.reconcile.plan): no grant is needed to let go.
+        return desired, NoHost()
+    claimed = state.claimed and state.space is not None
+    host = host_of(desired, state) if claimed else resolved
+    space = str(state.space) if claimed else desired.space
+    denied = access(
+        namespace=desired.namespace,
+        namespace_labels=tenancy.namespace_labels(desired.namespace),
+        host=host,
+        host_ref=desired.host_ref,
+        space=space,
+        hosts=tenancy.hosts(),
+        grants=tenancy.grants(),
+    )
+    if denied is not None:
+        return refused(desired, state, denied.reason, denied.message)
+    assert host is not None
+    return desired, tenancy.port(host)
+
+
+class NoHost:
+    """The port of a reconcile that must send nothing: any call is a bug, refused loudly."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"host call {name} on a path that sends nothing")

@@ -12,6 +12,7 @@ from takoform_operator.core.conditions import merge_conditions
 from takoform_operator.core.ownership import Claimant, Identity
 from takoform_operator.core.reconcile import Outcome
 from takoform_operator.core.state import DeletionPolicy, Desired, Requested, state_to_status
+from takoform_operator.core.tenancy import DEFAULT_HOST
 from takoform_spec.errors import InvalidIdentity
 from takoform_spec.identity import (
     FormLine,
@@ -20,6 +21,10 @@ from takoform_spec.identity import (
     validate_resource_name,
     validate_space_id,
 )
+
+#: The host of an unclaimed CR without spec.hostRef in the ownership index: the default host,
+#: whichever it is when the index is read.
+ANY_DEFAULT = ""
 
 #: The annotation that imports a new incarnation explicitly (rule 6, remedy 1).
 ACCEPT_UID_ANNOTATION = "takoform.io/accept-uid"
@@ -46,6 +51,9 @@ def desired_from_cr(body: Mapping[str, Any]) -> Desired:
     except ValueError:
         raise InvalidCustomResource(f"deletionPolicy {policy!r} is not Delete or Orphan") from None
     annotations = metadata.get("annotations") or {}
+    host_ref = spec.get("hostRef") or None
+    if host_ref is not None and not isinstance(host_ref, str):
+        raise InvalidCustomResource("spec.hostRef must be the name of a TakoformHost")
     return Desired(
         cr_uid=str(metadata["uid"]),
         cr_generation=int(metadata.get("generation") or 0),
@@ -61,6 +69,9 @@ def desired_from_cr(body: Mapping[str, Any]) -> Desired:
         namespace=str(metadata.get("namespace") or ""),
         cr_name=str(metadata.get("name") or ""),
         created=str(metadata.get("creationTimestamp") or ""),
+        host_ref=host_ref,
+        # The default host's name is resolved by the caller (kube.tenancy) before any use.
+        host=host_ref or DEFAULT_HOST,
     )
 
 
@@ -75,6 +86,7 @@ def desired_for_deletion(body: Mapping[str, Any], requested: Requested) -> Desir
         "resourceName": requested.name,
         "formRef": {"definitionVersion": pin[0], "schemaDigest": pin[1]} if pin else None,
         "importId": requested.import_id,
+        "hostRef": requested.host_ref,
         "parameters": {},
     }
     return desired_from_cr({**body, "spec": spec})
@@ -137,13 +149,15 @@ def claimant_of(body: Mapping[str, Any]) -> tuple[Identity, Claimant] | None:
     try:
         if ref_doc and status.get("space") and status.get("name"):
             ref = FormRef.from_json(dict(ref_doc))
-            identity = Identity(str(status["space"]), ref.line, str(status["name"]))
+            host = str(status.get("host") or DEFAULT_HOST)
+            identity = Identity(str(status["space"]), ref.line, str(status["name"]), host)
             claimed = True
         elif metadata.get("deletionTimestamp") is not None:
             return None
         else:
             desired = desired_from_cr(body)
-            identity = Identity(desired.space, line, desired.name)
+            # Without spec.hostRef: whichever host is the default (kube.claims resolves it).
+            identity = Identity(desired.space, line, desired.name, desired.host_ref or ANY_DEFAULT)
             claimed = False
     except (InvalidCustomResource, KeyError, TypeError, ValueError):
         return None

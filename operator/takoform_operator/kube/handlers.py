@@ -23,6 +23,7 @@ import kopf
 from takoform_operator.core.conditions import transitions
 from takoform_operator.core.reconcile import POLL_PENDING, RETRY_LATER, RETRY_WRITE, Outcome
 from takoform_operator.core.registry import Registry
+from takoform_operator.core.tenancy import GRANT_PLURAL, GROUP, HOST_PLURAL, VERSION
 from takoform_operator.host_port import HostPort
 from takoform_operator.kube.claims import ClaimBook
 from takoform_operator.kube.cr_reconcile import reconcile_cr_body
@@ -30,6 +31,7 @@ from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION, merged_status
 from takoform_operator.kube.loops import ReconcileLoops
 from takoform_operator.kube.selector import parse_selector
 from takoform_operator.kube.status import CrWriter, StatusWriteFailed
+from takoform_operator.kube.tenancy import TenancyBook
 from takoform_operator.metrics import Metrics
 from takoform_operator.settings import Settings
 from takoform_spec.identity import plural_of
@@ -60,6 +62,8 @@ class Runtime:
     loops: ReconcileLoops | None = None
     #: CR uid -> how many reconciles in a row found it waiting on a pending operation.
     pending_looks: dict[str, int] = field(default_factory=dict)
+    #: Hosts and grants (docs/tenancy.md); None only in single-host harnesses.
+    tenancy: TenancyBook | None = None
 
 
 def _now(runtime: Runtime) -> str:
@@ -96,6 +100,7 @@ async def reconcile_cr(
                 runtime.claims,
                 now=_now(runtime),
                 deleting=deleting,
+                tenancy=runtime.tenancy,
             )
             outcome = result.outcome
             runtime.metrics.reconciled(body, outcome, (runtime.clock() - started).total_seconds())
@@ -262,8 +267,50 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
     async def cleanup(**_: Any) -> None:
         await loops.close()
 
+    if runtime.tenancy is not None:
+        _register_tenancy(runtime.tenancy, loops, kopf_registry)
+
     for line in runtime.registry.lines():
         group, version, plural = line.group, line.version, line.plural
         kopf.index(group, version, plural, id=f"claims-{plural}", registry=kopf_registry)(index)
         kopf.on.event(group, version, plural, id="watch", registry=kopf_registry)(watch)
     kopf.on.cleanup(registry=kopf_registry)(cleanup)
+
+
+def _register_tenancy(
+    book: TenancyBook, loops: ReconcileLoops, kopf_registry: kopf.OperatorRegistry
+) -> None:
+    """Hosts, grants and namespace labels: indexed (complete before any CR is reconciled);
+    a change that may decide a reconcile differently wakes every CR's loop."""
+
+    def feed(observe: Callable[[Any], bool]) -> Callable[..., dict[Any, Any]]:
+        def index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+            if observe(body):
+                loops.wake_all()
+            return {}
+
+        return index
+
+    def gone(forget: Callable[[str], bool]) -> Callable[..., Any]:
+        async def event(type: str | None, name: str, **_: Any) -> None:
+            if type == "DELETED" and forget(name):
+                loops.wake_all()
+
+        return event
+
+    for plural, observe, forget in (
+        (HOST_PLURAL, book.observe_host, book.forget_host),
+        (GRANT_PLURAL, book.observe_grant, book.forget_grant),
+    ):
+        kopf.index(GROUP, VERSION, plural, id=f"policy-{plural}", registry=kopf_registry)(
+            feed(observe)
+        )
+        kopf.on.event(GROUP, VERSION, plural, id=f"gone-{plural}", registry=kopf_registry)(
+            gone(forget)
+        )
+    kopf.index("", "v1", "namespaces", id="namespace-labels", registry=kopf_registry)(
+        feed(book.observe_namespace)
+    )
+    kopf.on.event("", "v1", "namespaces", id="namespace-gone", registry=kopf_registry)(
+        gone(book.forget_namespace)
+    )

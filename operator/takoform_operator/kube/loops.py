@@ -108,6 +108,11 @@ class ReconcileLoops:
         if loop is not None:
             loop.wake.set()
 
+    def wake_all(self) -> None:
+        """Reconcile every CR now (the tenancy policy changed)."""
+        for loop in self._loops.values():
+            loop.wake.set()
+
     def stop(self, uid: str) -> None:
         """The CR is gone or being deleted: its loop ends. A reconcile already running is not
         cancelled (the per-CR lock orders it before the delete handler's)."""

@@ -1,0 +1,138 @@
+"""The status of each TakoformHost, probed periodically: can the operator reach the host with
+its token, and which FormRefs does the host serve next to the ones this build supports.
+
+The probe is `GET /forms` with the host's token; its answer never carries the token, and
+neither does anything written here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import functools
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from takoform_operator.core.registry import Registry
+from takoform_operator.core.tenancy import GROUP, HOST_PLURAL, VERSION, HostConfig
+from takoform_operator.host_port import HostError, HostRejected, HostUnavailable, SecretNotFound
+from takoform_spec.identity import FormRef
+
+
+class Probe(Protocol):
+    async def list_forms(self) -> list[FormRef]: ...
+
+
+class Hosts(Protocol):
+    def configs(self) -> list[HostConfig]: ...
+
+    def prober(self, name: str) -> Probe: ...
+
+
+logger = logging.getLogger("takoform_operator")
+
+
+async def probe(pool: Hosts, config: HostConfig) -> tuple[bool, str, str, list[FormRef]]:
+    """(ready, reason, message, served FormRefs) of one host."""
+    try:
+        served = await pool.prober(config.name).list_forms()
+    except SecretNotFound as exc:
+        return False, "SecretNotFound", str(exc), []
+    except HostRejected as exc:
+        if exc.code == "unauthenticated":
+            return False, "Unauthenticated", "the host refused the token (401)", []
+        return False, "HostRejected", f"the host refused the probe: {exc.code}", []
+    except HostUnavailable as exc:
+        return False, "Unreachable", str(exc)[:300], []
+    except HostError as exc:
+        return False, "InvalidHost", str(exc)[:300], []
+    return True, "Reachable", f"{len(served)} FormRefs served", served
+
+
+def host_status(
+    config: HostConfig,
+    generation: int,
+    result: tuple[bool, str, str, list[FormRef]],
+    registry: Registry,
+    previous: Mapping[str, Any] | None,
+    now: str,
+) -> dict[str, Any]:
+    ready, reason, message, served = result
+    status = "True" if ready else "False"
+    since = now
+    if previous is not None and previous.get("status") == status:
+        since = str(previous.get("lastTransitionTime") or now)
+    refs = {*served, *registry.supported}
+    forms = [
+        {
+            **ref.to_json(),
+            "served": ref in served,
+            "supported": registry.is_supported(ref),
+        }
+        for ref in sorted(refs, key=lambda r: (r.api_version, r.kind, r.definition_version))
+    ]
+    condition = {
+        "type": "Ready",
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+        "observedGeneration": generation,
+    }
+    return {
+        "conditions": [condition],
+        "observedGeneration": generation,
+        "lastProbeTime": now,
+        "forms": forms if ready else None,
+    }
+
+
+class HostStatusWriter:
+    """Patches takoformhosts/status with the official client (in a thread)."""
+
+    def __init__(self, api: Any = None) -> None:
+        from kubernetes import client as k8s
+        from kubernetes import config as k8s_config
+
+        if api is None:
+            k8s_config.load_config()  # type: ignore[no-untyped-call]
+            api = k8s.CustomObjectsApi()
+        self._api = api
+
+    async def write(self, name: str, status: Mapping[str, Any]) -> None:
+        call = functools.partial(
+            self._api.patch_cluster_custom_object_status,
+            GROUP,
+            VERSION,
+            HOST_PLURAL,
+            name,
+            {"status": dict(status)},
+            _content_type="application/merge-patch+json",
+        )
+        await asyncio.to_thread(call)
+
+
+async def refresh_forever(
+    pool: Hosts,
+    generations: Callable[[], Mapping[str, int]],
+    registry: Registry,
+    writer: HostStatusWriter,
+    interval: float,
+) -> None:
+    """Probe every TakoformHost and write its status, every `interval` seconds."""
+    last: dict[str, Mapping[str, Any]] = {}
+    while True:
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        known = generations()
+        for config in pool.configs():
+            try:
+                result = await probe(pool, config)
+                status = host_status(
+                    config, known.get(config.name, 0), result, registry, last.get(config.name), now
+                )
+                await writer.write(config.name, status)
+                last[config.name] = status["conditions"][0]
+            except Exception as exc:  # one host's trouble never stops the others
+                logger.warning("status of TakoformHost %s not written: %s", config.name, exc)
+        await asyncio.sleep(interval)

@@ -1,0 +1,40 @@
+"""Reading the Secrets TakoformHosts name: `get` of one named Secret in the operator's own
+namespace, nothing else (no list, no watch, no other namespace; docs/tenancy.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from takoform_operator.host_port import HostUnavailable
+
+
+class KubernetesSecretReader:
+    """The official client, in a thread (it is synchronous)."""
+
+    def __init__(self, namespace: str, api: Any = None) -> None:
+        if api is None:
+            k8s_config.load_config()  # type: ignore[no-untyped-call]
+            api = k8s.CoreV1Api()
+        self._api = api
+        self.namespace = namespace
+
+    async def read(self, name: str) -> Mapping[str, bytes] | None:
+        """The data of Secret `name`, or None when it does not exist."""
+        call = functools.partial(self._api.read_namespaced_secret, name, self.namespace)
+        try:
+            secret = await asyncio.to_thread(call)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise HostUnavailable(
+                f"cannot read Secret {self.namespace}/{name}: {exc.status} {exc.reason}"
+            ) from None
+        return {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}

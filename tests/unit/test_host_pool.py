@@ -1,0 +1,147 @@
+"""The host pool: one client per TakoformHost, tokens from Secrets re-read without a restart."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+import httpx
+import pytest
+
+from takoform_operator.core.tenancy import (
+    DEFAULT_HOST,
+    HostConfig,
+    SecretKeyRef,
+    host_config_from_body,
+)
+from takoform_operator.host_client.client import HostClient
+from takoform_operator.host_client.pool import HostPool, SecretToken
+from takoform_operator.host_port import SecretNotFound
+
+
+class FakeSecrets:
+    def __init__(self, data: dict[str, dict[str, bytes]]) -> None:
+        self.data = data
+        self.reads: list[str] = []
+
+    async def read(self, name: str) -> Mapping[str, bytes] | None:
+        self.reads.append(name)
+        return self.data.get(name)
+
+
+def _forms_host(accepted: set[str], seen: list[str]) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        header = request.headers.get("Authorization", "")
+        seen.append(header)
+        if header.removeprefix("Bearer ") not in accepted:
+            body = {"error": {"code": "unauthenticated", "message": "wrong bearer token"}}
+            return httpx.Response(401, json=body)
+        return httpx.Response(200, json={"items": []})
+
+    return httpx.MockTransport(handler)
+
+
+def test_a_rotated_secret_is_used_after_a_401_without_a_new_client() -> None:
+    secrets = FakeSecrets({"tok": {"token": b"old\n"}})
+    source = SecretToken(secrets, SecretKeyRef("tok", "token"), "prod", refresh_seconds=3600)
+    accepted, seen = {"old"}, []
+    client = HostClient("http://h", source, transport=_forms_host(accepted, seen))
+
+    async def scenario() -> None:
+        assert await client.list_forms() == []
+        secrets.data["tok"] = {"token": b"new"}  # the admin rotates the Secret...
+        accepted.clear()
+        accepted.add("new")  # ...and revokes the old token on the host
+        assert await client.list_forms() == []  # 401, re-read, retried with the new token
+        assert await client.list_forms() == []
+        await client.aclose()
+
+    asyncio.run(scenario())
+    assert seen == ["Bearer old", "Bearer old", "Bearer new", "Bearer new"]
+
+
+def test_the_token_is_re_read_on_its_interval() -> None:
+    now = [0.0]
+    secrets = FakeSecrets({"tok": {"token": b"a"}})
+    source = SecretToken(secrets, SecretKeyRef("tok", "token"), "h", 30, clock=lambda: now[0])
+
+    async def scenario() -> list[str | None]:
+        first = await source.token()
+        secrets.data["tok"] = {"token": b"b"}
+        now[0] = 10
+        cached = await source.token()
+        now[0] = 31
+        return [first, cached, await source.token()]
+
+    assert asyncio.run(scenario()) == ["a", "a", "b"]
+    assert secrets.reads == ["tok", "tok"]
+
+
+def test_a_missing_secret_or_key_names_it_and_never_a_value() -> None:
+    secrets = FakeSecrets({"tok": {"other": b"s3cr3t"}})
+
+    async def read(name: str) -> None:
+        await SecretToken(secrets, SecretKeyRef(name, "token"), "h", 30).token()
+
+    with pytest.raises(SecretNotFound, match="'missing' not found"):
+        asyncio.run(read("missing"))
+    with pytest.raises(SecretNotFound, match="no key 'token'") as caught:
+        asyncio.run(read("tok"))
+    assert "s3cr3t" not in str(caught.value)
+
+
+def _config(name: str, *, default: bool = False, url: str = "http://h") -> HostConfig:
+    return HostConfig(name, url, SecretKeyRef(f"{name}-token", "token"), default=default)
+
+
+def test_the_default_host_is_the_one_marked_else_the_implicit_one() -> None:
+    implicit = HostClient("http://implicit", "t")
+    pool = HostPool(FakeSecrets({}), implicit=implicit)
+    assert pool.default_host() == DEFAULT_HOST and pool.names() == [DEFAULT_HOST]
+    pool.observe(_config("prod", default=True))
+    pool.observe(_config("staging"))
+    assert pool.default_host() == "prod"
+    assert pool.names() == ["default", "prod", "staging"]
+    pool.observe(_config("staging", default=True))
+    assert pool.default_host() is None  # two marked default: none is, CRs are told why
+    assert HostPool(FakeSecrets({})).default_host() is None  # no implicit host either
+    asyncio.run(pool.aclose())
+
+
+def test_observing_reports_only_real_changes_and_a_new_url_gets_a_new_client() -> None:
+    secrets = FakeSecrets({"prod-token": {"token": b"t"}})
+    pool = HostPool(secrets)
+    assert pool.observe(_config("prod")) is True
+    assert pool.observe(_config("prod")) is False  # e.g. the echo of our own status write
+
+    async def scenario() -> None:
+        first = await pool.client("prod")
+        assert await pool.client("prod") is first
+        assert pool.observe(_config("prod", url="http://elsewhere")) is True
+        assert await pool.client("prod") is not first
+        await pool.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_host_objects_are_read_with_their_secret_references() -> None:
+    body = {
+        "metadata": {"name": "prod"},
+        "spec": {
+            "url": "https://prod",
+            "tokenSecretRef": {"name": "prod-token"},
+            "caBundleSecretRef": {"name": "prod-ca"},
+            "clientCertSecretRef": {"name": "prod-client"},
+            "timeoutSeconds": 3,
+            "default": True,
+        },
+    }
+    assert host_config_from_body(body) == HostConfig(
+        "prod",
+        "https://prod",
+        SecretKeyRef("prod-token", "token"),
+        SecretKeyRef("prod-ca", "ca.crt"),
+        "prod-client",
+        3.0,
+        True,
+    )

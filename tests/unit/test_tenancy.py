@@ -1,0 +1,331 @@
+"""Tenancy: which namespace may address which space on which host. Deny by default, decided
+before anything is sent (brief section 9)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+import pytest
+
+from takoform_operator.core.conditions import Reason
+from takoform_operator.core.ownership import Claimant, Identity
+from takoform_operator.core.state import Requested
+from takoform_operator.core.tenancy import (
+    InvalidPolicy,
+    Requirement,
+    Selector,
+    SpaceGrant,
+    access,
+    grant_from_body,
+    remedy,
+)
+from takoform_operator.kube.claims import ClaimBook
+from takoform_operator.kube.cr_reconcile import reconcile_cr_body
+from takoform_operator.registry_data import load_registry
+
+REGISTRY = load_registry()
+REF = next(r for r in REGISTRY.default_creates.values() if r.kind == "Bucket")
+TEAM = Selector((("team", "a"),))
+GRANTS = (
+    SpaceGrant("exact", "prod", ("team-a",), namespaces=("ns-a",)),
+    SpaceGrant("pattern", "prod", ("shared-*", "tmp-?"), namespaces=("ns-a", "ns-b")),
+    SpaceGrant("by-label", "prod", ("labelled",), selector=TEAM),
+    SpaceGrant(
+        "expressions",
+        "staging",
+        ("*",),
+        selector=Selector((), (Requirement("env", "In", ("dev", "test")),)),
+    ),
+    SpaceGrant("empty-selector", "prod", ("nobody",), selector=Selector()),
+)
+
+
+@pytest.mark.parametrize(
+    ("namespace", "labels", "host", "space", "expected"),
+    [
+        # exact names
+        ("ns-a", {}, "prod", "team-a", None),
+        ("ns-b", {}, "prod", "team-a", Reason.SPACE_NOT_GRANTED),
+        ("ns-a", {}, "prod", "team-b", Reason.SPACE_NOT_GRANTED),
+        ("ns-a", {}, "prod", "Team-a", Reason.SPACE_NOT_GRANTED),  # SpaceIDs are case-sensitive
+        # patterns
+        ("ns-b", {}, "prod", "shared-logs", None),
+        ("ns-b", {}, "prod", "tmp-1", None),
+        ("ns-b", {}, "prod", "tmp-12", Reason.SPACE_NOT_GRANTED),
+        ("ns-c", {}, "prod", "shared-logs", Reason.SPACE_NOT_GRANTED),
+        # selectors
+        ("any", {"team": "a"}, "prod", "labelled", None),
+        ("any", {"team": "b"}, "prod", "labelled", Reason.SPACE_NOT_GRANTED),
+        ("any", {}, "prod", "labelled", Reason.SPACE_NOT_GRANTED),
+        ("any", {"env": "dev"}, "staging", "whatever", None),
+        ("any", {"env": "prod"}, "staging", "whatever", Reason.SPACE_NOT_GRANTED),
+        ("any", {}, "prod", "nobody", Reason.SPACE_NOT_GRANTED),  # empty selector: nobody
+        # wrong host: a grant is for one host only
+        ("ns-a", {}, "staging", "team-a", Reason.SPACE_NOT_GRANTED),
+        ("any", {"env": "dev"}, "prod", "whatever", Reason.SPACE_NOT_GRANTED),
+        # unknown host, no host at all
+        ("ns-a", {}, "elsewhere", "team-a", Reason.HOST_NOT_FOUND),
+        ("ns-a", {}, None, "team-a", Reason.HOST_NOT_FOUND),
+    ],
+)
+def test_access_is_granted_only_by_a_matching_grant(
+    namespace: str, labels: dict[str, str], host: str | None, space: str, expected: Reason | None
+) -> None:
+    denied = access(
+        namespace=namespace,
+        namespace_labels=labels,
+        host=host,
+        host_ref=host,
+        space=space,
+        hosts=("prod", "staging"),
+        grants=GRANTS,
+    )
+    assert (denied.reason if denied else None) == expected
+
+
+def test_no_grant_at_all_denies_and_names_namespace_space_host_and_the_grant_to_create() -> None:
+    denied = access(
+        namespace="ns-x",
+        namespace_labels={},
+        host="prod",
+        host_ref=None,
+        space="team-z",
+        hosts=("prod",),
+        grants=(),
+    )
+    assert denied is not None and denied.reason is Reason.SPACE_NOT_GRANTED
+    for word in ("'ns-x'", "'team-z'", "'prod'", remedy("ns-x", "team-z", "prod")):
+        assert word in denied.message
+    assert "TakoformSpaceGrant" in remedy("ns-x", "team-z", "prod")
+
+
+@pytest.mark.parametrize(
+    ("operator", "values", "labels", "matches"),
+    [
+        ("In", ("a",), {"k": "a"}, True),
+        ("In", ("a",), {}, False),
+        ("NotIn", ("a",), {"k": "b"}, True),
+        ("NotIn", ("a",), {}, True),
+        ("NotIn", ("a",), {"k": "a"}, False),
+        ("Exists", (), {"k": ""}, True),
+        ("Exists", (), {}, False),
+        ("DoesNotExist", (), {}, True),
+        ("DoesNotExist", (), {"k": "x"}, False),
+        ("Bogus", (), {"k": "x"}, False),
+    ],
+)
+def test_label_selector_requirements(
+    operator: str, values: tuple[str, ...], labels: dict[str, str], matches: bool
+) -> None:
+    assert Selector((), (Requirement("k", operator, values),)).matches(labels) is matches
+
+
+def test_grant_objects_are_read_and_malformed_ones_grant_nothing() -> None:
+    body = {
+        "metadata": {"name": "g"},
+        "spec": {
+            "hostRef": "prod",
+            "spaces": ["team-*"],
+            "namespaces": {
+                "names": ["a"],
+                "selector": {
+                    "matchLabels": {"team": "a"},
+                    "matchExpressions": [{"key": "env", "operator": "Exists"}],
+                },
+            },
+        },
+    }
+    grant = grant_from_body(body)
+    assert grant == SpaceGrant(
+        "g",
+        "prod",
+        ("team-*",),
+        ("a",),
+        Selector((("team", "a"),), (Requirement("env", "Exists"),)),
+    )
+    with pytest.raises(InvalidPolicy):
+        grant_from_body({"metadata": {"name": "bad"}, "spec": {"spaces": ["x"]}})
+
+
+# -- the gate in the reconcile of a CR body ------------------------------------------------
+
+
+class RecordingPort:
+    """A host port that records every call: the gate must keep it silent."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            raise AssertionError(f"unexpected host call {name}")
+
+        return call
+
+
+class FakeTenancy:
+    def __init__(self, grants: Iterable[SpaceGrant], default: str | None = "prod") -> None:
+        self._grants = tuple(grants)
+        self._default = default
+        self.ports = {"prod": RecordingPort(), "staging": RecordingPort()}
+
+    def default_host(self) -> str | None:
+        return self._default
+
+    def hosts(self) -> Collection[str]:
+        return tuple(self.ports)
+
+    def grants(self) -> Iterable[SpaceGrant]:
+        return self._grants
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        return {}
+
+    def port(self, host: str) -> Any:
+        return self.ports[host]
+
+    def calls(self) -> list[str]:
+        return [c for port in self.ports.values() for c in port.calls]
+
+
+def _body(
+    *, status: dict[str, Any] | None = None, deleting: bool = False, **spec: Any
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": "logs",
+        "namespace": "ns-a",
+        "uid": "cr-1",
+        "generation": 1,
+        "creationTimestamp": "2026-11-30T08:00:00Z",
+    }
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-11-30T09:00:00Z"
+        metadata["finalizers"] = ["takoform.io/finalizer"]
+    return {
+        "apiVersion": REF.api_version,
+        "kind": REF.kind,
+        "metadata": metadata,
+        "spec": {
+            "space": "team-a",
+            "parameters": {"region": "eu-west-1", "sizeGiB": 10},
+            **spec,
+        },
+        "status": status or {},
+    }
+
+
+def _claimed_status(host: str = "prod", host_ref: str | None = None) -> dict[str, Any]:
+    requested = Requested("team-a", "logs", None, None, host_ref)
+    return {
+        "formRef": REF.to_json(),
+        "host": host,
+        "space": "team-a",
+        "name": "logs",
+        "uid": "host-uid-1",
+        "generation": "1",
+        "revision": "1",
+        "requested": {
+            "space": requested.space,
+            "name": requested.name,
+            "pin": None,
+            "importId": None,
+            "hostRef": requested.host_ref,
+        },
+    }
+
+
+def _run(body: dict[str, Any], tenancy: FakeTenancy, *, deleting: bool = False) -> Any:
+    return asyncio.run(
+        reconcile_cr_body(
+            body,
+            RecordingPort(),  # type: ignore[arg-type]
+            REGISTRY,
+            ClaimBook(),
+            now="2026-11-30T09:00:00Z",
+            deleting=deleting,
+            tenancy=tenancy,  # type: ignore[arg-type]
+        )
+    )
+
+
+def _blocked(result: Any) -> str | None:
+    return next(
+        (str(c.reason) for c in result.outcome.conditions if str(c.type) == "Blocked" and c.status),
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "grants", "default", "reason"),
+    [
+        (_body(), (), "prod", "SpaceNotGranted"),
+        (_body(), (SpaceGrant("g", "staging", ("team-a",), ("ns-a",)),), "prod", "SpaceNotGranted"),
+        (_body(hostRef="nowhere"), GRANTS, "prod", "HostNotFound"),
+        (_body(), GRANTS, None, "HostNotFound"),
+        (_body(importId="team-a/logs"), (), "prod", "SpaceNotGranted"),
+        (_body(status=_claimed_status()), (), "prod", "SpaceNotGranted"),
+        # once claimed, the recorded host counts, not today's default
+        (_body(status=_claimed_status("staging")), GRANTS[:1], "prod", "SpaceNotGranted"),
+    ],
+)
+def test_without_a_grant_nothing_is_sent_not_even_a_read(
+    body: dict[str, Any], grants: tuple[SpaceGrant, ...], default: str | None, reason: str
+) -> None:
+    tenancy = FakeTenancy(grants, default)
+    result = _run(body, tenancy)
+    assert _blocked(result) == reason
+    assert tenancy.calls() == []
+    assert result.status is not None and result.status["conditions"]
+
+
+def test_a_granted_cr_records_the_resolved_host_before_anything_is_sent() -> None:
+    tenancy = FakeTenancy(GRANTS, "prod")
+    result = _run(_body(), tenancy)
+    assert result.status["host"] == "prod"
+    assert result.status["requested"]["hostRef"] is None
+    assert tenancy.calls() == []  # the claim itself sends nothing
+
+
+def test_a_deletion_without_a_grant_stays_blocked_and_deletes_nothing() -> None:
+    tenancy = FakeTenancy((), "prod")
+    result = _run(_body(status=_claimed_status(), deleting=True), tenancy, deleting=True)
+    assert _blocked(result) == "SpaceNotGranted"
+    assert not result.outcome.finalized and tenancy.calls() == []
+    assert "deletionPolicy to Orphan" in next(
+        c.message for c in result.outcome.conditions if str(c.type) == "Blocked"
+    )
+
+
+def test_orphan_and_never_claimed_deletions_need_no_grant_and_send_nothing() -> None:
+    tenancy = FakeTenancy((), "prod")
+    orphan = _body(status=_claimed_status(), deleting=True, deletionPolicy="Orphan")
+    assert _run(orphan, tenancy, deleting=True).outcome.finalized
+    assert _run(_body(deleting=True), tenancy, deleting=True).outcome.finalized
+    assert tenancy.calls() == []
+
+
+def test_host_ref_is_an_identity_field() -> None:
+    tenancy = FakeTenancy((*GRANTS, SpaceGrant("s", "staging", ("team-a",), ("ns-a",))), "prod")
+    body = _body(status=_claimed_status("prod", None), hostRef="staging")
+    result = _run(body, tenancy)
+    assert _blocked(result) == "IdentityChanged"
+    message = next(c.message for c in result.outcome.conditions if str(c.type) == "Blocked")
+    assert "spec.hostRef" in message and "'staging'" in message
+    assert tenancy.calls() == []
+
+
+def test_one_owner_per_host_the_same_name_on_two_hosts_is_two_resources() -> None:
+    book = ClaimBook(default_host=lambda: "prod")
+    line = REF.line
+    on_prod = _body()
+    on_staging = {**_body(hostRef="staging"), "metadata": {**_body()["metadata"], "uid": "cr-2"}}
+    book.observe(on_prod)
+    book.observe(on_staging)
+    prod_claimants = book.claimants(Identity("team-a", line, "logs", "prod"))
+    staging_claimants = book.claimants(Identity("team-a", line, "logs", "staging"))
+    assert [c.uid for c in prod_claimants] == ["cr-1"]  # no hostRef: the default host's
+    assert [c.uid for c in staging_claimants] == ["cr-2"]
+    assert all(isinstance(c, Claimant) for c in prod_claimants)
