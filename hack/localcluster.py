@@ -791,6 +791,23 @@ class LocalCluster:
         _remove_outside(self.node_outside)
         self.node_outside = []
 
+    # restarts (the chaos soak: hack/soak.py)
+    def restart(self, name: str, down_seconds: float = 0.0, timeout: float = 60.0) -> None:
+        """SIGKILL one component (etcd or kube-apiserver) and start it again with the same
+        command line, ports and data after `down_seconds`; wait until the API server is ready.
+        Additive: the components are started exactly as `start` does."""
+        pid = self.pids[name]
+        argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        proc = self._procs.pop(name, None)
+        if proc is not None:
+            proc.wait(timeout=15)
+        time.sleep(down_seconds)
+        self._spawn(name, argv)
+        self._save_state()
+        self._wait_apiserver(time.monotonic() + timeout)
+
     # helpers
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = (self.logs / f"{name}.log").open("ab")

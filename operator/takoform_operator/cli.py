@@ -44,6 +44,7 @@ def _generate(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
+    from takoform_operator.kube.selector import parse_selector
     from takoform_operator.main import main as run_operator
     from takoform_operator.settings import Settings
 
@@ -54,6 +55,13 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if args.namespace:
         settings = settings.model_copy(update={"namespace": args.namespace})
+    if args.selector:
+        settings = settings.model_copy(update={"shard_selector": args.selector})
+    try:
+        parse_selector(settings.shard_selector)
+    except ValueError as exc:
+        print(f"error: TAKOFORM_SHARD_SELECTOR / --selector: {exc}", file=sys.stderr)
+        return 2
     if settings.token() is None:
         print(
             "error: no host token: set TAKOFORM_HOST_TOKEN or TAKOFORM_HOST_TOKEN_FILE",
@@ -76,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         "run", help="run the operator (settings from TAKOFORM_* variables; see docs/operator.md)"
     )
     run.add_argument("--namespace", help="watch only this namespace (default: all)")
+    run.add_argument(
+        "--selector", help="reconcile only the CRs with these labels, e.g. shard=a (default: all)"
+    )
     run.set_defaults(handler=_run)
     args = parser.parse_args(argv)
     try:

@@ -39,6 +39,11 @@ class Settings(BaseSettings):
     namespace: str | None = Field(
         default=None, description="Watch only this namespace (default: all namespaces)."
     )
+    shard_selector: str | None = Field(
+        default=None,
+        description="Label selector of the CRs this process reconciles (default: all); "
+        "e.g. `shard=a` or `shard in (a,b)`. See docs/scaling.md.",
+    )
     bind_address: str = Field(
         default="0.0.0.0", description="Address the metrics and health endpoints listen on."
     )

@@ -29,6 +29,7 @@ from takoform_operator.kube.claims import ClaimBook
 from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION, merged_status
 from takoform_operator.kube.loops import ReconcileLoops
+from takoform_operator.kube.selector import parse_selector
 from takoform_operator.kube.status import CrWriter, StatusWriteFailed
 from takoform_operator.kube.tenancy import TenancyBook
 from takoform_operator.metrics import Metrics
@@ -241,6 +242,7 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
         finalizer=FINALIZER,
     )
     loops = runtime.loops
+    shard = parse_selector(runtime.settings.shard_selector)
 
     def index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
         # kopf fills every index from the initial listing before any handler runs: ownership
@@ -250,6 +252,12 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
 
     async def watch(type: str | None, body: kopf.Body, **_: Any) -> None:
         uid = str(body.metadata.uid)
+        if type != "DELETED" and not shard.matches(body.metadata.labels):
+            # Another shard's CR (or one relabelled away from ours): no loop here. Its claims
+            # stay in the index, so ownership is decided on every CR in the watched scope.
+            loops.stop(uid)
+            runtime.metrics.forget(body)
+            return
         if type == "DELETED":
             loops.stop(uid)
             runtime.locks.pop(uid, None)
