@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from takoform_spec import identity
+
 API = "/v1alpha3"
 ADMIN = "/admin/v1"
 
@@ -34,7 +36,7 @@ ERROR_CODES: dict[str, int | None] = {
     "internal": 500,
     "unavailable": 503,
 }
-CONDITION_TYPES = frozenset({"Ready", "Reconciling", "Degraded", "Drifted", "Blocked", "Deleting"})
+CONDITION_TYPES = frozenset(identity.CONDITION_TYPES)
 CONDITION_REASONS = frozenset(
     {"Available", "Provisioning", "Updating", "Deleting", "Failed", "DriftDetected", "Observed"}
 )

@@ -12,7 +12,6 @@ from typing import Any
 from takoform_spec.definitions import FieldSpec, FormDefinition
 from takoform_spec.identity import FormRef
 
-CONDITION_TYPES = ("Ready", "Reconciling", "Degraded", "Drifted", "Blocked", "Deleting")
 PORTABLE_REASONS = (
     "Available",
     "Provisioning",
