@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import contextlib
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -222,6 +223,19 @@ class OperatorProcess:
 # -- CRs ---------------------------------------------------------------------------------------
 
 
+def create_namespace(kube: Kube, namespace: str) -> None:
+    """A fresh namespace, granted the benchmark's space on the implicit host (deny by default,
+    docs/tenancy.md)."""
+    kube.run("create", "namespace", namespace)
+    grant = {
+        "apiVersion": "operator.takoform.io/v1alpha1",
+        "kind": "TakoformSpaceGrant",
+        "metadata": {"name": namespace},
+        "spec": {"hostRef": "default", "spaces": [SPACE], "namespaces": {"names": [namespace]}},
+    }
+    kube.run("apply", "-f", "-", stdin=json.dumps(grant))
+
+
 def manifests(n: int, tag: str) -> list[dict[str, Any]]:
     """N CRs cycling over LINES; `tag` keeps host names apart between runs (one space)."""
     items = []
@@ -329,7 +343,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 def measure(kube: Kube, host: Host, workdir: Path, mode: str, n: int, args: Any) -> Row:
     namespace = f"bench-{mode}-{n}-{int(time.time())}"
-    kube.run("create", "namespace", namespace)
+    create_namespace(kube, namespace)
     items = manifests(n, namespace)
     created: dict[str, float] = {}
     seen: dict[str, float] = {}
@@ -398,7 +412,7 @@ async def minimal(kube: Kube, host: Host, n: int) -> float:
     """The same end state with nothing but asyncio and two HTTP clients: create each host
     resource, wait for its operation, read it, write the CR's status once."""
     namespace = f"bench-minimal-{n}-{int(time.time())}"
-    kube.run("create", "namespace", namespace)
+    create_namespace(kube, namespace)
     items = manifests(n, namespace)
     await create_all(kube, namespace, items, None, {})
     refs: dict[str, dict[str, str]] = {}

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -43,17 +42,6 @@ class Result:
     seconds: float
     cpu_seconds: float
     rss_mib: list[float]
-
-
-def grant(namespace: str) -> dict[str, Any]:
-    """The namespace may use the benchmark's space on the implicit host (docs/tenancy.md)."""
-    return {
-        "apiVersion": "operator.takoform.io/v1alpha1",
-        "kind": "TakoformSpaceGrant",
-        "metadata": {"name": namespace},
-        "spec": {"hostRef": "default", "spaces": [bench.SPACE],
-                 "namespaces": {"names": [namespace]}},
-    }  # fmt: skip
 
 
 def _operator(kube: Any, host: Any, namespace: str, workdir: Path, poll: float,
@@ -88,8 +76,7 @@ def measure(kube: Any, host: Any, workdir: Path, mode: str, n: int, args: Any) -
             selectors = [(namespace, None)]
         batches = {namespace: items}
     for namespace, items in batches.items():
-        kube.run("create", "namespace", namespace)
-        kube.run("apply", "-f", "-", stdin=json.dumps(grant(namespace)))
+        bench.create_namespace(kube, namespace)
         asyncio.run(bench.create_all(kube, namespace, items, None, {}))
 
     operators = []
