@@ -100,10 +100,18 @@ def install(helm: Any, node: NodeCluster, namespace: str, host: Any, *values: st
         namespace=namespace,
     )  # fmt: skip
     metrics_port, health_port = free_port(), free_port()
+    # Deny by default (docs/tenancy.md): the release grants its own namespace, and the one the
+    # cluster-wide test puts its CR in, the space of the examples on the implicit host.
+    grant = {
+        "name": f"{namespace}-team-a",
+        "spaces": ["team-a"],
+        "namespaces": {"names": [namespace, f"{namespace}-crs"]},
+    }
     t0 = time.monotonic()
     helm(
         "install", RELEASE, str(CHART), f"--kubeconfig={kube.kubeconfig}",
         "--namespace", namespace, *local_values(node, host, metrics_port, health_port),
+        "--set-json", f"grants={json.dumps([grant])}",
         *values, "--wait", "--timeout=100s",
     )  # fmt: skip
     print(f"helm install --wait: operator pod Ready in {time.monotonic() - t0:.1f}s")

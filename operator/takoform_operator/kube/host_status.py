@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.tenancy import GROUP, HOST_PLURAL, VERSION, HostConfig
 from takoform_operator.host_port import HostError, HostRejected, HostUnavailable, SecretNotFound
+from takoform_operator.kube.client_config import load_kube_config
 from takoform_spec.identity import FormRef
 
 
@@ -93,10 +94,9 @@ class HostStatusWriter:
 
     def __init__(self, api: Any = None) -> None:
         from kubernetes import client as k8s
-        from kubernetes import config as k8s_config
 
         if api is None:
-            k8s_config.load_config()  # type: ignore[no-untyped-call]
+            load_kube_config()
             api = k8s.CustomObjectsApi()
         self._api = api
 

@@ -23,6 +23,8 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from takoform_operator.kube.client_config import load_kube_config
+
 logger = logging.getLogger("takoform_operator.leader")
 
 
@@ -184,20 +186,6 @@ class _suppress_all:
 
     def __exit__(self, *exc: object) -> bool:
         return True
-
-
-def load_kube_config() -> None:
-    """The kubeconfig (KUBECONFIG or ~/.kube/config) when there is one, else the pod's
-    ServiceAccount: what the client's load_config does, without its print to stdout (which
-    would break JSON log lines)."""
-    import os
-
-    from kubernetes import config as k8s_config
-
-    if os.environ.get("KUBECONFIG") or os.path.exists(os.path.expanduser("~/.kube/config")):
-        k8s_config.load_kube_config()  # type: ignore[no-untyped-call]
-    else:
-        k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
 
 
 def coordination_api() -> k8s.CoordinationV1Api:

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from takoform_operator.host_port import HostUnavailable
+from takoform_operator.kube.client_config import load_kube_config
 
 
 class KubernetesSecretReader:
@@ -21,7 +21,7 @@ class KubernetesSecretReader:
 
     def __init__(self, namespace: str, api: Any = None) -> None:
         if api is None:
-            k8s_config.load_config()  # type: ignore[no-untyped-call]
+            load_kube_config()
             api = k8s.CoreV1Api()
         self._api = api
         self.namespace = namespace
