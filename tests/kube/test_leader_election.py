@@ -20,6 +20,7 @@ import pytest
 from fixtures_kube import KubeCluster, wait_until
 from operator_process import operator_process
 from processes import free_port
+from tenancy import granted
 
 pytestmark = [pytest.mark.kube, pytest.mark.host]
 
@@ -63,6 +64,8 @@ def replicas(
         api.put("/v1alpha3/spaces/team-a")
     started: dict[str, Replica] = {}
     with ExitStack() as stack:
+        # Deny by default (docs/tenancy.md): the namespace is granted the space it uses.
+        stack.enter_context(granted(kube_cluster, kube_namespace, ["team-a"]))
         for name in ("replica-a", "replica-b"):
             metrics_port, health_port = free_port(), free_port()
             log = tmp_path / f"{name}.log"
