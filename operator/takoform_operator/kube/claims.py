@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from takoform_operator.core.ownership import Claimant, Identity
+from takoform_operator.core.ownership import Claimant, Identity, owner
 from takoform_operator.core.tenancy import DEFAULT_HOST
 from takoform_operator.kube.crs import ANY_DEFAULT, claimant_of
 
@@ -40,15 +40,17 @@ class ClaimBook:
 
     def forget(self, uid: str) -> Sequence[Claimant]:
         """The CR is gone (or names nothing any more): it releases what it named. Returns the
-        other CRs that name the same identity (one of them may own it now)."""
+        CRs that may own the identity now: the others naming it, when the CR that went was
+        its owner; nobody's standing changes when a non-owner goes."""
         old = self._by_uid.pop(uid, None)
         if old is None:
             return ()
         holders = self._by_identity.get(old[0], {})
+        was_owner = (winner := owner(holders.values())) is not None and winner.uid == uid
         holders.pop(uid, None)
         if not holders:
             self._by_identity.pop(old[0], None)
-        return tuple(holders.values())
+        return tuple(holders.values()) if was_owner else ()
 
     def claimants(self, identity: Identity) -> Sequence[Claimant]:
         found = dict(self._by_identity.get(identity, {}))
