@@ -220,6 +220,24 @@ def test_pod_values_reach_the_pod(helm: Any) -> None:
     assert all(b["subjects"][0]["name"] == "ops" for b in bindings)
 
 
+def test_shard_selector_reaches_the_process_and_names_its_own_lease(helm: Any) -> None:
+    plain = render(helm)
+    env = {e["name"]: e.get("value") for e in _operator_env(plain)}
+    assert "TAKOFORM_SHARD_SELECTOR" not in env
+    sharded = render(helm, "shardSelector=takoform.io/shard in (a)", "leaderElection.enabled=true")
+    env = {e["name"]: e.get("value") for e in _operator_env(sharded)}
+    assert env["TAKOFORM_SHARD_SELECTOR"] == "takoform.io/shard in (a)"
+    # Each shard is its own release, hence its own Lease: two shards never wait on one leader.
+    assert env["TAKOFORM_LEASE_NAME"] == next(
+        doc["metadata"]["name"] for doc in sharded if doc["kind"] == "Deployment"
+    )
+
+
+def _operator_env(docs: list[Any]) -> list[Any]:
+    deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
+    return list(deployment["spec"]["template"]["spec"]["containers"][0]["env"])
+
+
 def test_service_monitor_keeps_the_crs_namespace_label(helm: Any) -> None:
     docs = render(helm, "metrics.serviceMonitor.enabled=true")
     monitor = next(doc for doc in docs if doc["kind"] == "ServiceMonitor")
