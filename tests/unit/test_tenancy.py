@@ -102,6 +102,30 @@ def test_no_grant_at_all_denies_and_names_namespace_space_host_and_the_grant_to_
 
 
 @pytest.mark.parametrize(
+    ("marked_default", "says"),
+    [
+        ((), "no TakoformHost is marked default"),
+        (("prod", "staging"), "2 TakoformHosts are marked default ('prod', 'staging')"),
+    ],
+)
+def test_without_a_host_the_message_says_why_none_is_the_default(
+    marked_default: tuple[str, ...], says: str
+) -> None:
+    denied = access(
+        namespace="ns-a",
+        namespace_labels={},
+        host=None,
+        host_ref=None,
+        space="team-a",
+        hosts=("prod", "staging"),
+        grants=GRANTS,
+        marked_default=marked_default,
+    )
+    assert denied is not None and denied.reason is Reason.HOST_NOT_FOUND
+    assert says in denied.message
+
+
+@pytest.mark.parametrize(
     ("operator", "values", "labels", "matches"),
     [
         ("In", ("a",), {"k": "a"}, True),
@@ -174,6 +198,9 @@ class FakeTenancy:
 
     def default_host(self) -> str | None:
         return self._default
+
+    def marked_default(self) -> Collection[str]:
+        return () if self._default is None else (self._default,)
 
     def hosts(self) -> Collection[str]:
         return tuple(self.ports)

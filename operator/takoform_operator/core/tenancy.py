@@ -9,7 +9,7 @@ read: `access` says why, and names the grant the admin must create. Pure: no kop
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
@@ -117,13 +117,23 @@ def access(
     space: str,
     hosts: Iterable[str],
     grants: Iterable[SpaceGrant],
+    marked_default: Collection[str] = (),
 ) -> Denied | None:
     """None when a grant lets `namespace` address `space` on `host`; else why not.
 
     `host` is the resolved host (the recorded one once claimed), `host_ref` what the spec said
-    (for the message), `hosts` the names of the hosts the operator knows."""
+    (for the message), `hosts` the names of the hosts the operator knows, `marked_default` those
+    marked default (more than one leaves no default)."""
     known = set(hosts)
     if host is None:
+        if len(marked_default) > 1:
+            names = ", ".join(repr(name) for name in sorted(marked_default))
+            return Denied(
+                Reason.HOST_NOT_FOUND,
+                f"spec.hostRef is not set and {len(marked_default)} TakoformHosts are marked "
+                f"default ({names}), so none is; nothing is sent. Remedy: set spec.hostRef, or "
+                "ask a cluster admin to leave spec.default: true on one of them.",
+            )
         return Denied(
             Reason.HOST_NOT_FOUND,
             "spec.hostRef is not set and no TakoformHost is marked default (spec.default: true); "

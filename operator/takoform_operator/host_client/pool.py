@@ -135,9 +135,13 @@ class HostPool:
     def configs(self) -> list[HostConfig]:
         return [entry.config for entry in self._entries.values()]
 
+    def marked_default(self) -> tuple[str, ...]:
+        """The TakoformHosts marked default (one is the default; two or more leave none)."""
+        return tuple(name for name, entry in self._entries.items() if entry.config.default)
+
     def default_host(self) -> str | None:
         """The one TakoformHost marked default; else the implicit host; None when two are."""
-        marked = [name for name, entry in self._entries.items() if entry.config.default]
+        marked = self.marked_default()
         if len(marked) == 1:
             return marked[0]
         if not marked and self._implicit is not None:

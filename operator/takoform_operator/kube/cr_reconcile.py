@@ -45,6 +45,8 @@ class Tenancy(Protocol):
 
     def default_host(self) -> str | None: ...
 
+    def marked_default(self) -> Collection[str]: ...
+
     def hosts(self) -> Collection[str]: ...
 
     def grants(self) -> Iterable[SpaceGrant]: ...
@@ -143,6 +145,7 @@ def _gate(desired: Desired, state: State, tenancy: Tenancy) -> Outcome | tuple[D
         space=space,
         hosts=tenancy.hosts(),
         grants=tenancy.grants(),
+        marked_default=tenancy.marked_default(),
     )
     if denied is not None:
         return refused(desired, state, denied.reason, denied.message)

@@ -35,6 +35,8 @@ class HostDirectory(Protocol):
 
     def default_host(self) -> str | None: ...
 
+    def marked_default(self) -> tuple[str, ...]: ...
+
     def port(self, name: str) -> HostPort: ...
 
 
@@ -92,6 +94,9 @@ class TenancyBook:
 
     def default_host(self) -> str | None:
         return self.pool.default_host()
+
+    def marked_default(self) -> tuple[str, ...]:
+        return self.pool.marked_default()
 
     def hosts(self) -> Collection[str]:
         return self.pool.names()
