@@ -274,11 +274,22 @@ class Journal:
     ready_uids: dict[str, list[str]] = field(default_factory=dict)
     # Observed from the host's database: every operation record ever seen, by seq.
     operations: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # Every uid the host's database ever recorded as deleted (it keeps the last one per name).
+    deleted_uids: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def read_db(db: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-    """(resources, operations, highest operation seq ever issued), read-only."""
+@dataclass
+class HostDb:
+    """A read-only look at the host's database."""
+
+    resources: list[dict[str, Any]]
+    operations: list[dict[str, Any]]
+    highest: int  # the highest operation seq ever issued
+    deleted_uids: set[str]  # uids the host records as deleted (the last one per name)
+
+
+def read_db(db: Path) -> HostDb:
     connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
     connection.row_factory = sqlite3.Row
     try:
@@ -287,18 +298,20 @@ def read_db(db: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
         row = connection.execute(
             "SELECT seq FROM sqlite_sequence WHERE name = 'operations'"
         ).fetchone()
+        deleted = {r["uid"] for r in connection.execute("SELECT uid FROM deleted_uids")}
     finally:
         connection.close()
     for resource in resources:
         resource["doc"] = json.loads(resource["doc"])
-    return resources, operations, int(row["seq"]) if row else 0
+    return HostDb(resources, operations, int(row["seq"]) if row else 0, deleted)
 
 
 def snapshot_operations(host: Host, journal: Journal) -> None:
-    _, operations, _ = read_db(host.db)
+    db = read_db(host.db)
     with journal.lock:
-        for op in operations:
+        for op in db.operations:
             journal.operations[op["seq"]] = op
+        journal.deleted_uids |= db.deleted_uids
 
 
 def observe_crs(kube: Kube, journal: Journal) -> None:
@@ -659,11 +672,14 @@ def check(journal: Journal, kube: Kube, host: Host) -> Verdict:
     """The invariants, from the host's database and the CRs only (docs/soak.md)."""
     verdict = Verdict()
     items = kube.list_all()
-    resources, operations, highest = read_db(host.db)
+    db = read_db(host.db)
+    resources, operations, highest = db.resources, db.operations, db.highest
     with journal.lock:
         for op in operations:
             journal.operations[op["seq"]] = op
+        journal.deleted_uids |= db.deleted_uids
         seen_ops = dict(journal.operations)
+        host_deleted = set(journal.deleted_uids)
     mine = [r for r in resources if r["space"] == SPACE]
     by_cr_uid = {cr.uid: cr for cr in journal.crs.values()}
     by_target = {(r["kind"], r["name"]): r for r in mine}
@@ -792,19 +808,25 @@ def check(journal: Journal, kube: Kube, host: Host) -> Verdict:
     unsettled = []
     present = {r["uid"] for r in mine}
     bound = {(items[k].get("status") or {}).get("uid") for k in items}
-    deleted_uids = {
+    # A delete whose record expired between two snapshots is still a deletion: the host's
+    # deleted_uids table is the evidence.
+    deleted_uids = host_deleted | {
         op["resource_uid"] for op in seen_ops.values()
         if op["verb"] == "delete" and op["state"] == "succeeded"
     }  # fmt: skip
     injected = {u for cr in journal.crs.values() for u in cr.recreated + cr.oob_deleted}
     orphan_uids = {cr.uid for cr in journal.crs.values() if cr.policy == "Orphan" and cr.deleted}
     still = {op["seq"] for op in operations}
+    settled_unobserved = 0
     for seq, op in sorted(seen_ops.items()):
         where = f"op {op['id']} ({op['verb']} {op['kind']}/{op['name']}, {op['state']})"
         if op["state"] == "running":
-            unsettled.append(
-                f"{where} still running" + ("" if seq in still else " when it expired")
-            )
+            if seq in still:
+                unsettled.append(f"{where} still running")
+            else:
+                # The host expires only settled records: last seen running, then gone, means it
+                # settled between two snapshots with an outcome nobody saw.
+                settled_unobserved += 1
             continue
         if op["verb"] != "create" or op["state"] != "succeeded":
             continue
@@ -824,7 +846,8 @@ def check(journal: Journal, kube: Kube, host: Host) -> Verdict:
         "every operation the host accepted is settled in some CR's state or still recorded",
         unsettled,
         f"{highest} accepted, {len(still)} still recorded, {len(seen_ops) - len(still)} "
-        f"expired after being observed, {unobserved} expired unobserved (not judged)",
+        f"expired after being observed ({settled_unobserved} of them last seen running: settled "
+        f"unobserved), {unobserved} expired unobserved (not judged)",
     )
     return verdict
 
