@@ -45,6 +45,7 @@ from takoform_operator.core.state import (
     Verb,
 )
 from takoform_operator.core.tenancy import SpaceGrant
+from takoform_operator.kube.claims import ClaimBook
 from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.kube.crs import InvalidCustomResource, desired_from_cr, status_patch
 from takoform_operator.registry_data import load_registry
@@ -390,3 +391,21 @@ def test_observe_only_withholds_every_verb() -> None:
         assert decision.action is None
         full = observe_only(desired(), Decision(decided, action), Observation(), REGISTRY)
         assert full.action is action
+
+
+def test_a_paused_cr_keeps_its_claim() -> None:
+    """Ownership is decided on every CR, paused or not: a paused owner is still the owner, so
+    no other CR can take its host resource over while it is paused."""
+    book = ClaimBook()
+    paused_owner = {**_body({"takoform.io/paused": "true"}), "status": _bound_status()}
+    book.observe(paused_owner)
+    rival = _body(resourceName="logs")
+    rival["metadata"] = {**rival["metadata"], "uid": "cr-2", "name": "rival"}
+    book.observe(rival)
+    identity = Identity("team-a", BUCKET, "logs", "default")
+    claimants = {c.uid: c for c in book.claimants(identity)}
+    assert claimants["cr-1"].claimed and not claimants["cr-2"].claimed
+    want = replace(desired_from_cr(rival), host="default")
+    outcome = plan(want, State(), REGISTRY, list(claimants.values()))
+    assert isinstance(outcome, Outcome)
+    assert outcome.asserted()[ConditionType.BLOCKED] is Reason.ALREADY_MANAGED
