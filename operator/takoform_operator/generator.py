@@ -17,6 +17,7 @@ import yaml
 from takoform_operator import generator_tenancy
 from takoform_operator.core.conditions import ConditionType
 from takoform_operator.core.registry import Registry
+from takoform_operator.core.state import ManagementPolicy
 from takoform_operator.registry_data import registry_document
 from takoform_spec.catalog import Catalog
 from takoform_spec.definitions import FieldSpec, FormDefinition
@@ -362,6 +363,16 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
                 "description": "Delete the host resource when this CR is deleted (Delete), or "
                 "leave it on the host (Orphan).",
             },
+            "managementPolicy": {
+                "type": "string",
+                "enum": [str(policy) for policy in ManagementPolicy],
+                "default": str(ManagementPolicy.FULL),
+                "description": "Full: the operator creates, updates and deletes the host "
+                "resource. Observe: it only reads the exact resource (import it with importId), "
+                "fills the status and reports drift from parameters (Drifted SpecDrift) without "
+                "repairing it; it never creates, updates or deletes, and deleting the CR leaves "
+                "the host resource. Observe then Full is the safe import path.",
+            },
             "importId": {
                 "type": "string",
                 "description": "Adopt an existing host resource instead of creating one: NAME, "
@@ -418,6 +429,12 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
                             "priority": 1,
                         },
                         {"name": "UID", "type": "string", "jsonPath": ".status.uid", "priority": 1},
+                        {
+                            "name": "Policy",
+                            "type": "string",
+                            "jsonPath": ".spec.managementPolicy",
+                            "priority": 1,
+                        },
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                     "schema": {

@@ -42,7 +42,8 @@ class Metrics:
         self.registry = registry
         self.reconciles = Counter(
             "takoform_reconciles",
-            "Reconciles run, by kind and result (ready, pending, blocked, degraded, finalized).",
+            "Reconciles run, by kind and result (ready, pending, blocked, degraded, paused, "
+            "finalized).",
             ["kind", "result"],
             registry=self.registry,
         )
@@ -104,6 +105,8 @@ class Metrics:
         result = _result(outcome, true)
         self.reconciles.labels(kind=labels["kind"], result=result).inc()
         self.duration.labels(kind=labels["kind"]).observe(seconds)
+        if outcome.holds_conditions:
+            return  # paused: nothing was observed, the series keep their last value
         for reason in _HOST_TROUBLE & set(true.values()):
             self.host_errors.labels(kind=labels["kind"], reason=str(reason)).inc()
         previous = self._blocked_reasons.pop(key, None)
@@ -144,6 +147,8 @@ class Metrics:
 def _result(outcome: Outcome, true: dict[ConditionType, Reason]) -> str:
     if outcome.finalized:
         return "finalized"
+    if outcome.holds_conditions:
+        return "paused"
     if ConditionType.BLOCKED in true:
         return "blocked"
     if ConditionType.DEGRADED in true:

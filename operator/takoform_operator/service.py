@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.ownership import Claimant
+from takoform_operator.core.policy import hold, observe_only
 from takoform_operator.core.reconcile import (
     RETRY_LATER,
     Decision,
@@ -48,7 +49,11 @@ async def reconcile_once(
 ) -> Outcome:
     """Observe, decide, act at most once. Never raises for host trouble: it becomes an Outcome
     that keeps the state and says when to look again. `claimants`: the CRs that name the same
-    identity (the ownership index); a CR that does not own its identity sends nothing."""
+    identity (the ownership index); a CR that does not own its identity sends nothing. A
+    paused CR sends nothing at all, and an Observe CR never a mutation (core.policy)."""
+    held = hold(desired, state)
+    if held is not None:
+        return held
     planned = plan(desired, state, registry, claimants)
     if isinstance(planned, Outcome):
         return planned
@@ -67,9 +72,9 @@ async def reconcile_once(
         return _trouble(state, Reason.HOST_REJECTED, f"the host refused the read: {exc}")
     except (HostRejected, HostProtocolError) as exc:
         return _trouble(state, Reason.HOST_REJECTED, f"the host answer is unusable: {exc}")
-    decision = decide(
-        desired, state, planned, Observation(operation, resource, operations), registry
-    )
+    seen = Observation(operation, resource, operations)
+    decision = decide(desired, state, planned, seen, registry)
+    decision = observe_only(desired, decision, seen, registry)
     if decision.action is None:
         return decision.outcome
     return await _act(desired, decision, host)

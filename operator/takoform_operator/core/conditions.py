@@ -51,6 +51,10 @@ class Reason(StrEnum):
     IDENTITY_CHANGED = "IdentityChanged"
     SPACE_NOT_GRANTED = "SpaceNotGranted"
     HOST_NOT_FOUND = "HostNotFound"
+    # core.policy: a paused CR, and what Observe reports instead of a mutation.
+    PAUSED = "Paused"
+    RESUMED = "Resumed"
+    OBSERVED_RESOURCE_MISSING = "ObservedResourceMissing"
 
 
 @dataclass(frozen=True)
@@ -67,9 +71,12 @@ def merge_conditions(
     *,
     now: str,
     observed_generation: int,
+    keep_unnamed: bool = False,
 ) -> list[dict[str, Any]]:
     """The new conditions list. lastTransitionTime moves only when the status flips; types not
-    in `current` are reported False with the last reason they had, so nothing lingers True."""
+    in `current` are reported False with the last reason they had, so nothing lingers True.
+    With `keep_unnamed` (nothing was observed: a paused CR) they keep their last value as is.
+    A condition that reported a pause and is not named again is dropped: the pause is over."""
     before = {c.get("type"): c for c in previous or ()}
     given = {c.type: c for c in current}
     merged: list[dict[str, Any]] = []
@@ -78,6 +85,11 @@ def merge_conditions(
         old = before.get(str(kind))
         if new is None:
             if old is None:
+                continue
+            if keep_unnamed:
+                merged.append(dict(old))
+                continue
+            if old.get("reason") == Reason.PAUSED:
                 continue
             # No longer asserted: it turns False, keeping the reason that was last true.
             status, reason, message = "False", str(old.get("reason") or ""), ""

@@ -147,6 +147,9 @@ class Outcome:
     finalized: bool = False
     #: Nothing was sent: persist this state, then reconcile again at once (a recorded claim).
     continue_now: bool = False
+    #: Nothing was observed (a paused CR, core.policy): conditions not named here keep their
+    #: last value, and the status does not claim to reflect the current generation.
+    holds_conditions: bool = False
 
     def asserted(self) -> dict[ConditionType, Reason]:
         """The reason of every condition this outcome sets True, by type."""

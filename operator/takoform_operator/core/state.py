@@ -30,6 +30,13 @@ class DeletionPolicy(StrEnum):
     ORPHAN = "Orphan"
 
 
+class ManagementPolicy(StrEnum):
+    """spec.managementPolicy: Full sends mutations; Observe only reads (core.policy)."""
+
+    FULL = "Full"
+    OBSERVE = "Observe"
+
+
 class StateUnreadable(TakoformError):
     """The CR's status does not hold a state this operator wrote (hand-edited or corrupted)."""
 
@@ -162,6 +169,9 @@ class Desired:
     host_ref: str | None = None
     #: The host the spec resolves to now (spec.hostRef, or the default host's name).
     host: str = DEFAULT_HOST
+    #: Annotation takoform.io/paused is "true": nothing is sent to the host (core.policy).
+    paused: bool = False
+    management: ManagementPolicy = ManagementPolicy.FULL
 
 
 class OpState(StrEnum):

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.ownership import Claimant, Identity
+from takoform_operator.core.policy import hold
 from takoform_operator.core.reconcile import Outcome, degraded, host_of, identity_of, refused
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import (
@@ -106,6 +107,13 @@ async def reconcile_cr_body(
             return CrOutcome(outcome, _patch(outcome, status, now, generation))
     if deleting and not desired.deleting:
         desired = replace(desired, deleting=True)
+    held = hold(desired, state)
+    if held is not None:
+        # Before the tenancy gate: a paused CR reports its pause, and a deletion that sends
+        # nothing needs no grant (reconcile_once checks the same for its other callers).
+        if held.finalized:
+            return CrOutcome(held, None)
+        return CrOutcome(held, _patch(held, status, now, generation))
     if tenancy is not None:
         gate = _gate(desired, state, tenancy)
         if isinstance(gate, Outcome):

@@ -10,8 +10,15 @@ from typing import Any
 
 from takoform_operator.core.conditions import merge_conditions
 from takoform_operator.core.ownership import Claimant, Identity
+from takoform_operator.core.policy import PAUSED_ANNOTATION, PAUSED_VALUE
 from takoform_operator.core.reconcile import Outcome
-from takoform_operator.core.state import DeletionPolicy, Desired, Requested, state_to_status
+from takoform_operator.core.state import (
+    DeletionPolicy,
+    Desired,
+    ManagementPolicy,
+    Requested,
+    state_to_status,
+)
 from takoform_operator.core.tenancy import DEFAULT_HOST
 from takoform_spec.errors import InvalidIdentity
 from takoform_spec.identity import (
@@ -50,6 +57,13 @@ def desired_from_cr(body: Mapping[str, Any]) -> Desired:
         deletion_policy = DeletionPolicy(policy)
     except ValueError:
         raise InvalidCustomResource(f"deletionPolicy {policy!r} is not Delete or Orphan") from None
+    management = spec.get("managementPolicy") or ManagementPolicy.FULL.value
+    try:
+        management_policy = ManagementPolicy(management)
+    except ValueError:
+        raise InvalidCustomResource(
+            f"managementPolicy {management!r} is not Full or Observe"
+        ) from None
     annotations = metadata.get("annotations") or {}
     host_ref = spec.get("hostRef") or None
     if host_ref is not None and not isinstance(host_ref, str):
@@ -72,6 +86,23 @@ def desired_from_cr(body: Mapping[str, Any]) -> Desired:
         host_ref=host_ref,
         # The default host's name is resolved by the caller (kube.tenancy) before any use.
         host=host_ref or DEFAULT_HOST,
+        paused=_paused(annotations),
+        management=management_policy,
+    )
+
+
+def _paused(annotations: Mapping[str, Any]) -> bool:
+    """takoform.io/paused: "true" pauses, "false" (or no annotation) does not. Any other value
+    is refused rather than guessed: a CR whose pause is unclear sends nothing until it is
+    fixed, and says why."""
+    value = annotations.get(PAUSED_ANNOTATION)
+    if value is None or value == "false":
+        return False
+    if value == PAUSED_VALUE:
+        return True
+    raise InvalidCustomResource(
+        f'annotation {PAUSED_ANNOTATION} must be "true" (pause) or "false"; got {value!r}. '
+        "Nothing is sent to the host until it is fixed or removed"
     )
 
 
@@ -126,14 +157,21 @@ def status_patch(
     cr_generation: int,
 ) -> dict[str, Any]:
     """The merge-patch body of the CR's status for an outcome. Cleared values are nulls, so the
-    patch removes them; the condition list is replaced whole."""
-    return {
+    patch removes them; the condition list is replaced whole. An outcome that observed nothing
+    (`holds_conditions`: a paused CR) leaves observedGeneration where it was."""
+    patch = {
         **state_to_status(outcome.state),
         "conditions": merge_conditions(
-            previous_conditions, outcome.conditions, now=now, observed_generation=cr_generation
+            previous_conditions,
+            outcome.conditions,
+            now=now,
+            observed_generation=cr_generation,
+            keep_unnamed=outcome.holds_conditions,
         ),
-        "observedGeneration": cr_generation,
     }
+    if not outcome.holds_conditions:
+        patch["observedGeneration"] = cr_generation
+    return patch
 
 
 def claimant_of(body: Mapping[str, Any]) -> tuple[Identity, Claimant] | None:

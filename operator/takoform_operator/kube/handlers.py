@@ -20,7 +20,8 @@ from typing import Any, cast
 
 import kopf
 
-from takoform_operator.core.conditions import transitions
+from takoform_operator.core.conditions import ConditionType, Reason, transitions
+from takoform_operator.core.policy import PAUSED_ANNOTATION
 from takoform_operator.core.reconcile import POLL_PENDING, RETRY_LATER, RETRY_WRITE, Outcome
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.tenancy import GRANT_PLURAL, GROUP, HOST_PLURAL, VERSION
@@ -138,7 +139,13 @@ def _post_transitions(
     body: Mapping[str, Any], before: list[dict[str, Any]] | None, after: list[dict[str, Any]]
 ) -> None:
     """Events for the transitions a human acts on: a Warning when trouble starts, a Normal
-    Event when it clears. Becoming Ready is in the status and needs no Event."""
+    Event when it clears, one Normal Event when a pause starts or ends. Becoming Ready is in
+    the status and needs no Event."""
+    was_paused, now_paused = _pause_of(before), _pause_of(after)
+    if now_paused is not None and was_paused is None:
+        _post(body, "Normal", str(Reason.PAUSED), now_paused)
+    elif was_paused is not None and now_paused is None:
+        _post(body, "Normal", str(Reason.RESUMED), "reconciliation resumed: the pause is over")
     for condition in transitions(before, after):
         kind, true = condition["type"], condition["status"] == "True"
         if kind in _WARNING_CONDITIONS:
@@ -146,6 +153,16 @@ def _post_transitions(
                 _post(body, "Warning", str(condition["reason"]), condition["message"])
             else:
                 _post(body, "Normal", str(condition["reason"]), f"{kind} cleared")
+
+
+def _pause_of(conditions: list[dict[str, Any]] | None) -> str | None:
+    """The message of the condition reporting a pause (core.policy), or None."""
+    for condition in conditions or ():
+        if condition.get("type") == ConditionType.RECONCILING and (
+            condition.get("reason") == Reason.PAUSED
+        ):
+            return str(condition.get("message") or "")
+    return None
 
 
 def _where(body: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
@@ -238,7 +255,7 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
     runtime.loops = ReconcileLoops(
         step,
         concurrency=runtime.settings.max_concurrent_reconciles,
-        watched_annotations=(ACCEPT_UID_ANNOTATION,),
+        watched_annotations=(ACCEPT_UID_ANNOTATION, PAUSED_ANNOTATION),
         finalizer=FINALIZER,
     )
     loops = runtime.loops

@@ -1,0 +1,146 @@
+"""What a CR allows the reconcile to send: the pause annotation and spec.managementPolicy.
+
+Pure, like the rest of the core. Two steps frame the reconcile of core.reconcile:
+
+    hold()          before anything is planned: a deletion that needs no host call is let go
+                    (deletionPolicy Orphan, managementPolicy Observe); a paused CR sends nothing
+                    at all, not even a read
+    observe_only()  after decide(): under managementPolicy Observe a mutation is never sent;
+                    what it would have repaired is reported instead
+
+Neither changes what the core decides about identity, ownership or the rule 6/7 tables: Observe
+reads the exact recorded identity exactly as Full does and only withholds the mutation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .conditions import Condition, ConditionType, Reason
+from .errors import CodecError
+from .reconcile import (
+    POLL_READY,
+    Create,
+    Decision,
+    Delete,
+    Observation,
+    Outcome,
+    Update,
+    degraded,
+    not_ready,
+)
+from .registry import Registry
+from .state import DeletionPolicy, Desired, ManagementPolicy, State
+
+#: The annotation that pauses a CR, and the only value that does.
+PAUSED_ANNOTATION = "takoform.io/paused"
+PAUSED_VALUE = "true"
+
+
+def releases_without_host_call(desired: Desired) -> bool:
+    """A deletion that leaves the host resource alone: Orphan, or an Observe CR (it never
+    mutates, and deleting the CR is no exception)."""
+    return (
+        desired.deletion_policy is DeletionPolicy.ORPHAN
+        or desired.management is ManagementPolicy.OBSERVE
+    )
+
+
+def hold(desired: Desired, state: State) -> Outcome | None:
+    """The outcome of a CR that must send nothing this time, or None to go on and plan."""
+    if desired.deleting and releases_without_host_call(desired):
+        # Forget without a host call (a paused CR too: nothing is sent either way).
+        return Outcome(state=state, conditions=(), requeue_after=None, finalized=True)
+    if desired.paused:
+        return paused(desired, state)
+    return None
+
+
+def paused(desired: Desired, state: State) -> Outcome:
+    """Reconciling False, reason Paused; every other condition keeps its last value (nothing
+    was observed, so nothing new can be said about the host). No requeue: removing the
+    annotation wakes the CR (kube.loops watches it)."""
+    message = (
+        f'paused by the annotation {PAUSED_ANNOTATION}: "{PAUSED_VALUE}": nothing is sent to the '
+        "host, not even a read; remove the annotation to resume"
+    )
+    conditions = [Condition(ConditionType.RECONCILING, False, Reason.PAUSED, message)]
+    if desired.deleting:
+        waiting = (
+            "the deletion waits while the CR is paused (deletionPolicy Orphan lets it go "
+            "without a host call)"
+        )
+        conditions.append(Condition(ConditionType.DELETING, True, Reason.PAUSED, waiting))
+    return Outcome(
+        state=state, conditions=tuple(conditions), requeue_after=None, holds_conditions=True
+    )
+
+
+def observe_only(
+    desired: Desired, decision: Decision, seen: Observation, registry: Registry
+) -> Decision:
+    """Under managementPolicy Observe: the decision without its mutation, and what the
+    mutation would have done reported instead. Under Full: the decision as it is."""
+    if desired.management is not ManagementPolicy.OBSERVE:
+        return decision
+    outcome = decision.outcome
+    action = decision.action
+    if isinstance(action, Update):
+        return Decision(_spec_drift(outcome, action, seen, registry))
+    if isinstance(action, Create) or _repairs_a_deletion(outcome):
+        return Decision(_missing(desired, outcome))
+    if isinstance(action, Delete):
+        # Unreachable (hold() lets an Observe deletion go first); never sent regardless.
+        return Decision(replace(outcome, conditions=(), requeue_after=None, finalized=True))
+    return decision
+
+
+def _spec_drift(outcome: Outcome, action: Update, seen: Observation, registry: Registry) -> Outcome:
+    changed = _changed_fields(action, seen, registry)
+    message = (
+        f"the host spec differs from spec.parameters in {', '.join(changed) or 'some fields'} "
+        f"under {action.target.form_ref.definition_version}; not repaired: "
+        "spec.managementPolicy is Observe (switch it to Full to update the host)"
+    )
+    reported = not_ready(
+        outcome.state, ConditionType.DRIFTED, Reason.SPEC_DRIFT, message, POLL_READY
+    )
+    return _carry_events(reported, outcome)
+
+
+def _changed_fields(action: Update, seen: Observation, registry: Registry) -> list[str]:
+    resource = seen.resource
+    if resource is None:
+        return []
+    codec = registry.codec_for(resource.form_ref)
+    try:
+        current = codec.normalize(resource.form_ref, codec.decode(resource.form_ref, resource.spec))
+    except CodecError:
+        return []
+    wanted = action.spec
+    return sorted(k for k in set(wanted) | set(current) if wanted.get(k) != current.get(k))
+
+
+def _repairs_a_deletion(outcome: Outcome) -> bool:
+    """The core concluded the bound resource is gone and will be created again."""
+    return outcome.asserted().get(ConditionType.DRIFTED) is Reason.RESOURCE_DELETED
+
+
+def _missing(desired: Desired, outcome: Outcome) -> Outcome:
+    state = outcome.state
+    where = f"{state.name or desired.name} in space {state.space or desired.space}" + (
+        f" under {state.form_ref}" if state.form_ref is not None else ""
+    )
+    message = (
+        f"the observed host resource {where} does not exist; spec.managementPolicy is Observe, "
+        "so it is not created. Remedies: create it on the host, or switch spec.managementPolicy "
+        "to Full to let the operator create it"
+    )
+    reported = degraded(state, Reason.OBSERVED_RESOURCE_MISSING, message, POLL_READY)
+    return _carry_events(reported, outcome)
+
+
+def _carry_events(reported: Outcome, decided: Outcome) -> Outcome:
+    """Keep the Normal events of what was concluded (an import, an accepted rebind)."""
+    kept = tuple(e for e in decided.events if e.type == "Normal")
+    return replace(reported, events=(*kept, *reported.events))

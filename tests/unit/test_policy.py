@@ -1,0 +1,411 @@
+"""The pause annotation and spec.managementPolicy (core.policy), through the core's public steps.
+
+Pause: nothing is planned, so nothing can be sent; deletion waits unless it needs no host call.
+Observe: whatever the reconcile concludes, the decision never carries a mutation; what the
+mutation would have repaired is reported with the closed condition set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from takoform_operator.core.conditions import (
+    Condition,
+    ConditionType,
+    Reason,
+    merge_conditions,
+)
+from takoform_operator.core.import_id import canonical_import_id
+from takoform_operator.core.ownership import Claimant, Identity
+from takoform_operator.core.policy import hold, observe_only
+from takoform_operator.core.reconcile import (
+    Create,
+    Decision,
+    Delete,
+    Observation,
+    Outcome,
+    Plan,
+    Target,
+    Update,
+    decide,
+    plan,
+)
+from takoform_operator.core.state import (
+    DeletionPolicy,
+    Desired,
+    ManagementPolicy,
+    OperationView,
+    OpState,
+    Pending,
+    ResourceView,
+    State,
+    Verb,
+)
+from takoform_operator.core.tenancy import SpaceGrant
+from takoform_operator.kube.claims import ClaimBook
+from takoform_operator.kube.cr_reconcile import reconcile_cr_body
+from takoform_operator.kube.crs import InvalidCustomResource, desired_from_cr, status_patch
+from takoform_operator.registry_data import load_registry
+from takoform_operator.service import reconcile_once
+from takoform_spec.identity import FormLine
+
+REGISTRY = load_registry()
+BUCKET = FormLine("storage.takoform.io/v1", "Bucket")
+REF = REGISTRY.default_create_ref(BUCKET)
+assert REF is not None
+SPEC = {"region": "eu-west-1", "sizeGiB": 10}
+OBSERVE = ManagementPolicy.OBSERVE
+
+
+def desired(**changes: Any) -> Desired:
+    base = Desired(
+        cr_uid="cr-1", cr_generation=1, line=BUCKET, space="team-a", name="logs", parameters=SPEC
+    )
+    return replace(base, **changes)
+
+
+def served(spec: dict[str, Any] | None = None, uid: str = "uid-1") -> ResourceView:
+    return ResourceView(
+        form_ref=REF,
+        space="team-a",
+        name="logs",
+        uid=uid,
+        generation="1",
+        revision="1",
+        spec=dict(spec or SPEC),
+        outputs={"endpoint": "https://logs.example"},
+    )
+
+
+CLAIMED = State(form_ref=REF, host="default", space="team-a", name="logs")
+BOUND = replace(CLAIMED, uid="uid-1", generation="1", revision="1")
+PENDING = replace(BOUND, pending=Pending("op-1", Verb.UPDATE))
+#: Every kind of recorded state a paused CR can be in.
+STATES = {"fresh": State(), "claimed": CLAIMED, "bound": BOUND, "pending": PENDING}
+
+
+class NoCalls:
+    """A host port that fails the test on any call: a paused CR must send nothing at all."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.calls.append(name)
+        raise AssertionError(f"host call {name} while paused")
+
+
+# -- pause ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("state", STATES.values(), ids=STATES.keys())
+@pytest.mark.parametrize("policy", list(ManagementPolicy))
+async def test_a_paused_cr_sends_nothing_not_even_a_read(
+    state: State, policy: ManagementPolicy
+) -> None:
+    host = NoCalls()
+    outcome = await reconcile_once(desired(paused=True, management=policy), state, host, REGISTRY)
+    assert host.calls == []
+    assert outcome.state == state, "the state (the pending operation too) is kept as it was"
+    assert outcome.conditions == (
+        Condition(ConditionType.RECONCILING, False, Reason.PAUSED, outcome.conditions[0].message),
+    )
+    assert "takoform.io/paused" in outcome.conditions[0].message
+    assert outcome.holds_conditions and outcome.requeue_after is None and not outcome.finalized
+
+
+@pytest.mark.parametrize("state", STATES.values(), ids=STATES.keys())
+async def test_a_paused_deletion_waits_unless_it_needs_no_host_call(state: State) -> None:
+    host = NoCalls()
+    waiting = await reconcile_once(desired(paused=True, deleting=True), state, host, REGISTRY)
+    assert not waiting.finalized, "the finalizer stays: the deletion waits for the pause to end"
+    assert waiting.asserted() == {ConditionType.DELETING: Reason.PAUSED}
+    for releasing in (
+        desired(paused=True, deleting=True, deletion_policy=DeletionPolicy.ORPHAN),
+        desired(paused=True, deleting=True, management=OBSERVE),
+    ):
+        outcome = await reconcile_once(releasing, state, host, REGISTRY)
+        assert outcome.finalized and outcome.state == state
+    assert host.calls == []
+
+
+def test_a_pause_keeps_the_last_known_conditions_and_ends_without_a_trace() -> None:
+    ready = merge_conditions(
+        None,
+        [Condition(ConditionType.READY, True, Reason.AVAILABLE, "up to date")],
+        now="t1",
+        observed_generation=1,
+    )
+    held = hold(desired(paused=True), BOUND)
+    assert held is not None
+    paused = merge_conditions(
+        ready, held.conditions, now="t2", observed_generation=2, keep_unnamed=True
+    )
+    by_type = {c["type"]: c for c in paused}
+    assert by_type["Ready"] == ready[0], "Ready keeps its last value, generation and time"
+    assert (by_type["Reconciling"]["status"], by_type["Reconciling"]["reason"]) == (
+        "False",
+        "Paused",
+    )
+    resumed = merge_conditions(
+        paused,
+        [Condition(ConditionType.READY, True, Reason.AVAILABLE, "up to date")],
+        now="t3",
+        observed_generation=2,
+    )
+    assert [c["type"] for c in resumed] == ["Ready"], "the pause is over: its condition goes"
+    assert resumed[0]["lastTransitionTime"] == "t1"
+
+
+def test_a_paused_status_does_not_claim_the_current_generation() -> None:
+    held = hold(desired(paused=True), BOUND)
+    assert held is not None
+    patch = status_patch(held, None, now="t", cr_generation=4)
+    assert "observedGeneration" not in patch
+    assert patch["uid"] == "uid-1", "the state is written as it was"
+    working = Outcome(state=BOUND, conditions=(), requeue_after=None)
+    assert status_patch(working, None, now="t", cr_generation=4)["observedGeneration"] == 4
+
+
+def _body(annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": BUCKET.api_version,
+        "kind": BUCKET.kind,
+        "metadata": {
+            "name": "logs",
+            "namespace": "demo",
+            "uid": "cr-1",
+            "generation": 1,
+            "annotations": annotations or {},
+        },
+        "spec": {"space": "team-a", "parameters": SPEC, **spec},
+    }
+
+
+def test_the_pause_annotation_and_the_policy_are_read_from_the_cr() -> None:
+    assert desired_from_cr(_body({"takoform.io/paused": "true"})).paused
+    assert not desired_from_cr(_body({"takoform.io/paused": "false"})).paused
+    assert not desired_from_cr(_body()).paused
+    assert desired_from_cr(_body()).management is ManagementPolicy.FULL
+    assert desired_from_cr(_body(managementPolicy="Observe")).management is OBSERVE
+
+
+@pytest.mark.parametrize(
+    ("annotations", "spec", "named"),
+    [
+        ({"takoform.io/paused": "True"}, {}, "takoform.io/paused"),
+        ({"takoform.io/paused": "yes"}, {}, "takoform.io/paused"),
+        ({"takoform.io/paused": ""}, {}, "takoform.io/paused"),
+        ({}, {"managementPolicy": "ReadOnly"}, "managementPolicy"),
+    ],
+)
+def test_an_unclear_pause_or_policy_is_refused(
+    annotations: dict[str, str], spec: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(InvalidCustomResource, match=named):
+        desired_from_cr(_body(annotations, **spec))
+
+
+class Policy:
+    """Tenancy with no grant at all: every request would be refused."""
+
+    def default_host(self) -> str | None:
+        return "default"
+
+    def hosts(self) -> set[str]:
+        return {"default"}
+
+    def grants(self) -> list[SpaceGrant]:
+        return []
+
+    def namespace_labels(self, namespace: str) -> dict[str, str]:
+        return {}
+
+    def port(self, host: str) -> Any:
+        return NoCalls()
+
+
+class Claims:
+    def claimants(self, identity: Identity) -> list[Claimant]:
+        return []
+
+
+def _bound_status() -> dict[str, Any]:
+    return {
+        "formRef": REF.to_json(),
+        "host": "default",
+        "space": "team-a",
+        "name": "logs",
+        "uid": "uid-1",
+        "conditions": [{"type": "Ready", "status": "True", "reason": "Available"}],
+    }
+
+
+async def test_a_paused_cr_reports_its_pause_before_any_tenancy_check() -> None:
+    body = {**_body({"takoform.io/paused": "true"}), "status": _bound_status()}
+    result = await reconcile_cr_body(body, NoCalls(), REGISTRY, Claims(), now="t", tenancy=Policy())
+    assert result.outcome.asserted() == {}
+    assert result.status is not None
+    conditions = {c["type"]: c for c in result.status["conditions"]}
+    assert conditions["Ready"]["status"] == "True", "Ready keeps its last known value"
+    assert conditions["Reconciling"]["reason"] == "Paused"
+
+
+async def test_an_invalid_pause_value_is_reported_and_sends_nothing() -> None:
+    body = {**_body({"takoform.io/paused": "yes"}), "status": _bound_status()}
+    result = await reconcile_cr_body(body, NoCalls(), REGISTRY, Claims(), now="t")
+    assert result.outcome.asserted()[ConditionType.DEGRADED] is Reason.INVALID_SPEC
+
+
+async def test_an_observe_deletion_needs_no_grant_and_no_host_call() -> None:
+    body = _body(managementPolicy="Observe")
+    body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    body["status"] = _bound_status()
+    result = await reconcile_cr_body(body, NoCalls(), REGISTRY, Claims(), now="t", tenancy=Policy())
+    assert result.outcome.finalized and result.status is None
+
+
+# -- Observe -------------------------------------------------------------------------------------
+
+
+def observed(want: Desired, state: State, seen: Observation) -> Decision:
+    """One reconcile as the service runs it: plan (a recorded claim followed at once), decide,
+    then the policy."""
+    planned = plan(want, state, REGISTRY)
+    while isinstance(planned, Outcome) and planned.continue_now:
+        state = planned.state
+        planned = plan(want, state, REGISTRY)
+    assert isinstance(planned, Plan), planned
+    return observe_only(want, decide(want, state, planned, seen, REGISTRY), seen, REGISTRY)
+
+
+def test_observe_reports_drift_instead_of_updating() -> None:
+    full = observed(desired(), BOUND, Observation(resource=served({**SPEC, "sizeGiB": 20})))
+    assert isinstance(full.action, Update), "under Full the same reconcile updates"
+    watched = desired(management=OBSERVE)
+    decision = observed(watched, BOUND, Observation(resource=served({**SPEC, "sizeGiB": 20})))
+    assert decision.action is None
+    assert decision.outcome.asserted() == {ConditionType.DRIFTED: Reason.SPEC_DRIFT}
+    drift = next(c for c in decision.outcome.conditions if c.type is ConditionType.DRIFTED)
+    assert "sizeGiB" in drift.message and "region" not in drift.message
+    assert decision.outcome.state.outputs == {"endpoint": "https://logs.example"}, "status filled"
+    assert decision.outcome.requeue_after is not None and decision.outcome.requeue_after >= 30
+
+
+def test_observe_without_drift_is_ready() -> None:
+    decision = observed(desired(management=OBSERVE), BOUND, Observation(resource=served()))
+    assert decision.action is None
+    assert decision.outcome.asserted() == {ConditionType.READY: Reason.AVAILABLE}
+
+
+def test_observe_never_creates_a_missing_resource() -> None:
+    decision = observed(desired(management=OBSERVE), State(), Observation())
+    assert decision.action is None
+    assert decision.outcome.asserted()[ConditionType.DEGRADED] is Reason.OBSERVED_RESOURCE_MISSING
+    assert decision.outcome.state.uid is None
+    full = observed(desired(), State(), Observation())
+    assert isinstance(full.action, Create), "under Full the same reconcile creates"
+
+
+def test_observe_reports_a_vanished_resource_without_promising_to_recreate_it() -> None:
+    decision = observed(desired(management=OBSERVE), BOUND, Observation())
+    assert decision.action is None
+    reason = decision.outcome.asserted()[ConditionType.DEGRADED]
+    assert reason is Reason.OBSERVED_RESOURCE_MISSING
+    assert "created again" not in " ".join(c.message for c in decision.outcome.conditions)
+
+
+def test_observe_keeps_the_uid_rule() -> None:
+    decision = observed(
+        desired(management=OBSERVE), BOUND, Observation(resource=served(uid="uid-other"))
+    )
+    assert decision.action is None
+    assert decision.outcome.asserted()[ConditionType.BLOCKED] is Reason.UID_MISMATCH
+
+
+def test_an_observe_import_binds_like_an_import_and_never_creates() -> None:
+    import_id = canonical_import_id("team-a", "logs", REF)
+    watched = desired(management=OBSERVE, import_id=import_id)
+    bound = observed(watched, State(), Observation(resource=served({**SPEC, "sizeGiB": 3})))
+    assert bound.action is None and bound.outcome.state.uid == "uid-1"
+    assert bound.outcome.asserted()[ConditionType.RECONCILING] is Reason.IMPORTED
+    drift = observed(
+        watched, bound.outcome.state, Observation(resource=served({**SPEC, "sizeGiB": 3}))
+    )
+    assert drift.action is None
+    assert drift.outcome.asserted() == {ConditionType.DRIFTED: Reason.SPEC_DRIFT}
+    missing = observed(watched, State(), Observation())
+    assert missing.action is None
+    assert missing.outcome.asserted()[ConditionType.DEGRADED] is Reason.IMPORT_TARGET_NOT_FOUND
+    # The safe import path: switching to Full sends the one update the drift announced.
+    full = observed(
+        replace(watched, management=ManagementPolicy.FULL),
+        drift.outcome.state,
+        Observation(resource=served({**SPEC, "sizeGiB": 3})),
+    )
+    assert isinstance(full.action, Update) and full.action.spec["sizeGiB"] == 10
+
+
+SETTLED = OperationView(OpState.SUCCEEDED, resource_uid="uid-1")
+
+
+@pytest.mark.parametrize(
+    ("state", "seen"),
+    [
+        (State(), Observation()),
+        (State(), Observation(resource=served())),
+        (CLAIMED, Observation()),
+        (BOUND, Observation()),
+        (BOUND, Observation(resource=served({**SPEC, "sizeGiB": 1}))),
+        (BOUND, Observation(resource=served(uid="uid-2"))),
+        (PENDING, Observation(operation=SETTLED, resource=served({**SPEC, "sizeGiB": 1}))),
+        (PENDING, Observation(operation=SETTLED)),
+        (
+            replace(CLAIMED, pending=Pending("op-1", Verb.CREATE)),
+            Observation(operation=OperationView(OpState.FAILED, error_code="x")),
+        ),
+    ],
+)
+def test_observe_never_sends_a_mutation(state: State, seen: Observation) -> None:
+    for accept_uid in (None, "uid-2"):
+        want = desired(management=OBSERVE, accept_uid=accept_uid)
+        decision = observed(want, state, seen)
+        assert decision.action is None, decision
+        assert decision.outcome.asserted(), "something is reported"
+
+
+def test_observe_only_withholds_every_verb() -> None:
+    target = Target("team-a", REF, "logs")
+    decided = Outcome(state=BOUND, conditions=(), requeue_after=0.0)
+    for action in (
+        Create(target, SPEC, "k"),
+        Update(target, SPEC, "1", "uid-1", "k"),
+        Delete(target, "uid-1", "k"),
+    ):
+        decision = observe_only(
+            desired(management=OBSERVE), Decision(decided, action), Observation(), REGISTRY
+        )
+        assert decision.action is None
+        full = observe_only(desired(), Decision(decided, action), Observation(), REGISTRY)
+        assert full.action is action
+
+
+def test_a_paused_cr_keeps_its_claim() -> None:
+    """Ownership is decided on every CR, paused or not: a paused owner is still the owner, so
+    no other CR can take its host resource over while it is paused."""
+    book = ClaimBook()
+    paused_owner = {**_body({"takoform.io/paused": "true"}), "status": _bound_status()}
+    book.observe(paused_owner)
+    rival = _body(resourceName="logs")
+    rival["metadata"] = {**rival["metadata"], "uid": "cr-2", "name": "rival"}
+    book.observe(rival)
+    identity = Identity("team-a", BUCKET, "logs", "default")
+    claimants = {c.uid: c for c in book.claimants(identity)}
+    assert claimants["cr-1"].claimed and not claimants["cr-2"].claimed
+    want = replace(desired_from_cr(rival), host="default")
+    outcome = plan(want, State(), REGISTRY, list(claimants.values()))
+    assert isinstance(outcome, Outcome)
+    assert outcome.asserted()[ConditionType.BLOCKED] is Reason.ALREADY_MANAGED
