@@ -43,6 +43,11 @@ class Reason(StrEnum):
     HOST_STATE_UNDECODABLE = "HostStateUndecodable"
     HOST_REJECTED = "HostRejected"
     HOST_UNAVAILABLE = "HostUnavailable"
+    #: The host resource's own conditions (docs/operator.md, "Ready"): its Degraded is True,
+    #: its Ready is False, or its observedGeneration lags the generation we last wrote.
+    HOST_DEGRADED = "HostDegraded"
+    HOST_NOT_READY = "HostNotReady"
+    HOST_RECONCILING = "HostReconciling"
     STATE_UNREADABLE = "StateUnreadable"
     DELETING = "Deleting"
     SPACE_MISMATCH = "SpaceMismatch"
@@ -67,9 +72,12 @@ def merge_conditions(
     *,
     now: str,
     observed_generation: int,
+    keep_unset: bool = False,
 ) -> list[dict[str, Any]]:
     """The new conditions list. lastTransitionTime moves only when the status flips; types not
-    in `current` are reported False with the last reason they had, so nothing lingers True."""
+    in `current` are reported False with the last reason they had, so nothing lingers True --
+    unless `keep_unset`: then they stay exactly as they were (the host could not be asked, so
+    the last known Ready is still the best answer)."""
     before = {c.get("type"): c for c in previous or ()}
     given = {c.type: c for c in current}
     merged: list[dict[str, Any]] = []
@@ -78,6 +86,9 @@ def merge_conditions(
         old = before.get(str(kind))
         if new is None:
             if old is None:
+                continue
+            if keep_unset:
+                merged.append(dict(old))
                 continue
             # No longer asserted: it turns False, keeping the reason that was last true.
             status, reason, message = "False", str(old.get("reason") or ""), ""

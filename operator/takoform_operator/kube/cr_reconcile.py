@@ -15,6 +15,7 @@ from takoform_operator.core.conditions import Reason
 from takoform_operator.core.ownership import Claimant, Identity
 from takoform_operator.core.reconcile import Outcome, degraded, host_of, identity_of, refused
 from takoform_operator.core.registry import Registry
+from takoform_operator.core.remedies import kubectl_object
 from takoform_operator.core.state import (
     DeletionPolicy,
     Desired,
@@ -143,6 +144,7 @@ def _gate(desired: Desired, state: State, tenancy: Tenancy) -> Outcome | tuple[D
         space=space,
         hosts=tenancy.hosts(),
         grants=tenancy.grants(),
+        obj=kubectl_object(desired),
     )
     if denied is not None:
         return refused(desired, state, denied.reason, denied.message)

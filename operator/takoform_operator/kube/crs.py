@@ -130,7 +130,11 @@ def status_patch(
     return {
         **state_to_status(outcome.state),
         "conditions": merge_conditions(
-            previous_conditions, outcome.conditions, now=now, observed_generation=cr_generation
+            previous_conditions,
+            outcome.conditions,
+            now=now,
+            observed_generation=cr_generation,
+            keep_unset=outcome.keeps_last_known,
         ),
         "observedGeneration": cr_generation,
     }
