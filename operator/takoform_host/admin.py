@@ -156,8 +156,8 @@ class Admin:
         current = {c["type"]: c for c in status["conditions"]}
         for change in conditions:
             old = current.get(change["type"])
-            moved = old is None or old.get("status") != change["status"]
-            since = now if moved else old.get("lastTransitionTime", now)
+            kept = old is not None and old.get("status") == change["status"]
+            since = old.get("lastTransitionTime", now) if old is not None and kept else now
             current[change["type"]] = {**change, "lastTransitionTime": since}
         status["conditions"] = list(current.values())
         meta["revision"] = bump(meta["revision"])
