@@ -440,12 +440,12 @@ def _identity_changed(
         f"{label} is bound to {recorded!r} but the spec asks for {asked!r}"
         for label, recorded, asked in changes
     )
+    obj = kubectl_object(desired)
     message = (
         f"identity changed after requests were sent: {described}. Nothing is sent while it "
-        "differs. Remedies: (1) revert the field(s) to the bound value; or (2) release it "
-        f"without touching the host: {orphan_command(kubectl_object(desired))} && kubectl "
-        f"delete {kubectl_object(desired)} , then create a new CR that imports the resource "
-        "(spec.importId)."
+        "differs. Remedies: (1) revert the field(s) to the bound value; or (2) release it with "
+        f"deletionPolicy Orphan, without touching the host: {orphan_command(obj)} && kubectl "
+        f"delete {obj} , then create a new CR that imports the resource (spec.importId)."
     )
     return _deleting(_blocked(state, Reason.IDENTITY_CHANGED, message, POLL_READY), desired)
 
