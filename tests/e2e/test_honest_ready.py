@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 import subprocess
 from datetime import datetime
 from typing import Any
@@ -250,3 +251,69 @@ def test_the_uid_mismatch_remedy_runs_as_printed(
         "rebound to the new incarnation by the printed remedy",
         60,
     )
+
+
+def test_the_name_taken_remedy_runs_as_printed(
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
+) -> None:
+    """A resource the operator did not create holds the name: the remedy deletes this CR (which
+    sends nothing to the host) and applies it again with the printed import id."""
+    _running, host, namespace = operator
+    with host.api() as api:
+        forms = api.get("/v1alpha3/forms").json()["items"]
+        bucket = next(
+            f["formRef"]
+            for f in forms
+            if f["formRef"]["kind"] == "Bucket" and f["formRef"]["definitionVersion"] == "1.1.0"
+        )
+        api.put(
+            "/v1alpha3/spaces/team-a/forms/storage.takoform.io/v1/Bucket/resources/taken",
+            params={k: bucket[k] for k in ("definitionVersion", "schemaDigest")},
+            json={"spec": {"region": "eu-west-1", "sizeGiB": 10}},
+            headers={"If-None-Match": "*", "Idempotency-Key": "someone-else:create:0"},
+        ).raise_for_status()
+        wait_until(
+            lambda: (
+                api.get(
+                    "/v1alpha3/spaces/team-a/forms/storage.takoform.io/v1/Bucket/resources/taken",
+                    params={k: bucket[k] for k in ("definitionVersion", "schemaDigest")},
+                ).status_code
+                == 200
+            ),
+            "the foreign resource committed",
+        )
+    kube_cluster.apply(_bucket("taken"), namespace=namespace)
+    wait_until(
+        lambda: (
+            _condition(kube_cluster, namespace, "taken", "Blocked").get("reason") == "NameTaken"
+        ),
+        "taken Blocked NameTaken",
+        60,
+    )
+    message = _condition(kube_cluster, namespace, "taken", "Blocked")["message"]
+    command = re.search(r"kubectl delete [^,;]*", message)
+    assert command is not None, message
+    printed = command.group(0).strip()
+    assert printed == f"kubectl delete buckets.storage.takoform.io/taken -n {namespace}"
+    ran = subprocess.run(
+        ["sh", "-c", f"{printed} --timeout=60s"],
+        env={
+            **os.environ,
+            "KUBECONFIG": str(kube_cluster.kubeconfig),
+            "PATH": f"{kube_cluster.kubectl_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert ran.returncode == 0, f"{printed!r} failed: {ran.stderr}"
+    import_id = shlex.split(message.split("spec.importId set to ")[1].split(" ;")[0])[0]
+    kube_cluster.apply(_bucket("taken", importId=import_id), namespace=namespace)
+    wait_until(lambda: is_ready(kube_cluster, namespace, "taken"), "taken imported and Ready", 60)
+    with host.api() as api:
+        served = api.get(
+            "/v1alpha3/spaces/team-a/forms/storage.takoform.io/v1/Bucket/resources/taken",
+            params={k: bucket[k] for k in ("definitionVersion", "schemaDigest")},
+        ).json()
+    assert cr_status(kube_cluster, namespace, "taken")["uid"] == served["metadata"]["uid"]
