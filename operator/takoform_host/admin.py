@@ -7,13 +7,14 @@ client's back, a package switch). See docs/reference-host.md.
 
 from __future__ import annotations
 
+import copy
 import logging
 import uuid
 from typing import Any
 
 from takoform_spec.identity import FormLine
 
-from .envelope import new_representation
+from .envelope import PORTABLE_REASONS, bump, new_representation, timestamp
 from .errors import HostError
 from .misbehaviours import (
     MISBEHAVIOURS,
@@ -126,6 +127,44 @@ class Admin:
             self.store.write_resource(space, res.ref, name, uid, doc)
         return doc
 
+    def set_conditions(self, body: Any) -> dict[str, Any]:
+        """Set a resource's own conditions (and observedGeneration) behind the client's back:
+        what a real host reports when the resource degrades or lags. Bumps the revision."""
+        space, line, name = self._target(body)
+        conditions = _checked_conditions(body.get("conditions", []))
+        observed = body.get("observedGeneration")
+        res = self.store.resource(space, line, name)
+        if res is None:
+            raise HostError(
+                404, "resource_not_found", f"no resource {name!r} of {line} in {space!r}"
+            )
+        doc = copy.deepcopy(res.doc)
+        meta, status = doc["metadata"], doc["status"]
+        if observed is not None:
+            if not (isinstance(observed, str) and observed.isdigit() and observed[0] != "0"):
+                raise HostError(
+                    400, "invalid_request", "observedGeneration must be a decimal string"
+                )
+            if int(observed) > int(meta["generation"]):
+                raise HostError(
+                    400,
+                    "invalid_request",
+                    f"observedGeneration {observed} is beyond generation {meta['generation']}",
+                )
+            status["observedGeneration"] = observed
+        now = timestamp()
+        current = {c["type"]: c for c in status["conditions"]}
+        for change in conditions:
+            old = current.get(change["type"])
+            kept = old is not None and old.get("status") == change["status"]
+            since = old.get("lastTransitionTime", now) if old is not None and kept else now
+            current[change["type"]] = {**change, "lastTransitionTime": since}
+        status["conditions"] = list(current.values())
+        meta["revision"] = bump(meta["revision"])
+        with self.store.tx():
+            self.store.write_resource(space, res.ref, name, res.uid, doc)
+        return doc
+
     def delete(self, body: Any) -> dict[str, Any]:
         space, line, name = self._target(body)
         res = self.store.resource(space, line, name)
@@ -164,3 +203,39 @@ class Admin:
         with self.store.tx():
             self.store.save_active_package(ref, digest)
         return self.host.forms.item(ref)
+
+
+_CONDITION_TYPES = ("Ready", "Reconciling", "Degraded", "Drifted", "Blocked", "Deleting")
+
+
+def _checked_conditions(doc: Any) -> list[dict[str, str]]:
+    """Conditions as H-17 allows them: closed types and portable reasons, all strings."""
+    if not isinstance(doc, list):
+        raise HostError(400, "invalid_request", "conditions must be a list")
+    checked = []
+    for item in doc:
+        if not isinstance(item, dict) or item.get("type") not in _CONDITION_TYPES:
+            raise HostError(
+                400, "invalid_request", f"each condition needs a type of {_CONDITION_TYPES}"
+            )
+        if item.get("status") not in ("True", "False", "Unknown"):
+            raise HostError(400, "invalid_request", "status must be True, False or Unknown")
+        if item.get("reason") not in PORTABLE_REASONS:
+            raise HostError(
+                400, "invalid_request", f"reason must be one of {PORTABLE_REASONS} (H-17)"
+            )
+        extra = set(item) - {"type", "status", "reason", "message", "hostReason"}
+        if extra or not all(isinstance(v, str) for v in item.values()):
+            raise HostError(
+                400, "invalid_request", "a condition has type, status, reason, message, hostReason"
+            )
+        checked.append(
+            {
+                "type": item["type"],
+                "status": item["status"],
+                "reason": item["reason"],
+                "message": item.get("message", ""),
+                "hostReason": item.get("hostReason", ""),
+            }
+        )
+    return checked

@@ -94,6 +94,7 @@ class HostApp:
             Route_(admin + "/operations/expire", {"POST": self.expire_operations}),
             Route_(admin + "/resources/recreate", {"POST": self.recreate_resource}),
             Route_(admin + "/resources/delete", {"POST": self.delete_resource_oob}),
+            Route_(admin + "/resources/conditions", {"POST": self.set_conditions}),
             Route_(admin + "/packages/activate", {"POST": self.activate_package}),
         ]
         self.ready = False
@@ -353,6 +354,9 @@ class HostApp:
 
     async def recreate_resource(self, request: Request) -> Response:
         return self.representation(200, self.admin.recreate(await self.body_json(request)))
+
+    async def set_conditions(self, request: Request) -> Response:
+        return self.representation(200, self.admin.set_conditions(await self.body_json(request)))
 
     async def delete_resource_oob(self, request: Request) -> Response:
         return self.json(200, self.admin.delete(await self.body_json(request)))

@@ -188,6 +188,9 @@ def serve(args: argparse.Namespace) -> int:
         port=int(port_part),
         log_level=args.log_level,
         access_log=args.access_log,
+        # uvicorn's own logging config drops the time; with none, its loggers (the access log
+        # included) use the format above: one timestamped line per request.
+        log_config=None,
         lifespan="on",
         timeout_graceful_shutdown=5,
     )

@@ -26,6 +26,7 @@ from takoform_operator.core.reconcile import (
     degraded,
     plan,
     rejected,
+    unavailable,
 )
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import Desired, OperationView, State
@@ -104,8 +105,7 @@ async def _act(desired: Desired, decision: Decision, host: HostPort) -> Outcome:
 
 
 def _unavailable(state: State, message: str, retry_after: float | None) -> Outcome:
-    requeue = retry_after if retry_after is not None else 5.0
-    return degraded(state, Reason.HOST_UNAVAILABLE, message, requeue)
+    return unavailable(state, message, retry_after)
 
 
 def _trouble(state: State, reason: Reason, message: str) -> Outcome:

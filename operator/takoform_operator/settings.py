@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -31,6 +31,17 @@ class Settings(BaseSettings):
     host_max_connections: int = Field(default=20, ge=1, description="Connection pool size.")
     poll_ready_seconds: float = Field(
         default=60.0, gt=0, description="Re-observe a ready resource this often (drift)."
+    )
+    backoff_base_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="Back-off after a failure: the first retry waits up to this long, each "
+        "failure in a row doubles it (full jitter).",
+    )
+    backoff_cap_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="Back-off never waits longer than this, a host's Retry-After included.",
     )
     max_concurrent_reconciles: int = Field(
         default=16, ge=1, description="Reconciles running at once (each makes host requests)."
@@ -93,6 +104,15 @@ class Settings(BaseSettings):
     host_status_seconds: float = Field(
         default=60.0, gt=0, description="Probe each TakoformHost and write its status this often."
     )
+
+    @model_validator(mode="after")
+    def _cap_above_base(self) -> Settings:
+        if self.backoff_cap_seconds < self.backoff_base_seconds:
+            raise ValueError(
+                f"backoff_cap_seconds ({self.backoff_cap_seconds}) is below "
+                f"backoff_base_seconds ({self.backoff_base_seconds})"
+            )
+        return self
 
     def secrets_namespace(self) -> str:
         """Where the Secrets named by TakoformHosts live: the operator's own namespace."""

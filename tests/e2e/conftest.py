@@ -24,11 +24,13 @@ def operator(
     request: pytest.FixtureRequest,
 ) -> Iterator[tuple[Operator, Any, str]]:
     """The operator for the test's namespace; `@pytest.mark.operator_settings(NAME="value")`
-    overrides TAKOFORM_* settings (default: re-observe every 2 s). The namespace is granted
-    space team-a on the implicit host `default` (the reference host of the fixture)."""
+    overrides TAKOFORM_* settings (default: re-observe every 2 s), `@pytest.mark.host_args(...)`
+    adds arguments of the host (e.g. "--access-log"). The namespace is granted space team-a on
+    the implicit host `default` (the reference host of the fixture)."""
     marker = request.node.get_closest_marker("operator_settings")
     settings = {"POLL_READY_SECONDS": "2", **(marker.kwargs if marker else {})}
-    host = host_factory(commit_delay=0.1)
+    host_args = request.node.get_closest_marker("host_args")
+    host = host_factory(commit_delay=0.1, extra_args=host_args.args if host_args else ())
     with host.api() as api:
         api.put("/v1alpha3/spaces/team-a")
     port = free_port()

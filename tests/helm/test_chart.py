@@ -172,6 +172,7 @@ def test_labels_follow_the_conventions(helm: Any) -> None:
         ("alerts.blockedFor=soon", "durations are Prometheus durations"),
         ("metrics.port=70000", "ports stop at 65535"),
         ("imagePullPolicy=Always", "an unknown top-level value is a typo, not a setting"),
+        ("backoff.capSeconds=0", "the back-off cap is a positive number of seconds"),
     ],
 )
 def test_values_schema_rejects_wrong_values(helm: Any, value: str, why: str) -> None:
@@ -199,6 +200,7 @@ def test_pod_values_reach_the_pod(helm: Any) -> None:
         "podAnnotations.a=one", "podLabels.team=x", "priorityClassName=high", "logFormat=text",
         "logLevel=DEBUG", "hostNetwork=true", "extraEnv[0].name=EXTRA", "extraEnv[0].value=v",
         "serviceAccount.name=ops", "serviceAccount.annotations.k=v",
+        "backoff.baseSeconds=2", "backoff.capSeconds=120",
     )  # fmt: skip
     deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
     pod = deployment["spec"]["template"]
@@ -211,6 +213,10 @@ def test_pod_values_reach_the_pod(helm: Any) -> None:
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["TAKOFORM_LOG_FORMAT"] == "text" and env["TAKOFORM_LOG_LEVEL"] == "DEBUG"
     assert env["EXTRA"] == "v" and "TAKOFORM_HOST_TOKEN" not in env
+    assert (env["TAKOFORM_BACKOFF_BASE_SECONDS"], env["TAKOFORM_BACKOFF_CAP_SECONDS"]) == (
+        "2",
+        "120",
+    )
     assert env["TAKOFORM_HOST_TOKEN_FILE"] == "/var/run/secrets/takoform/host/token"
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}

@@ -226,3 +226,80 @@ def test_package_switch_keeps_resources_addressable(host_factory: Any) -> None:
         assert active == mirror
         delete = client.delete(path, params=q)
         assert wait_settled(client, delete.json()["id"])["state"] == "succeeded"
+
+
+def test_a_resource_can_be_made_degraded_and_lag_its_generation(host_factory: Any) -> None:
+    host = host_factory(commit_delay=0.02)
+    with host.api() as client:
+        space, ref = new_space(client), form_ref(client)
+        wait_settled(client, create(client, space, ref, "sick").json()["id"])
+        before = read(client, space, ref, "sick").json()
+        degraded = {
+            "type": "Degraded",
+            "status": "True",
+            "reason": "Failed",
+            "message": "volume is full",
+            "hostReason": "DiskFull",
+        }
+        not_ready = {"type": "Ready", "status": "False", "reason": "Provisioning"}
+        set_ = host.admin(
+            "POST",
+            "/admin/v1/resources/conditions",
+            {**_target(space, ref, "sick"), "conditions": [degraded, not_ready]},
+        ).json()
+        got = read(client, space, ref, "sick").json()
+        assert got["status"] == set_["status"]
+        by_type = {c["type"]: c for c in got["status"]["conditions"]}
+        assert {k: by_type["Degraded"][k] for k in degraded} == degraded
+        assert by_type["Ready"]["status"] == "False"
+        assert int(got["metadata"]["revision"]) == int(before["metadata"]["revision"]) + 1
+        assert got["metadata"]["generation"] == before["metadata"]["generation"]
+
+        # The status may lag the generation: set it behind after an update.
+        path, q = resource_path(space, ref, "sick"), query(ref)
+        update = client.put(
+            path,
+            params=q,
+            json={"spec": {**BUCKET_SPEC, "sizeGiB": 20}},
+            headers={"Takoform-Expected-Generation": "1"},
+        )
+        wait_settled(client, update.json()["id"])
+        host.admin(
+            "POST",
+            "/admin/v1/resources/conditions",
+            {**_target(space, ref, "sick"), "observedGeneration": "1"},
+        )
+        lagging = read(client, space, ref, "sick").json()
+        assert (lagging["metadata"]["generation"], lagging["status"]["observedGeneration"]) == (
+            "2",
+            "1",
+        )
+        for bad in (
+            {"conditions": [{**degraded, "reason": "HOST_OK_42"}]},  # H-17: portable reasons
+            {"conditions": [{**degraded, "type": "Sick"}]},
+            {"observedGeneration": "3"},  # beyond the generation
+            {"conditions": "Degraded"},
+        ):
+            with pytest.raises(RuntimeError, match="400"):
+                host.admin(
+                    "POST", "/admin/v1/resources/conditions", {**_target(space, ref, "sick"), **bad}
+                )
+        with pytest.raises(RuntimeError, match="404"):
+            host.admin("POST", "/admin/v1/resources/conditions", _target(space, ref, "nobody"))
+
+
+def test_the_access_log_stamps_every_request(host_factory: Any) -> None:
+    host = host_factory(extra_args=("--access-log",))
+    with host.api() as client:
+        client.get(f"{API}/spaces").raise_for_status()
+    wait_until(
+        lambda: "/v1alpha3/spaces" in host.log_path.read_text(errors="replace"),
+        "the request in the access log",
+    )
+    line = next(
+        line
+        for line in host.log_path.read_text(errors="replace").splitlines()
+        if "GET /v1alpha3/spaces" in line
+    )
+    stamp = " ".join(line.split()[:2])
+    assert abs(datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp() - time.time()) < 600

@@ -22,5 +22,5 @@ def test_a_pending_operation_is_looked_at_fast_first_then_slower() -> None:
 def test_other_delays_are_kept_within_bounds() -> None:
     assert next_delay(_asking(None), SETTINGS) == 60.0, "nothing asked: the ready poll"
     assert next_delay(_asking(RETRY_SOON), SETTINGS) == 0.2, "at once, but never a busy loop"
-    assert next_delay(_asking(RETRY_LATER), SETTINGS) == 30.0
+    assert next_delay(_asking(RETRY_LATER), SETTINGS, jitter=lambda: 0.0) == 0.2, "back-off"
     assert next_delay(_asking(600.0), SETTINGS) == 60.0, "never later than the ready poll"

@@ -321,7 +321,7 @@ def test_a_deletion_without_a_grant_stays_blocked_and_deletes_nothing() -> None:
     result = _run(_body(status=_claimed_status(), deleting=True), tenancy, deleting=True)
     assert _blocked(result) == "SpaceNotGranted"
     assert not result.outcome.finalized and tenancy.calls() == []
-    assert "deletionPolicy to Orphan" in next(
+    assert '"deletionPolicy":"Orphan"' in next(
         c.message for c in result.outcome.conditions if str(c.type) == "Blocked"
     )
 

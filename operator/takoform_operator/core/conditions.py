@@ -43,6 +43,11 @@ class Reason(StrEnum):
     HOST_STATE_UNDECODABLE = "HostStateUndecodable"
     HOST_REJECTED = "HostRejected"
     HOST_UNAVAILABLE = "HostUnavailable"
+    #: The host resource's own conditions (docs/operator.md, "Ready"): its Degraded is True,
+    #: its Ready is False, or its observedGeneration lags the generation we last wrote.
+    HOST_DEGRADED = "HostDegraded"
+    HOST_NOT_READY = "HostNotReady"
+    HOST_RECONCILING = "HostReconciling"
     STATE_UNREADABLE = "StateUnreadable"
     DELETING = "Deleting"
     SPACE_MISMATCH = "SpaceMismatch"
@@ -75,7 +80,8 @@ def merge_conditions(
 ) -> list[dict[str, Any]]:
     """The new conditions list. lastTransitionTime moves only when the status flips; types not
     in `current` are reported False with the last reason they had, so nothing lingers True.
-    With `keep_unnamed` (nothing was observed: a paused CR) they keep their last value as is.
+    With `keep_unnamed` (nothing was observed: a paused CR, or a host that could not be asked,
+    so the last known Ready is still the best answer) they keep their last value as is.
     A condition that reported a pause and is not named again is dropped: the pause is over."""
     before = {c.get("type"): c for c in previous or ()}
     given = {c.type: c for c in current}

@@ -15,6 +15,7 @@ the status write harmless (docs/crash-safety.md).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -27,9 +28,11 @@ from .errors import CodecError, InvalidImportId, UnknownFormRef
 from .import_id import canonical_import_id, parse_import_id
 from .ownership import Claimant, Identity, owner
 from .registry import Registry
+from .remedies import kubectl_name, kubectl_object, orphan_command
 from .state import (
     DeletionPolicy,
     Desired,
+    HostCondition,
     OperationView,
     OpState,
     Pending,
@@ -53,13 +56,13 @@ from .tenancy import DEFAULT_HOST
 POLL_PENDING = 2.0
 POLL_READY = 60.0
 RETRY_SOON = 0.0
+#: A failure (host unavailable or refusing, a failed operation): the adapter retries it with
+#: the CR's exponential back-off (kube.handlers.next_delay); 30 s is the delay without one.
 RETRY_LATER = 30.0
-#: A status write that did not land: nothing was concluded that a replay cannot recompute.
-RETRY_WRITE = 1.0
 
 REMEDIES = (
-    "Remedies: (1) import the new incarnation explicitly: kubectl annotate {obj} "
-    "takoform.io/accept-uid={current} ; (2) restore the prior incarnation {expected} on the host; "
+    "Remedies: (1) import the new incarnation explicitly: kubectl annotate {obj} {annotation} "
+    "--overwrite ; (2) restore the prior incarnation {expected} on the host; "
     "(3) delete the host-side replacement {current} (the operator then re-creates the resource)."
 )
 
@@ -150,6 +153,11 @@ class Outcome:
     #: Nothing was observed (a paused CR, core.policy): conditions not named here keep their
     #: last value, and the status does not claim to reflect the current generation.
     holds_conditions: bool = False
+    #: Seconds the host asked to wait (Retry-After), honoured by the back-off up to its cap.
+    retry_after: float | None = None
+    #: The host could not be asked: conditions this outcome does not set keep their last known
+    #: value (an outage does not make a Ready resource not Ready).
+    keeps_last_known: bool = False
 
     def asserted(self) -> dict[ConditionType, Reason]:
         """The reason of every condition this outcome sets True, by type."""
@@ -218,6 +226,55 @@ def _waiting(state: State, reason: Reason, message: str, requeue: float = POLL_P
 
 def degraded(state: State, reason: Reason, message: str, requeue: float | None) -> Outcome:
     return not_ready(state, ConditionType.DEGRADED, reason, message, requeue)
+
+
+def unavailable(state: State, message: str, retry_after: float | None) -> Outcome:
+    """The host could not be asked (connection refused, timeout, 5xx): Degraded HostUnavailable,
+    every other condition as last known, retried with back-off (honouring Retry-After)."""
+    return Outcome(
+        state=state,
+        conditions=(_cond(ConditionType.DEGRADED, True, Reason.HOST_UNAVAILABLE, message),),
+        requeue_after=RETRY_LATER,
+        events=(Event("Warning", Reason.HOST_UNAVAILABLE, message),),
+        retry_after=retry_after,
+        keeps_last_known=True,
+    )
+
+
+def _host_health(state: State, resource: ResourceView) -> Outcome | None:
+    """The host resource's own account, when it says the resource is not ready: its Degraded
+    is True, its Ready is False, or its status reflects an older generation than the one we
+    last wrote. The host's reason and hostReason are carried in the message (the CR keeps
+    its own closed set of reasons). None: nothing the host says stands against Ready."""
+    observed = resource.observed_generation
+    if observed is not None and _generation(observed) < _generation(resource.generation):
+        message = (
+            f"the host has not yet observed generation {resource.generation} of "
+            f"{resource.name} (observedGeneration {observed})"
+        )
+        return _waiting(state, Reason.HOST_RECONCILING, message)
+    degraded_on_host = resource.condition("Degraded")
+    if degraded_on_host is not None and degraded_on_host.status == "True":
+        message = f"host reports Degraded: {_host_account(degraded_on_host)}"
+        return degraded(state, Reason.HOST_DEGRADED, message, RETRY_LATER)
+    ready_on_host = resource.condition("Ready")
+    if ready_on_host is not None and ready_on_host.status != "True":
+        message = f"host reports Ready={ready_on_host.status}: {_host_account(ready_on_host)}"
+        return _waiting(state, Reason.HOST_NOT_READY, message)
+    return None
+
+
+def _host_account(condition: HostCondition) -> str:
+    """`<hostReason or reason>: <message>`, as much of it as the host gave."""
+    parts = [p for p in (condition.host_reason or condition.reason, condition.message) if p]
+    return ": ".join(parts) or "no reason given"
+
+
+def _generation(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        return 0
 
 
 def _deleting(outcome: Outcome, desired: Desired) -> Outcome:
@@ -290,8 +347,9 @@ def plan(
             return _finalized(state, f"released without a host call: {rival.ref} owns it")
         message = (
             f"{identity_of(desired, state)} is already managed by {rival.ref}; this CR sends "
-            f"nothing while it does. Remedy: delete this CR, or release the resource from "
-            f"{rival.ref} (delete it with deletionPolicy Orphan) so this CR can take it over."
+            f"nothing while it does. Remedy: delete this CR: kubectl delete "
+            f"{kubectl_object(desired)} ; or release the resource from {rival.ref} so this CR "
+            f"can take it over: {_release_commands(desired, rival)}"
         )
         return _blocked(state, Reason.ALREADY_MANAGED, message, POLL_READY)
     if state.form_ref is not None:
@@ -328,6 +386,12 @@ def refused(desired: Desired, state: State, reason: Reason, message: str) -> Out
     """Blocked before anything is sent (tenancy: no grant, unknown host); state kept, looked
     at again on the ready poll and whenever the policy changes."""
     return _deleting(_blocked(state, reason, message, POLL_READY), desired)
+
+
+def _release_commands(desired: Desired, rival: Claimant) -> str:
+    """The owner CR released without a host call: Orphan, then deleted."""
+    owner_obj = kubectl_name(desired.line, rival.name, rival.namespace)
+    return f"{orphan_command(owner_obj)} && kubectl delete {owner_obj}"
 
 
 def _rival_owner(desired: Desired, state: State, claimants: Sequence[Claimant]) -> Claimant | None:
@@ -379,10 +443,12 @@ def _identity_changed(
         f"{label} is bound to {recorded!r} but the spec asks for {asked!r}"
         for label, recorded, asked in changes
     )
+    obj = kubectl_object(desired)
     message = (
         f"identity changed after requests were sent: {described}. Nothing is sent while it "
-        "differs. Remedies: (1) revert the field(s) to the bound value; or (2) delete this CR "
-        "with deletionPolicy Orphan and create a new CR that imports the resource (spec.importId)."
+        "differs. Remedies: (1) revert the field(s) to the bound value; or (2) release it with "
+        f"deletionPolicy Orphan, without touching the host: {orphan_command(obj)} && kubectl "
+        f"delete {obj} , then create a new CR that imports the resource (spec.importId)."
     )
     return _deleting(_blocked(state, Reason.IDENTITY_CHANGED, message, POLL_READY), desired)
 
@@ -502,13 +568,13 @@ def _decide_pending(
     assert resource is not None
     if row.conclusion is Conclusion.BLOCK:
         if expected_uid is None:
-            return Decision(_not_ours(base, resource))
+            return Decision(_not_ours(desired, base, resource))
         rule = uid_rule(found, resource.uid, desired.accept_uid)
         if rule is UidRule.ACCEPTED and row.marker is Marker.CLEAR:
             return _decide_bound(desired, base, resource, registry, accepted=True)
         return Decision(_uid_mismatch(desired, base, expected_uid, resource.uid))
     if row.conclusion is Conclusion.ADOPT_IF_PROVEN and not _proves_ours(resource, desired):
-        return Decision(_not_ours(base, resource))
+        return Decision(_not_ours(desired, base, resource))
     # SETTLE, or ADOPT_IF_PROVEN with the proof: the exact resource is ours.
     settled = _settled(base, resource, registry)
     if row.marker is Marker.KEEP:
@@ -573,6 +639,9 @@ def _decide_bound(
         return Decision(degraded(settled, Reason.INVALID_SPEC, str(exc), None))
     current = codec.normalize(resource.form_ref, codec.decode(resource.form_ref, resource.spec))
     if wanted == current:
+        health = _host_health(settled, resource)
+        if health is not None:
+            return Decision(_with_events(health, events))
         ready = Outcome(
             state=settled,
             conditions=(
@@ -617,7 +686,7 @@ def _decide_claimed(
         if not _proves_ours(resource, desired):
             if desired.deleting:
                 return Decision(_finalized(state, "nothing of ours exists on the host"))
-            return Decision(_not_ours(state, resource))
+            return Decision(_not_ours(desired, state, resource))
         # Ours (a create whose answer we lost): adopt what the host served under the exact ref.
         return _decide_bound(desired, _settled(state, resource, registry), resource, registry)
     if desired.deleting:
@@ -667,16 +736,18 @@ def _same_request(operation: OperationView, action: Action) -> bool:
 
 
 def _uid_mismatch(desired: Desired, state: State, expected: str, current: str) -> Outcome:
-    obj = f"{desired.line.kind.lower()}/{state.name or desired.name}"
+    annotation = shlex.quote(f"takoform.io/accept-uid={current}")
     message = (
         f"uid mismatch: state is bound to uid {expected} but the host serves uid {current} "
         f"under the same name; nothing is mutated while blocked. "
-        + REMEDIES.format(obj=obj, current=current, expected=expected)
+        + REMEDIES.format(
+            obj=kubectl_object(desired), annotation=annotation, current=current, expected=expected
+        )
     )
     return _blocked(state, Reason.UID_MISMATCH, message, POLL_READY)
 
 
-def _not_ours(state: State, resource: ResourceView) -> Outcome:
+def _not_ours(desired: Desired, state: State, resource: ResourceView) -> Outcome:
     import_id = canonical_import_id(resource.space, resource.name, resource.form_ref)
     if resource.creation_key is None:
         reason = Reason.OWNERSHIP_UNPROVABLE
@@ -686,10 +757,20 @@ def _not_ours(state: State, resource: ResourceView) -> Outcome:
         why = "it was created by someone else"
     message = (
         f"a resource named {resource.name} (uid {resource.uid}) already exists and {why}; "
-        f"it is never adopted by name alone. Remedy: import it explicitly by setting "
-        f"spec.importId to '{import_id}', or choose another name."
+        f"it is never adopted by name alone. " + _import_remedy(desired, import_id)
     )
     return _blocked(state, reason, message, POLL_READY)
+
+
+def _import_remedy(desired: Desired, import_id: str) -> str:
+    """Import is chosen when the CR is made: its identity is fixed once a target is recorded,
+    so the remedy is this CR deleted (nothing of ours is on the host: the deletion sends
+    nothing but reads) and made again with spec.importId."""
+    return (
+        f"Remedy: import it explicitly: kubectl delete {kubectl_object(desired)} , then "
+        f"apply it again with spec.importId set to {shlex.quote(import_id)} ; or choose "
+        "another name."
+    )
 
 
 def _drifted(state: State, reason: Reason, message: str) -> Outcome:
@@ -788,8 +869,9 @@ def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcom
         message = (
             f"a resource named {action.target.name} already exists in space "
             f"{action.target.space} under another FormRef of {desired.line}; it is never adopted "
-            "by name alone. Remedy: import it explicitly with spec.importId set to its canonical "
-            "JSON import id, or choose another name."
+            f"by name alone. Remedy: import it explicitly: kubectl delete "
+            f"{kubectl_object(desired)} , then apply it again with spec.importId set to its "
+            "canonical JSON import id; or choose another name."
         )
         return _blocked(state, Reason.NAME_TAKEN, message, POLL_READY)
     if code in ("resource_exists", "generation_conflict", "revision_conflict", "uid_mismatch"):

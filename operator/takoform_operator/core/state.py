@@ -198,6 +198,18 @@ class OperationView:
 
 
 @dataclass(frozen=True)
+class HostCondition:
+    """One condition of the host resource's own status (docs/host-api.md H-17)."""
+
+    type: str
+    status: str  # True | False | Unknown
+    reason: str = ""
+    message: str = ""
+    #: The host-internal code (H-17): carried into the CR's condition message, never a reason.
+    host_reason: str | None = None
+
+
+@dataclass(frozen=True)
 class ResourceView:
     """A representation the host served under the exact FormRef it was asked for."""
 
@@ -211,6 +223,13 @@ class ResourceView:
     outputs: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     creation_key: str | None = None
     package_digest: str | None = None
+    #: The host's own account of the resource: which generation its status reflects, and its
+    #: conditions (None and () from a host that reports neither).
+    observed_generation: str | None = None
+    conditions: tuple[HostCondition, ...] = ()
+
+    def condition(self, kind: str) -> HostCondition | None:
+        return next((c for c in self.conditions if c.type == kind), None)
 
 
 # -- the status document -------------------------------------------------------------------------

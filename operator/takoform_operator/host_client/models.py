@@ -6,7 +6,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from takoform_operator.core.state import OperationView, OpState, ResourceView, Verb
+from takoform_operator.core.state import (
+    HostCondition,
+    OperationView,
+    OpState,
+    ResourceView,
+    Verb,
+)
 from takoform_spec.identity import FormRef
 
 
@@ -68,6 +74,17 @@ class Resource(_Model):
             outputs=self.status.outputs,
             creation_key=self.metadata.creation_idempotency_key,
             package_digest=self.metadata.package_digest,
+            observed_generation=self.status.observed_generation,
+            conditions=tuple(
+                HostCondition(
+                    type=c.type,
+                    status=c.status,
+                    reason=c.reason or "",
+                    message=c.message or "",
+                    host_reason=c.host_reason,
+                )
+                for c in self.status.conditions
+            ),
         )
 
 

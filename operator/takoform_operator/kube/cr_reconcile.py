@@ -16,6 +16,7 @@ from takoform_operator.core.ownership import Claimant, Identity
 from takoform_operator.core.policy import hold
 from takoform_operator.core.reconcile import Outcome, degraded, host_of, identity_of, refused
 from takoform_operator.core.registry import Registry
+from takoform_operator.core.remedies import kubectl_object
 from takoform_operator.core.state import (
     DeletionPolicy,
     Desired,
@@ -154,6 +155,7 @@ def _gate(desired: Desired, state: State, tenancy: Tenancy) -> Outcome | tuple[D
         hosts=tenancy.hosts(),
         grants=tenancy.grants(),
         marked_default=tenancy.marked_default(),
+        obj=kubectl_object(desired),
     )
     if denied is not None:
         return refused(desired, state, denied.reason, denied.message)

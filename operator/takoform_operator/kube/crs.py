@@ -166,7 +166,7 @@ def status_patch(
             outcome.conditions,
             now=now,
             observed_generation=cr_generation,
-            keep_unnamed=outcome.holds_conditions,
+            keep_unnamed=outcome.holds_conditions or outcome.keeps_last_known,
         ),
     }
     if not outcome.holds_conditions:

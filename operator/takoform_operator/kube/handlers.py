@@ -3,7 +3,9 @@ loops (kube.loops), which reconcile, delete and manage our finalizer. kopf keeps
 ours in the CR (no progress or diff-base annotations): what to do is read from the CR itself.
 
 One failure path: every reconcile ends in an Outcome, and `next_delay` alone turns it into the
-time of the next look. A write that did not land is retried after the core's short delay.
+time of the next look. A failure (an outcome asking for RETRY_LATER, a status write that did
+not land, an unexpected error) is retried with the CR's exponential back-off (core.backoff); the
+count of failures in a row is kept per CR and reset by the first look that does not fail.
 The status is written right after each reconcile, before anything else: a pending operation
 accepted by the host is recorded as soon as possible, and if the process dies first the next
 reconcile replays the same idempotency key (docs/crash-safety.md).
@@ -14,15 +16,17 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import kopf
 
+from takoform_operator.core.backoff import backoff_delay
 from takoform_operator.core.conditions import ConditionType, Reason, transitions
 from takoform_operator.core.policy import PAUSED_ANNOTATION
-from takoform_operator.core.reconcile import POLL_PENDING, RETRY_LATER, RETRY_WRITE, Outcome
+from takoform_operator.core.reconcile import POLL_PENDING, RETRY_LATER, Event, Outcome
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.tenancy import GRANT_PLURAL, GROUP, HOST_PLURAL, VERSION
 from takoform_operator.host_port import HostPort
@@ -63,6 +67,10 @@ class Runtime:
     loops: ReconcileLoops | None = None
     #: CR uid -> how many reconciles in a row found it waiting on a pending operation.
     pending_looks: dict[str, int] = field(default_factory=dict)
+    #: CR uid -> how many looks in a row failed (the back-off's exponent).
+    failures: dict[str, int] = field(default_factory=dict)
+    #: The back-off's jitter, in [0, 1).
+    random: Callable[[], float] = field(default=random.random)
     #: Hosts and grants (docs/tenancy.md); None only in single-host harnesses.
     tenancy: TenancyBook | None = None
 
@@ -71,16 +79,39 @@ def _now(runtime: Runtime) -> str:
     return runtime.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def next_delay(outcome: Outcome, settings: Settings, pending_looks: int = 0) -> float:
+def next_delay(
+    outcome: Outcome | None,
+    settings: Settings,
+    pending_looks: int = 0,
+    failures: int = 0,
+    jitter: Callable[[], float] = random.random,
+) -> float:
     """When to look again: what the outcome asked for, within [0.2 s, the ready poll]. A
     pending operation is looked at fast first, then slower: 0.25, 0.5, 1, 2 s (`pending_looks`
-    is how many times in a row this CR was found waiting on one)."""
+    is how many times in a row this CR was found waiting on one). A failure -- an outcome
+    asking for RETRY_LATER, or None: the look ended before an outcome was written -- waits the
+    exponential back-off of the `failures` that came right before it, honouring the host's
+    Retry-After, within [0.2 s, backoff_cap_seconds]."""
+    if outcome is None or failed(outcome):
+        delay = backoff_delay(
+            failures,
+            base=settings.backoff_base_seconds,
+            cap=settings.backoff_cap_seconds,
+            random=jitter,
+            retry_after=outcome.retry_after if outcome is not None else None,
+        )
+        return max(delay, _MIN_DELAY)
     asked = outcome.requeue_after
     if asked is None:
         return settings.poll_ready_seconds
     if asked == POLL_PENDING:
         asked = min(_FIRST_LOOK * 2**pending_looks, POLL_PENDING)
     return min(max(asked, _MIN_DELAY), settings.poll_ready_seconds)
+
+
+def failed(outcome: Outcome) -> bool:
+    """The look failed and is retried with back-off (the core asks for RETRY_LATER)."""
+    return outcome.requeue_after == RETRY_LATER and not outcome.finalized
 
 
 async def reconcile_cr(
@@ -115,10 +146,8 @@ async def reconcile_cr(
                 runtime.claims.observe(body)
                 if runtime.loops is not None:
                     runtime.loops.wrote(uid, body)
-            for event in outcome.events:
-                # Warnings are posted once, as condition transitions.
-                if event.type == "Normal" and event.reason not in _QUIET_REASONS:
-                    _post(body, event.type, str(event.reason), event.message)
+            for event in _events_to_post(outcome, wrote=result.status is not None):
+                _post(body, event.type, str(event.reason), event.message)
             if not outcome.continue_now:
                 break
         return outcome, body
@@ -128,6 +157,23 @@ _WARNING_CONDITIONS = {"Blocked", "Degraded", "Drifted"}
 #: Normal events of the core that only say an operation was accepted: the status says it too,
 #: and one Event per CR per step would be most of the operator's API writes.
 _QUIET_REASONS = {"CreatePending", "UpdatePending", "DeletePending"}
+
+
+def _events_to_post(outcome: Outcome, *, wrote: bool) -> list[Event]:
+    """The core's events worth an Event, each posted once. A Warning that states a condition
+    this outcome sets is posted as that condition's transition (_post_transitions), so a
+    repeated outcome -- every reconcile of a host outage -- posts nothing again. Any other
+    Warning goes with the status write that records what it reports: an outcome that changes
+    nothing writes nothing and posts nothing."""
+    stated = {(str(c.reason), c.message) for c in outcome.conditions if c.status}
+    chosen = []
+    for event in outcome.events:
+        if event.type == "Normal":
+            if event.reason not in _QUIET_REASONS:
+                chosen.append(event)
+        elif wrote and (str(event.reason), event.message) not in stated:
+            chosen.append(event)
+    return chosen
 
 
 def _post(body: Mapping[str, Any], level: str, reason: str, message: str) -> None:
@@ -191,20 +237,27 @@ async def _loop_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
             body = await _set_finalizer(runtime, body, present=True)
         outcome, _ = await reconcile_cr(runtime, body)
     except StatusWriteFailed as exc:
-        logger.warning("%s; retrying in %.1f s", exc, RETRY_WRITE)
-        return RETRY_WRITE
+        delay = _delay(runtime, str(metadata.get("uid")), None)
+        logger.warning("%s; retrying in %.1f s", exc, delay)
+        return delay
     except Exception:
         where = f"{metadata.get('namespace')}/{metadata.get('name')}"
-        logger.exception("reconcile of %s failed; retrying in %.0f s", where, RETRY_LATER)
-        return RETRY_LATER
+        delay = _delay(runtime, str(metadata.get("uid")), None)
+        logger.exception("reconcile of %s failed; retrying in %.1f s", where, delay)
+        return delay
     return _delay(runtime, str(metadata.get("uid")), outcome)
 
 
-def _delay(runtime: Runtime, uid: str, outcome: Outcome) -> float:
+def _delay(runtime: Runtime, uid: str, outcome: Outcome | None) -> float:
+    """The next look of CR `uid` after `outcome` (None: the look failed before one was
+    written); counts pending looks and failures in a row, each reset by any other look."""
     looks = runtime.pending_looks.pop(uid, 0)
-    if outcome.requeue_after == POLL_PENDING:
+    failures = runtime.failures.pop(uid, 0)
+    if outcome is not None and outcome.requeue_after == POLL_PENDING:
         runtime.pending_looks[uid] = looks + 1
-    return next_delay(outcome, runtime.settings, looks)
+    if outcome is None or failed(outcome):
+        runtime.failures[uid] = failures + 1
+    return next_delay(outcome, runtime.settings, looks, failures, runtime.random)
 
 
 async def _delete_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
@@ -220,6 +273,7 @@ async def _delete_step(runtime: Runtime, body: Mapping[str, Any]) -> float | Non
     uid = str(body["metadata"]["uid"])
     runtime.metrics.forget(body)
     runtime.pending_looks.pop(uid, None)
+    runtime.failures.pop(uid, None)
     if runtime.loops is not None:
         for waiting in runtime.claims.forget(uid):
             runtime.loops.wake(waiting.uid)  # the identity may be free for one of them now
@@ -279,6 +333,7 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
             loops.stop(uid)
             runtime.locks.pop(uid, None)
             runtime.pending_looks.pop(uid, None)
+            runtime.failures.pop(uid, None)
             for waiting in runtime.claims.forget(uid):
                 loops.wake(waiting.uid)  # the identity may be free for one of them now
         else:

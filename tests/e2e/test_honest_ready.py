@@ -1,0 +1,319 @@
+"""Day-2 behaviour on the real parts (the operator process, a real kube-apiserver, the reference
+host as a real process): a host outage keeps idle CRs Ready with one Warning each; a host
+resource's own Degraded makes its CR not Ready; failures back off exponentially (measured from
+the host's request log); a remedy printed in a condition runs as printed with the real kubectl."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shlex
+import subprocess
+from datetime import datetime
+from typing import Any
+
+import pytest
+from fixtures_kube import KubeCluster, wait_until
+from operator_process import Operator, condition_of, cr_status, is_ready
+from tenancy import grant_manifest
+
+pytestmark = [pytest.mark.kube, pytest.mark.host]
+
+BUCKET = {"apiVersion": "storage.takoform.io/v1", "kind": "Bucket"}
+
+
+def _bucket(name: str, space: str = "team-a", **spec: Any) -> str:
+    return json.dumps(
+        {
+            **BUCKET,
+            "metadata": {"name": name},
+            "spec": {
+                "space": space,
+                "parameters": {"region": "eu-west-1", "sizeGiB": 10},
+                **spec,
+            },
+        }
+    )
+
+
+def _condition(cluster: KubeCluster, namespace: str, name: str, kind: str) -> dict[str, Any]:
+    return condition_of(cr_status(cluster, namespace, name), kind)
+
+
+def _events(cluster: KubeCluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    items = cluster.kubectl_json("get", "events", namespace=namespace)["items"]
+    return [e for e in items if e["involvedObject"].get("name") == name]
+
+
+def _warnings(cluster: KubeCluster, namespace: str, name: str, reason: str) -> int:
+    """Warning Events about one CR with one reason, repeats (`count`) included."""
+    return sum(
+        int(e.get("count") or 1)
+        for e in _events(cluster, namespace, name)
+        if e["type"] == "Warning" and e["reason"] == reason
+    )
+
+
+def _host_errors(operator: Operator, reason: str) -> float:
+    found = re.findall(
+        rf'^takoform_host_errors_total\{{[^}}]*reason="{reason}"[^}}]*\}} (\S+)$',
+        operator.metrics(),
+        re.M,
+    )
+    return sum(float(v) for v in found)
+
+
+@pytest.mark.operator_settings(
+    POLL_READY_SECONDS="1",
+    BACKOFF_BASE_SECONDS="0.2",
+    BACKOFF_CAP_SECONDS="1",
+    HOST_READ_RETRIES="0",
+    HOST_TIMEOUT_SECONDS="2",
+)
+def test_a_host_outage_keeps_idle_crs_ready_with_one_warning_each(
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
+) -> None:
+    running, host, namespace = operator
+    names = ("idle-a", "idle-b")
+    for name in names:
+        kube_cluster.apply(_bucket(name), namespace=namespace)
+    for name in names:
+        wait_until(lambda n=name: is_ready(kube_cluster, namespace, n), f"{name} Ready", 60)  # type: ignore[misc]
+    ready_since = {n: _condition(kube_cluster, namespace, n, "Ready") for n in names}
+
+    host.stop()
+    try:
+
+        def degraded(name: str) -> bool:
+            condition = _condition(kube_cluster, namespace, name, "Degraded")
+            return (condition.get("status"), condition.get("reason")) == (
+                "True",
+                "HostUnavailable",
+            )
+
+        for name in names:
+            wait_until(lambda n=name: degraded(n), f"{name} Degraded HostUnavailable", 60)  # type: ignore[misc]
+        seen = _host_errors(running, "HostUnavailable")
+        # Several more looks of each CR during the outage (one error per look).
+        wait_until(
+            lambda: _host_errors(running, "HostUnavailable") >= seen + 3 * len(names),
+            "more looks during the outage",
+            60,
+        )
+        for name in names:
+            assert _condition(kube_cluster, namespace, name, "Ready") == ready_since[name], (
+                f"{name}: the last known Ready is kept as it was"
+            )
+    finally:
+        host.start()
+
+    def cleared(name: str) -> bool:
+        return _condition(kube_cluster, namespace, name, "Degraded").get("status") == "False"
+
+    for name in names:
+        wait_until(lambda n=name: cleared(n), f"{name} Degraded cleared", 60)  # type: ignore[misc]
+        # The Normal Event of the clearing is posted after the outage's Warning: once it is
+        # there, every Event of the outage is.
+        wait_until(
+            lambda n=name: any(  # type: ignore[misc]
+                e["type"] == "Normal" and e["reason"] == "HostUnavailable"
+                for e in _events(kube_cluster, namespace, n)
+            ),
+            f"{name}: the Event of Degraded clearing",
+        )
+        assert is_ready(kube_cluster, namespace, name)
+        assert _warnings(kube_cluster, namespace, name, "HostUnavailable") == 1, name
+
+
+def test_a_host_resource_degraded_on_the_host_makes_its_cr_not_ready(
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
+) -> None:
+    _running, host, namespace = operator
+    kube_cluster.apply(_bucket("sick"), namespace=namespace)
+    wait_until(lambda: is_ready(kube_cluster, namespace, "sick"), "sick Ready", 60)
+    target = {"space": "team-a", **BUCKET, "name": "sick"}
+    degraded = {
+        "type": "Degraded",
+        "status": "True",
+        "reason": "Failed",
+        "message": "volume is full",
+        "hostReason": "DiskFull",
+    }
+    host.admin("POST", "/admin/v1/resources/conditions", {**target, "conditions": [degraded]})
+
+    def not_ready() -> bool:
+        ready = _condition(kube_cluster, namespace, "sick", "Ready")
+        return (ready.get("status"), ready.get("reason")) == ("False", "HostDegraded")
+
+    wait_until(not_ready, "sick not Ready (HostDegraded)", 60)
+    condition = _condition(kube_cluster, namespace, "sick", "Degraded")
+    assert condition["status"] == "True" and condition["reason"] == "HostDegraded"
+    assert condition["message"] == "host reports Degraded: DiskFull: volume is full"
+
+    healed = {**degraded, "status": "False", "reason": "Available", "message": "", "hostReason": ""}
+    host.admin("POST", "/admin/v1/resources/conditions", {**target, "conditions": [healed]})
+    wait_until(lambda: is_ready(kube_cluster, namespace, "sick"), "sick Ready again", 60)
+
+
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*\"GET (\S+) HTTP")
+
+
+def _request_times(log: str, path_part: str) -> list[float]:
+    """When the host logged each GET whose path contains `path_part` (its access log)."""
+    times = []
+    for line in log.splitlines():
+        found = _STAMP.match(line)
+        if found and path_part in found.group(2):
+            times.append(datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp())
+    return times
+
+
+@pytest.mark.host_args("--access-log")
+@pytest.mark.operator_settings(
+    BACKOFF_BASE_SECONDS="0.1", BACKOFF_CAP_SECONDS="10", HOST_READ_RETRIES="0"
+)
+def test_failures_back_off_exponentially(
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
+) -> None:
+    """The injected failure: the CR's space does not exist on the host (granted, but never
+    made), so every look is refused (404 space_not_found). Each look is one GET in the host's
+    request log; the gaps between them are the back-off. With full jitter each gap n is at most
+    0.1 * 2**n s (plus the 0.2 s floor and the look itself); the later gaps are far longer than
+    the first ones (the chance that four later gaps sum to under 1.5 s is about 1e-4)."""
+    _running, host, namespace = operator
+    grant = f"{namespace}-nowhere"
+    kube_cluster.apply(grant_manifest(grant, "default", ["nowhere"], [namespace]))
+    try:
+        kube_cluster.apply(_bucket("lost", space="nowhere"), namespace=namespace)
+        path = "/spaces/nowhere/forms/storage.takoform.io/v1/Bucket/resources/lost"
+
+        def looks() -> list[float]:
+            return _request_times(host.log_path.read_text(errors="replace"), path)
+
+        wait_until(lambda: len(looks()) >= 10, "ten refused looks", 120)
+        times = looks()[:10]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        ceilings = [min(10.0, 0.1 * 2**n) for n in range(len(gaps))]
+        for n, (gap, ceiling) in enumerate(zip(gaps, ceilings, strict=True)):
+            assert gap <= max(ceiling, 0.2) + 1.0, (
+                f"gap {n} {gap:.2f} s beyond its back-off: {gaps}"
+            )
+        print("back-off gaps between refused looks (s):", [round(g, 2) for g in gaps])
+        first, later = sum(gaps[:3]), sum(gaps[-4:])
+        assert later > 1.5 and later > 2 * first, f"the gaps do not grow: {gaps}"
+        degraded = _condition(kube_cluster, namespace, "lost", "Degraded")
+        assert degraded["reason"] == "HostRejected" and "space_not_found" in degraded["message"]
+    finally:
+        kube_cluster.kubectl("delete", "takoformspacegrant", grant, "--wait=false", check=False)
+
+
+def test_the_uid_mismatch_remedy_runs_as_printed(
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
+) -> None:
+    """The CR `archive` manages the host resource `vault` (spec.resourceName): the remedy must
+    name the CR, fully qualified, with its namespace -- and do what it says."""
+    _running, host, namespace = operator
+    kube_cluster.apply(_bucket("archive", resourceName="vault"), namespace=namespace)
+    wait_until(lambda: is_ready(kube_cluster, namespace, "archive"), "archive Ready", 60)
+    replacement = host.admin(
+        "POST",
+        "/admin/v1/resources/recreate",
+        {"space": "team-a", **BUCKET, "name": "vault"},
+    ).json()["metadata"]["uid"]
+    wait_until(
+        lambda: (
+            _condition(kube_cluster, namespace, "archive", "Blocked").get("reason") == "UidMismatch"
+        ),
+        "archive Blocked UidMismatch",
+        60,
+    )
+    message = _condition(kube_cluster, namespace, "archive", "Blocked")["message"]
+    command = re.search(r"kubectl annotate [^;]*", message)
+    assert command is not None, message
+    printed = command.group(0).strip()
+    assert f"buckets.storage.takoform.io/archive -n {namespace}" in printed
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kube_cluster.kubeconfig),
+        "PATH": f"{kube_cluster.kubectl_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    ran = subprocess.run(
+        ["sh", "-c", printed], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert ran.returncode == 0, f"{printed!r} failed: {ran.stderr}"
+    wait_until(
+        lambda: (
+            is_ready(kube_cluster, namespace, "archive")
+            and cr_status(kube_cluster, namespace, "archive").get("uid") == replacement
+        ),
+        "rebound to the new incarnation by the printed remedy",
+        60,
+    )
+
+
+def test_the_name_taken_remedy_runs_as_printed(
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
+) -> None:
+    """A resource the operator did not create holds the name: the remedy deletes this CR (which
+    sends nothing to the host) and applies it again with the printed import id."""
+    _running, host, namespace = operator
+    with host.api() as api:
+        forms = api.get("/v1alpha3/forms").json()["items"]
+        bucket = next(
+            f["formRef"]
+            for f in forms
+            if f["formRef"]["kind"] == "Bucket" and f["formRef"]["definitionVersion"] == "1.1.0"
+        )
+        api.put(
+            "/v1alpha3/spaces/team-a/forms/storage.takoform.io/v1/Bucket/resources/taken",
+            params={k: bucket[k] for k in ("definitionVersion", "schemaDigest")},
+            json={"spec": {"region": "eu-west-1", "sizeGiB": 10}},
+            headers={"If-None-Match": "*", "Idempotency-Key": "someone-else:create:0"},
+        ).raise_for_status()
+        wait_until(
+            lambda: (
+                api.get(
+                    "/v1alpha3/spaces/team-a/forms/storage.takoform.io/v1/Bucket/resources/taken",
+                    params={k: bucket[k] for k in ("definitionVersion", "schemaDigest")},
+                ).status_code
+                == 200
+            ),
+            "the foreign resource committed",
+        )
+    kube_cluster.apply(_bucket("taken"), namespace=namespace)
+    wait_until(
+        lambda: (
+            _condition(kube_cluster, namespace, "taken", "Blocked").get("reason") == "NameTaken"
+        ),
+        "taken Blocked NameTaken",
+        60,
+    )
+    message = _condition(kube_cluster, namespace, "taken", "Blocked")["message"]
+    command = re.search(r"kubectl delete [^,;]*", message)
+    assert command is not None, message
+    printed = command.group(0).strip()
+    assert printed == f"kubectl delete buckets.storage.takoform.io/taken -n {namespace}"
+    ran = subprocess.run(
+        ["sh", "-c", f"{printed} --timeout=60s"],
+        env={
+            **os.environ,
+            "KUBECONFIG": str(kube_cluster.kubeconfig),
+            "PATH": f"{kube_cluster.kubectl_bin.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert ran.returncode == 0, f"{printed!r} failed: {ran.stderr}"
+    import_id = shlex.split(message.split("spec.importId set to ")[1].split(" ;")[0])[0]
+    kube_cluster.apply(_bucket("taken", importId=import_id), namespace=namespace)
+    wait_until(lambda: is_ready(kube_cluster, namespace, "taken"), "taken imported and Ready", 60)
+    with host.api() as api:
+        served = api.get(
+            "/v1alpha3/spaces/team-a/forms/storage.takoform.io/v1/Bucket/resources/taken",
+            params={k: bucket[k] for k in ("definitionVersion", "schemaDigest")},
+        ).json()
+    assert cr_status(kube_cluster, namespace, "taken")["uid"] == served["metadata"]["uid"]

@@ -1,0 +1,140 @@
+"""Back-off after failures (core.backoff) and how the one failure path applies it
+(kube.handlers.next_delay): growth, cap, jitter bounds, Retry-After, reset on success."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from takoform_operator.core.backoff import backoff_delay
+from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.reconcile import (
+    POLL_PENDING,
+    RETRY_LATER,
+    Outcome,
+    degraded,
+    unavailable,
+)
+from takoform_operator.core.state import State
+from takoform_operator.kube.handlers import Runtime, _delay, next_delay
+from takoform_operator.settings import Settings
+
+
+def _top() -> float:
+    """The largest value a random source in [0, 1) can give, near enough."""
+    return 0.999999
+
+
+def test_the_ceiling_doubles_with_every_failure_up_to_the_cap() -> None:
+    delays = [backoff_delay(n, base=0.5, cap=10.0, random=_top) for n in range(8)]
+    expected = [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0]
+    assert delays == pytest.approx([e * _top() for e in expected])
+
+
+def test_full_jitter_spans_zero_to_the_ceiling() -> None:
+    assert backoff_delay(3, base=1.0, cap=60.0, random=lambda: 0.0) == 0.0
+    assert backoff_delay(3, base=1.0, cap=60.0, random=lambda: 0.5) == 4.0
+
+
+@given(
+    failures=st.integers(min_value=0, max_value=10_000),
+    base=st.floats(min_value=0.01, max_value=10.0),
+    cap=st.floats(min_value=10.0, max_value=3600.0),
+    draw=st.floats(min_value=0.0, max_value=0.999999),
+)
+def test_a_delay_is_never_negative_nor_beyond_the_cap_nor_the_ceiling(
+    failures: int, base: float, cap: float, draw: float
+) -> None:
+    delay = backoff_delay(failures, base=base, cap=cap, random=lambda: draw)
+    assert 0.0 <= delay <= min(cap, base * 2.0 ** min(failures, 62))
+
+
+def test_retry_after_is_a_lower_bound_itself_capped() -> None:
+    low = lambda: 0.0  # noqa: E731 - the jitter's smallest draw
+    assert backoff_delay(0, base=1.0, cap=60.0, random=low, retry_after=7.0) == 7.0
+    assert backoff_delay(0, base=1.0, cap=60.0, random=low, retry_after=3600.0) == 60.0
+    # A longer jittered delay wins over a short Retry-After.
+    assert backoff_delay(5, base=1.0, cap=60.0, random=lambda: 0.5, retry_after=1.0) == 16.0
+
+
+def test_jitter_spreads_crs_that_failed_together() -> None:
+    source = random.Random(12).random
+    delays = {round(backoff_delay(4, base=1.0, cap=60.0, random=source), 6) for _ in range(50)}
+    assert len(delays) == 50 and max(delays) < 16.0
+
+
+# -- applied by the one failure path -------------------------------------------------------
+
+
+SETTINGS = Settings(poll_ready_seconds=60.0, backoff_base_seconds=1.0, backoff_cap_seconds=40.0)
+
+
+def _runtime() -> Runtime:
+    return Runtime(
+        registry=None,  # type: ignore[arg-type]
+        settings=SETTINGS,
+        host=None,  # type: ignore[arg-type]
+        writer=None,  # type: ignore[arg-type]
+        metrics=None,  # type: ignore[arg-type]
+        random=_top,
+    )
+
+
+def _failure(retry_after: float | None = None) -> Outcome:
+    return unavailable(State(), "host unavailable while reading: connection refused", retry_after)
+
+
+def _ready() -> Outcome:
+    return Outcome(State(), (), 60.0)
+
+
+def test_failures_in_a_row_grow_the_delay_and_a_success_resets_it() -> None:
+    runtime = _runtime()
+    grown = [_delay(runtime, "cr-1", _failure()) for _ in range(7)]
+    assert grown == pytest.approx([x * _top() for x in (1, 2, 4, 8, 16, 32, 40)])
+    assert _delay(runtime, "cr-1", _ready()) == 60.0
+    assert _delay(runtime, "cr-1", _failure()) == pytest.approx(_top()), "counted from zero"
+
+
+def test_every_retry_path_backs_off() -> None:
+    """Host unavailable, host refused, a failed operation, a lost status write (no outcome)."""
+    refused = degraded(State(), Reason.HOST_REJECTED, "form_unknown", RETRY_LATER)
+    operation = degraded(State(), Reason.OPERATION_FAILED, "failed", RETRY_LATER)
+    for outcome in (_failure(), refused, operation, None):
+        runtime = _runtime()
+        first, second = (_delay(runtime, "cr", outcome) for _ in range(2))
+        assert (first, second) == pytest.approx((_top(), 2 * _top())), outcome
+    assert next_delay(refused, SETTINGS, failures=10, jitter=_top) == pytest.approx(40 * _top())
+
+
+def test_the_backoff_is_per_cr() -> None:
+    runtime = _runtime()
+    for _ in range(4):
+        _delay(runtime, "a", _failure())
+    assert _delay(runtime, "b", _failure()) == pytest.approx(_top())
+
+
+def test_retry_after_of_the_host_is_honoured_and_capped() -> None:
+    assert next_delay(_failure(retry_after=5.0), SETTINGS, jitter=lambda: 0.0) == 5.0
+    assert next_delay(_failure(retry_after=900.0), SETTINGS, jitter=lambda: 0.0) == 40.0
+
+
+def test_an_outage_keeps_the_last_known_conditions_and_asserts_degraded() -> None:
+    outcome = _failure()
+    assert outcome.keeps_last_known
+    assert outcome.asserted() == {ConditionType.DEGRADED: Reason.HOST_UNAVAILABLE}
+
+
+def test_pending_operations_keep_the_fast_to_slow_poll() -> None:
+    runtime = _runtime()
+    pending = Outcome(State(), (), POLL_PENDING)
+    looks = [_delay(runtime, "cr", pending) for _ in range(5)]
+    assert looks == [0.25, 0.5, 1.0, 2.0, 2.0]
+
+
+def test_a_cap_below_the_base_is_refused() -> None:
+    with pytest.raises(ValueError, match="backoff_cap_seconds"):
+        Settings(backoff_base_seconds=10.0, backoff_cap_seconds=1.0)

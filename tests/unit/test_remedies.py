@@ -1,0 +1,162 @@
+"""Remedies a user can paste (core.remedies): each names the CR's fully qualified resource, its
+namespace and its own name (not the host resource's), and parses as a shell command."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import replace
+
+from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.ownership import Claimant
+from takoform_operator.core.reconcile import (
+    Create,
+    Decision,
+    Observation,
+    Outcome,
+    Plan,
+    Rejection,
+    Target,
+    decide,
+    plan,
+    rejected,
+)
+from takoform_operator.core.remedies import kubectl_object, orphan_command
+from takoform_operator.core.state import Desired, Requested, ResourceView, State
+from takoform_operator.core.tenancy import access, remedy
+from takoform_operator.registry_data import load_registry
+
+REGISTRY = load_registry()
+REF = next(r for r in REGISTRY.default_creates.values() if r.kind == "Bucket")
+SPEC = {"region": "eu-west-1", "sizeGiB": 10}
+#: The CR `archive` in namespace `apps` manages the host resource `logs` (spec.resourceName).
+DESIRED = Desired(
+    cr_uid="cr-1",
+    cr_generation=1,
+    line=REF.line,
+    space="team-a",
+    name="logs",
+    parameters=SPEC,
+    namespace="apps",
+    cr_name="archive",
+    created="2026-11-30T08:00:01Z",
+)
+CR = ["buckets.storage.takoform.io/archive", "-n", "apps"]
+ORPHAN = ["--type=merge", "-p", '{"spec":{"deletionPolicy":"Orphan"}}']
+CLAIMED = State(form_ref=REF, space="team-a", name="logs", requested=Requested.of(DESIRED))
+
+
+def _commands(message: str) -> list[list[str]]:
+    """Every `kubectl ...` command in a message, split as a shell would (up to ` ;`, ` ,`,
+    ` &&` or the end)."""
+    found = []
+    for part in message.split("kubectl ")[1:]:
+        words = shlex.split(part.split(" ;")[0].split(" , ")[0].split(" &&")[0])
+        found.append(["kubectl", *words])
+    return found
+
+
+def _resource(uid: str, creation_key: str | None = None) -> ResourceView:
+    return ResourceView(
+        form_ref=REF,
+        space="team-a",
+        name="logs",
+        uid=uid,
+        generation="1",
+        revision="1",
+        spec=SPEC,
+        creation_key=creation_key,
+    )
+
+
+def _blocked_message(outcome: Outcome) -> str:
+    return next(c.message for c in outcome.conditions if c.type is ConditionType.BLOCKED)
+
+
+def test_the_cr_is_named_fully_qualified_with_namespace_and_its_own_name() -> None:
+    assert kubectl_object(DESIRED) == "buckets.storage.takoform.io/archive -n apps"
+    odd = replace(DESIRED, namespace="a b", cr_name="x")
+    assert shlex.split(kubectl_object(odd)) == ["buckets.storage.takoform.io/x", "-n", "a b"]
+
+
+def test_the_uid_mismatch_remedy_annotates_this_cr_with_the_current_uid() -> None:
+    state = replace(CLAIMED, uid="h-old", generation="1")
+    planned = plan(DESIRED, state, REGISTRY)
+    assert isinstance(planned, Plan)
+    outcome = decide(DESIRED, state, planned, Observation(None, _resource("h-new")), REGISTRY)
+    assert outcome.outcome.asserted()[ConditionType.BLOCKED] is Reason.UID_MISMATCH
+    (command,) = _commands(_blocked_message(outcome.outcome))
+    assert command == [
+        "kubectl",
+        "annotate",
+        *CR,
+        "takoform.io/accept-uid=h-new",
+        "--overwrite",
+    ]
+
+
+def test_a_resource_that_is_not_ours_names_this_cr_and_the_import_id() -> None:
+    planned = plan(DESIRED, CLAIMED, REGISTRY)
+    assert isinstance(planned, Plan)
+    foreign = _resource("h-9", creation_key="someone:create:0")
+    outcome = decide(DESIRED, CLAIMED, planned, Observation(None, foreign), REGISTRY).outcome
+    message = _blocked_message(outcome)
+    assert _commands(message) == [["kubectl", "delete", *CR]]
+    import_id = shlex.split(message.split("spec.importId set to ")[1].split(" ;")[0])[0]
+    assert json.loads(import_id)["name"] == "logs"
+
+
+def test_a_refused_create_names_this_cr() -> None:
+    target = Target("team-a", REF, "logs")
+    decision = Decision(Outcome(CLAIMED, (), 2.0), Create(target, SPEC, "cr-1:create:0"))
+    outcome = rejected(decision, Rejection("resource_exists", "exists"), DESIRED)
+    assert _commands(_blocked_message(outcome)) == [["kubectl", "delete", *CR]]
+
+
+def test_already_managed_names_this_cr_and_the_owner() -> None:
+    owner = Claimant("cr-0", "ops", "first", "2026-11-30T08:00:00Z", claimed=True)
+    outcome = plan(DESIRED, State(), REGISTRY, [owner])
+    assert isinstance(outcome, Outcome)
+    owner_cr = ["buckets.storage.takoform.io/first", "-n", "ops"]
+    assert _commands(_blocked_message(outcome)) == [
+        ["kubectl", "delete", *CR],
+        ["kubectl", "patch", *owner_cr, *ORPHAN],
+        ["kubectl", "delete", *owner_cr],
+    ]
+
+
+def test_an_identity_change_names_this_cr() -> None:
+    outcome = plan(replace(DESIRED, space="team-b"), CLAIMED, REGISTRY)
+    assert isinstance(outcome, Outcome)
+    orphan = ["kubectl", "patch", *CR, *ORPHAN]
+    assert _commands(_blocked_message(outcome)) == [orphan, ["kubectl", "delete", *CR]]
+
+
+def test_the_grant_remedy_is_a_command_that_creates_the_grant() -> None:
+    command = remedy("apps", "Team A's", "prod")
+    words = shlex.split(command)
+    assert words[0] == "echo" and words[2:] == ["|", "kubectl", "apply", "-f", "-"]
+    grant = json.loads(words[1])
+    assert grant["kind"] == "TakoformSpaceGrant"
+    assert grant["spec"] == {
+        "hostRef": "prod",
+        "spaces": ["Team A's"],
+        "namespaces": {"names": ["apps"]},
+    }
+    assert grant["metadata"]["name"] == "apps-team-a-s"
+
+
+def test_the_tenancy_remedy_names_this_cr_for_an_orphaning_deletion() -> None:
+    denied = access(
+        namespace="apps",
+        namespace_labels={},
+        host="prod",
+        host_ref=None,
+        space="team-z",
+        hosts=("prod",),
+        grants=(),
+        obj=kubectl_object(DESIRED),
+    )
+    assert denied is not None
+    assert orphan_command(kubectl_object(DESIRED)) in denied.message
+    assert _commands(denied.message)[0] == ["kubectl", "apply", "-f", "-"]
