@@ -86,5 +86,5 @@ if [[ "${TAKOFORM_RUN_EXAMPLES:-1}" != 0 ]]; then
   log "all examples Ready"
 fi
 log "in another shell:  export KUBECONFIG=$KUBECONFIG"
-log "                   kubectl get takoform"
+log "                   kubectl get takoform; kubectl get secret orders-db"
 wait "$operator_pid"

@@ -7,13 +7,14 @@ client's back, a package switch). See docs/reference-host.md.
 
 from __future__ import annotations
 
+import copy
 import logging
 import uuid
 from typing import Any
 
 from takoform_spec.identity import FormLine
 
-from .envelope import new_representation
+from .envelope import bump, new_representation, rotate_sensitive_outputs
 from .errors import HostError
 from .misbehaviours import (
     MISBEHAVIOURS,
@@ -125,6 +126,30 @@ class Admin:
             self.store.delete_resource(space, line, name, res.uid)
             self.store.write_resource(space, res.ref, name, uid, doc)
         return doc
+
+    def rotate_secrets(self, body: Any) -> dict[str, Any]:
+        """New values for a resource's sensitive outputs (a credential rotation on the host's
+        side): a representation change, so the revision moves and the generation does not."""
+        space, line, name = self._target(body)
+        res = self.store.resource(space, line, name)
+        if res is None:
+            raise HostError(
+                404, "resource_not_found", f"no resource {name!r} of {line} in {space!r}"
+            )
+        definition = self.host.forms.definition(res.ref)
+        if not definition.sensitive_outputs:
+            raise HostError(
+                400, "invalid_request", f"{res.ref} declares no sensitive output to rotate"
+            )
+        doc = copy.deepcopy(res.doc)
+        doc["status"]["outputs"] = rotate_sensitive_outputs(
+            definition, doc["status"].get("outputs") or {}, doc["spec"], name
+        )
+        doc["metadata"]["revision"] = bump(doc["metadata"]["revision"])
+        with self.store.tx():
+            self.store.write_resource(space, res.ref, name, res.uid, doc)
+        log.info("rotated the sensitive outputs of %s %s/%s", line, space, name)
+        return {"rotated": [o.name for o in definition.sensitive_outputs], "uid": res.uid}
 
     def delete(self, body: Any) -> dict[str, Any]:
         space, line, name = self._target(body)

@@ -372,6 +372,7 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
                 "resource is bound, a change is Blocked (IdentityChanged) by the operator.",
             },
             "parameters": parameters,
+            **connection_secret_spec(definitions),
         },
     }
     ready = f'.status.conditions[?(@.type=="{ConditionType.READY}")]'
@@ -434,7 +435,7 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
                                 "kind": {"type": "string"},
                                 "metadata": {"type": "object"},
                                 "spec": spec,
-                                "status": _status_schema(),
+                                "status": with_outputs_schema(_status_schema(), definitions),
                             },
                         }
                     },
@@ -443,6 +444,98 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
         },
     }
     return _crd_text(crd)
+
+
+# -- connection Secrets (docs/tenancy.md "Connection Secrets") ---------------------------------
+
+#: Where sensitive outputs go when spec.writeConnectionSecretToRef is absent (the operator
+#: computes the same name: kube.connection_secrets.secret_name).
+DEFAULT_CONNECTION_SECRET = "<metadata.name>-connection"
+
+
+def has_sensitive_outputs(definitions: Sequence[FormDefinition]) -> bool:
+    return any(d.sensitive_outputs for d in definitions)
+
+
+def connection_secret_spec(definitions: Sequence[FormDefinition]) -> dict[str, Any]:
+    """spec.writeConnectionSecretToRef, for the lines whose definitions have sensitive outputs."""
+    if not has_sensitive_outputs(definitions):
+        return {}
+    names = sorted({out.name for d in definitions for out in d.sensitive_outputs})
+    return {
+        "writeConnectionSecretToRef": {
+            "type": "object",
+            "description": "The Secret in this CR's namespace the sensitive outputs ("
+            + ", ".join(names)
+            + ") are written to, owned by this CR; without it, "
+            + DEFAULT_CONNECTION_SECRET
+            + ". They never appear in the status.",
+            "required": ["name"],
+            "properties": {
+                "name": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 253,
+                    "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                    "description": "Name of the Secret (a DNS subdomain).",
+                }
+            },
+        }
+    }
+
+
+def with_outputs_schema(
+    status: dict[str, Any], definitions: Sequence[FormDefinition]
+) -> dict[str, Any]:
+    """The status schema with status.outputs narrowed to the outputs that are not sensitive:
+    the API server prunes anything else, so a sensitive value can never be stored there."""
+    properties: dict[str, Any] = {}
+    for definition in sorted(definitions, key=lambda d: d.version_tuple):
+        for out in definition.outputs:
+            if out.sensitive:
+                continue
+            schema = {"description": out.description, **_typed_schema(out)}
+            known = properties.get(out.name)
+            if known is not None and _typed_schema(out) != {
+                k: v for k, v in known.items() if k != "description"
+            }:
+                schema = {
+                    "description": out.description + " Its type differs between definitions.",
+                    "x-kubernetes-preserve-unknown-fields": True,
+                }
+            properties[out.name] = schema
+    outputs = {
+        "type": "object",
+        "description": "Outputs the host reported, decoded with the recorded ref's codec; "
+        "sensitive outputs are never here (they go to the connection Secret).",
+        "properties": properties,
+    }
+    return {**status, "properties": {**status["properties"], "outputs": outputs}}
+
+
+def output_table(outputs: Sequence[FieldSpec]) -> list[str]:
+    if not outputs:
+        return ["(none)", ""]
+    rows = ["| Name | Type | Sensitive | Description |", "|---|---|---|---|"]
+    for out in outputs:
+        where = "yes: connection Secret only" if out.sensitive else "no"
+        rows.append(f"| `{out.name}` | {out.type_label} | {where} | {_cell(out.description)} |")
+    return [*rows, ""]
+
+
+def connection_secret_doc(definitions: Sequence[FormDefinition]) -> list[str]:
+    if not has_sensitive_outputs(definitions):
+        return []
+    return [
+        "## Connection Secret",
+        "",
+        "Outputs marked sensitive never appear in the CR's status: the operator writes them, "
+        "as read from the host, into a Secret of the CR's namespace named by "
+        "`spec.writeConnectionSecretToRef.name` (default `"
+        + DEFAULT_CONNECTION_SECRET
+        + "`), one key per output, owned by the CR (see docs/tenancy.md, Connection Secrets).",
+        "",
+    ]
 
 
 def _crd_text(crd: dict[str, Any]) -> str:
@@ -604,7 +697,8 @@ def render_doc(line: FormLine, definitions: Sequence[FormDefinition], registry: 
         out += [f"## Definition {d.ref.definition_version}", "", "### Fields", ""]
         out += _field_table(d.fields, with_required=True)
         out += ["### Outputs", ""]
-        out += _field_table(d.outputs, with_required=False)
+        out += output_table(d.outputs)
+    out += connection_secret_doc(definitions)
     example_def = next((d for d in definitions if d.ref == default_ref), definitions[-1])
     parameters = {
         spec.name: example_value(example_def.ref, spec)

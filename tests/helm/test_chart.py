@@ -110,27 +110,47 @@ def test_rbac_covers_exactly_the_shipped_crds(helm: Any) -> None:
     assert all(verb != "delete" for rule in role["rules"] for verb in rule["verbs"])
 
 
-def test_the_operator_reads_secrets_only_in_its_namespace_and_only_by_name(helm: Any) -> None:
-    docs = render(helm, "rbac.hostSecretNames={prod-token}")
-    secret_rules = [
-        (doc["kind"], doc["metadata"].get("namespace"), rule)
-        for doc in docs
-        if doc["kind"] in ("Role", "ClusterRole")
-        for rule in doc["rules"]
-        if "secrets" in rule["resources"]
-    ]
-    assert secret_rules == [
+CONNECTION_SECRET_RULE = {
+    "apiGroups": [""],
+    "resources": ["secrets"],
+    "verbs": ["get", "create", "patch"],
+}
+
+
+@pytest.mark.parametrize(
+    ("values", "kind", "namespace"),
+    [((), "ClusterRole", None), (("watchNamespace=team-a",), "Role", "team-a")],
+    ids=["all namespaces", "one namespace"],
+)
+def test_secret_rights_are_host_tokens_by_name_and_connection_secrets_without_list_or_delete(
+    helm: Any, values: tuple[str, ...], kind: str, namespace: str | None
+) -> None:
+    docs = render(helm, "rbac.hostSecretNames={prod-token}", *values)
+    secret_rules = sorted(
         (
-            "Role",
-            "ops",
-            {
-                "apiGroups": [""],
-                "resources": ["secrets"],
-                "verbs": ["get"],
-                "resourceNames": ["prod-token"],
-            },
-        )
-    ]
+            (doc["kind"], doc["metadata"].get("namespace"), rule)
+            for doc in docs
+            if doc["kind"] in ("Role", "ClusterRole")
+            for rule in doc["rules"]
+            if "secrets" in rule["resources"]
+        ),
+        key=lambda row: str(row),
+    )
+    # Host tokens: `get` by name in the operator's namespace. Connection Secrets: where the CRs
+    # are (the watched namespace, or every namespace), get/create/patch; no list, watch or
+    # delete (the garbage collector removes them with their CR).
+    host_tokens = (
+        "Role",
+        "ops",
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "verbs": ["get"],
+            "resourceNames": ["prod-token"],
+        },
+    )
+    expected = sorted([host_tokens, (kind, namespace, CONNECTION_SECRET_RULE)], key=str)
+    assert secret_rules == expected
 
 
 def test_user_roles_aggregate_into_edit_and_view_and_only_admins_manage_the_policy(
