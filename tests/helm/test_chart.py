@@ -501,6 +501,16 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
         "spec": {"space": "team-a", "parameters": {"domain": "example.org"}},
     }
 
+    certificate = {
+        "apiVersion": "pki.takoform.io/v1",
+        "kind": "Certificate",
+        "metadata": {"name": "api"},
+        "spec": {
+            "space": "team-a",
+            "parameters": {"commonName": "api.example.com", "issuer": "internal-ca"},
+        },
+    }
+
     def ready() -> bool:
         found = kube_cluster.kubectl_json("get", "zone", "example-org", namespace=namespace)
         conditions = (found.get("status") or {}).get("conditions", [])
@@ -521,6 +531,17 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
             print(log.read_text(errors="replace")[-4000:])
             raise
         kube_cluster.kubectl("delete", "zone", "example-org", "--timeout=60s", namespace=namespace)
+        # A Form with sensitive outputs: its connection Secret is written under the same rights.
+        kube_cluster.apply(json.dumps(certificate), namespace=namespace)
+
+        def connection_secret() -> bool:
+            found = kube_cluster.kubectl(
+                "get", "secret", "api-connection", "-o", "json", namespace=namespace, check=False
+            )
+            return found.returncode == 0 and "privateKey" in json.loads(found.stdout)["data"]
+
+        wait_until(connection_secret, "the Certificate's connection Secret", timeout=60)
+        kube_cluster.kubectl("delete", "certificate", "api", "--timeout=60s", namespace=namespace)
         assert "Forbidden" not in log.read_text(errors="replace")
 
 

@@ -32,7 +32,12 @@ from takoform_operator.core.state import DeletionPolicy
 from takoform_operator.core.tenancy import GRANT_PLURAL, GROUP, HOST_PLURAL, VERSION
 from takoform_operator.host_port import HostPort
 from takoform_operator.kube.claims import ClaimBook
-from takoform_operator.kube.connection_secrets import SecretNotOurs, SecretStore, secret_name_of
+from takoform_operator.kube.connection_secrets import (
+    SecretNotOurs,
+    SecretStore,
+    SecretWriteFailed,
+    secret_name_of,
+)
 from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION, merged_status
 from takoform_operator.kube.loops import ReconcileLoops
@@ -245,7 +250,9 @@ async def write_connection_secret(
     runtime: Runtime, body: Mapping[str, Any], secret: ConnectionSecret
 ) -> None:
     """After the status: the CR's connection Secret holds what the host reported (a write only
-    when it differs). A Secret that is not ours is left alone, with a Warning Event."""
+    when it differs). A Secret that is not ours is left alone, with a Warning Event; a write
+    that did not land (e.g. forbidden) is a Warning too, and is tried again at the next look,
+    not at once: the status is written and the resource itself is fine."""
     if runtime.secrets is None:
         return
     try:
@@ -254,6 +261,9 @@ async def write_connection_secret(
     except SecretNotOurs as exc:
         logger.warning("%s", exc)
         _post(body, "Warning", "ConnectionSecretNotOurs", str(exc))
+    except SecretWriteFailed as exc:
+        logger.warning("%s; tried again at the next look", exc)
+        _post(body, "Warning", "ConnectionSecretNotWritten", str(exc))
 
 
 async def let_go_of_connection_secret(runtime: Runtime, body: Mapping[str, Any]) -> None:
