@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # `make run`: the operator with what it needs on this machine. Starts the local control plane
 # (unless TAKOFORM_USE_EXISTING_CLUSTER=1 with KUBECONFIG), applies the CRDs, starts the reference
-# host (unless TAKOFORM_HOST_URL is set), then runs the operator in the foreground.
+# host (unless TAKOFORM_HOST_URL is set), starts the operator, applies the examples of
+# docs/examples/ and waits until each is Ready (TAKOFORM_RUN_EXAMPLES=0 skips them), then keeps
+# the operator running in the foreground until Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '%s run: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # shellcheck disable=SC1091
 source "${TAKOFORM_TOOLS_CACHE:-$HOME/.cache/takoform-operator}/bin/env.sh"
+started_cluster=0
 if [[ "${TAKOFORM_USE_EXISTING_CLUSTER:-}" != 1 || -z "${KUBECONFIG:-}" ]]; then
   eval "$(.venv/bin/python hack/localcluster.py up)"
+  started_cluster=1
 fi
 log "cluster: $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
 kubectl apply --server-side --force-conflicts -f crds/ >/dev/null
@@ -17,22 +21,39 @@ kubectl wait --for=condition=Established crd -l app.kubernetes.io/part-of=takofo
   --timeout=60s >/dev/null
 
 host_pid=""
-cleanup() { [[ -n "$host_pid" ]] && kill "$host_pid" 2>/dev/null || true; }
+operator_pid=""
+# Ctrl-C reaches the operator too (one process group): then wait for it to stop rather than
+# signalling it a second time; on any other exit, stop it.
+interrupted=0
+trap 'interrupted=1' INT
+cleanup() {
+  if [[ -n "$operator_pid" ]]; then
+    [[ "$interrupted" == 1 ]] || kill "$operator_pid" 2>/dev/null
+    wait "$operator_pid" 2>/dev/null
+  fi
+  [[ -n "$host_pid" ]] && kill "$host_pid" 2>/dev/null
+  true
+}
 trap cleanup EXIT
 if [[ -z "${TAKOFORM_HOST_URL:-}" ]]; then
   listen="${HOST_LISTEN:-127.0.0.1:8787}"
-  mkdir -p .host
+  # The host's storage lives as long as the cluster whose CRs recorded its resources: with the
+  # local control plane, in its state directory (`make cluster-down` removes both), so a fresh
+  # cluster never meets resources that CRs of a removed one created (they would be NameTaken).
+  host_dir=.host
+  [[ "$started_cluster" == 1 ]] && host_dir=.cluster/host
+  mkdir -p "$host_dir"
   TAKOFORM_HOST_TOKENS=dev-token TAKOFORM_HOST_ADMIN_TOKEN=dev-admin \
-    .venv/bin/takoform-host serve --db .host/takoform-host.db --listen "$listen" \
-    --space team-a >.host/host.log 2>&1 &
+    .venv/bin/takoform-host serve --db "$host_dir/takoform-host.db" --listen "$listen" \
+    --space team-a >"$host_dir/host.log" 2>&1 &
   host_pid=$!
   for _ in $(seq 50); do
     curl -fsS "http://$listen/healthz" >/dev/null 2>&1 && break
     sleep 0.2
   done
-  curl -fsS "http://$listen/healthz" >/dev/null || { tail -20 .host/host.log; exit 1; }
+  curl -fsS "http://$listen/healthz" >/dev/null || { tail -20 "$host_dir/host.log"; exit 1; }
   export TAKOFORM_HOST_URL="http://$listen" TAKOFORM_HOST_TOKEN=dev-token
-  log "reference host: $TAKOFORM_HOST_URL (token dev-token, admin token dev-admin; log .host/host.log)"
+  log "reference host: $TAKOFORM_HOST_URL (token dev-token, admin token dev-admin; log $host_dir/host.log)"
 fi
 # Deny by default (docs/tenancy.md): the example's namespace may use space team-a on the host
 # the settings above define (the implicit host named `default`).
@@ -48,6 +69,22 @@ spec:
     names: [default]
 GRANT
 log "grant: namespace default may use space team-a on host default (kubectl get takoformspacegrants)"
+.venv/bin/takoform-operator run &
+operator_pid=$!
+if [[ "${TAKOFORM_RUN_EXAMPLES:-1}" != 0 ]]; then
+  # The examples are the ones tests/kube/test_examples.py proves valid against the CRDs.
+  kubectl apply -f docs/examples/ >/dev/null
+  log "examples applied (docs/examples/); waiting until they are Ready"
+  if ! kubectl wait --for=condition=Ready --timeout="${TAKOFORM_RUN_READY_TIMEOUT:-120s}" \
+    -f docs/examples/ >/dev/null; then
+    [[ "$interrupted" == 1 ]] && exit 130
+    kubectl get -f docs/examples/ >&2 || true
+    log "an example did not become Ready (its conditions above say why)"
+    exit 1
+  fi
+  kubectl get -f docs/examples/ >&2
+  log "all examples Ready"
+fi
 log "in another shell:  export KUBECONFIG=$KUBECONFIG"
-log "                   kubectl apply -f docs/examples/bucket.yaml && kubectl get takoform"
-.venv/bin/takoform-operator run
+log "                   kubectl get takoform; kubectl get secret orders-db"
+wait "$operator_pid"

@@ -14,7 +14,13 @@ from typing import Any
 
 from takoform_spec.identity import FormLine
 
-from .envelope import PORTABLE_REASONS, bump, new_representation, timestamp
+from .envelope import (
+    PORTABLE_REASONS,
+    bump,
+    new_representation,
+    rotate_sensitive_outputs,
+    timestamp,
+)
 from .errors import HostError
 from .misbehaviours import (
     MISBEHAVIOURS,
@@ -164,6 +170,30 @@ class Admin:
         with self.store.tx():
             self.store.write_resource(space, res.ref, name, res.uid, doc)
         return doc
+
+    def rotate_secrets(self, body: Any) -> dict[str, Any]:
+        """New values for a resource's sensitive outputs (a credential rotation on the host's
+        side): a representation change, so the revision moves and the generation does not."""
+        space, line, name = self._target(body)
+        res = self.store.resource(space, line, name)
+        if res is None:
+            raise HostError(
+                404, "resource_not_found", f"no resource {name!r} of {line} in {space!r}"
+            )
+        definition = self.host.forms.definition(res.ref)
+        if not definition.sensitive_outputs:
+            raise HostError(
+                400, "invalid_request", f"{res.ref} declares no sensitive output to rotate"
+            )
+        doc = copy.deepcopy(res.doc)
+        doc["status"]["outputs"] = rotate_sensitive_outputs(
+            definition, doc["status"].get("outputs") or {}, doc["spec"], name
+        )
+        doc["metadata"]["revision"] = bump(doc["metadata"]["revision"])
+        with self.store.tx():
+            self.store.write_resource(space, res.ref, name, res.uid, doc)
+        log.info("rotated the sensitive outputs of %s %s/%s", line, space, name)
+        return {"rotated": [o.name for o in definition.sensitive_outputs], "uid": res.uid}
 
     def delete(self, body: Any) -> dict[str, Any]:
         space, line, name = self._target(body)

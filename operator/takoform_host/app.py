@@ -95,6 +95,7 @@ class HostApp:
             Route_(admin + "/resources/recreate", {"POST": self.recreate_resource}),
             Route_(admin + "/resources/delete", {"POST": self.delete_resource_oob}),
             Route_(admin + "/resources/conditions", {"POST": self.set_conditions}),
+            Route_(admin + "/resources/rotate-secrets", {"POST": self.rotate_secrets}),
             Route_(admin + "/packages/activate", {"POST": self.activate_package}),
         ]
         self.ready = False
@@ -360,6 +361,9 @@ class HostApp:
 
     async def delete_resource_oob(self, request: Request) -> Response:
         return self.json(200, self.admin.delete(await self.body_json(request)))
+
+    async def rotate_secrets(self, request: Request) -> Response:
+        return self.json(200, self.admin.rotate_secrets(await self.body_json(request)))
 
     async def activate_package(self, request: Request) -> Response:
         return self.json(200, self.admin.activate(await self.body_json(request)))

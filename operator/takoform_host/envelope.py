@@ -5,7 +5,10 @@ Pure functions over JSON-shaped dicts; the store decides when they are called.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import secrets
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,11 +36,74 @@ def _digest(*parts: str) -> str:
 
 
 def generate_outputs(
-    definition: FormDefinition, space: str, name: str, uid: str, spec: dict[str, Any]
+    definition: FormDefinition,
+    space: str,
+    name: str,
+    uid: str,
+    spec: dict[str, Any],
+    previous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Plausible outputs for every output the definition declares (stable per incarnation)."""
+    """Plausible outputs for every output the definition declares (stable per incarnation).
+
+    Sensitive outputs are real secrets: random when the resource is created, then kept from
+    `previous` (the outputs stored so far) on every update, until rotate_sensitive_outputs."""
     ref = definition.ref
-    return {out.name: _output_value(ref, out, space, name, uid, spec) for out in definition.outputs}
+    outputs = {
+        out.name: _output_value(ref, out, space, name, uid, spec)
+        for out in definition.outputs
+        if not out.sensitive
+    }
+    kept = previous or {}
+    for out in definition.sensitive_outputs:  # declaration order: a connection string last
+        if isinstance(kept.get(out.name), str):
+            outputs[out.name] = kept[out.name]
+        else:
+            _sensitive_value(ref, out.name, name, spec, outputs)
+    return {out.name: outputs[out.name] for out in definition.outputs}
+
+
+def rotate_sensitive_outputs(
+    definition: FormDefinition, outputs: Mapping[str, Any], spec: dict[str, Any], name: str
+) -> dict[str, Any]:
+    """`outputs` with fresh values for every sensitive output (a credential rotation)."""
+    sensitive = {out.name for out in definition.sensitive_outputs}
+    fresh = {key: value for key, value in outputs.items() if key not in sensitive}
+    for out in definition.sensitive_outputs:
+        _sensitive_value(definition.ref, out.name, name, spec, fresh)
+    return {out.name: fresh[out.name] for out in definition.outputs if out.name in fresh}
+
+
+def _sensitive_value(
+    ref: FormRef, output: str, name: str, spec: Mapping[str, Any], outputs: dict[str, Any]
+) -> str:
+    """A fresh secret; a connection string is built from the values generated before it (the
+    definitions declare it last), so it always carries the current credentials."""
+    lowered = output.lower()
+    if lowered == "username":
+        value = f"{name.replace('-', '_')[:40]}_admin"
+    elif lowered == "connectionstring":
+        host, port = outputs.get("host", f"{name}.takoform.example"), outputs.get("port", 443)
+        if ref.kind == "RedisCache":
+            scheme = "rediss" if spec.get("transitEncryption", True) else "redis"
+            value = f"{scheme}://:{outputs.get('authToken', '')}@{host}:{port}"
+        else:
+            user, password = outputs.get("username", "admin"), outputs.get("password", "")
+            value = f"postgresql://{user}:{password}@{host}:{port}/postgres?sslmode=require"
+    elif lowered == "privatekey":
+        value = _pem("PRIVATE KEY", secrets.token_bytes(48))
+    elif lowered == "certificatechain":
+        value = _pem("CERTIFICATE", secrets.token_bytes(96))
+    else:  # password, authToken and any other secret
+        value = secrets.token_urlsafe(24)
+    outputs[output] = value
+    return value
+
+
+def _pem(label: str, body: bytes) -> str:
+    """Random bytes in PEM armour: the shape of key material, not a usable key."""
+    text = base64.b64encode(body).decode("ascii")
+    lines = [text[i : i + 64] for i in range(0, len(text), 64)]
+    return "\n".join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----", ""])
 
 
 _PORTS = {"PostgresInstance": 5432, "RedisCache": 6379}

@@ -195,7 +195,9 @@ class Operations:
                 condition["hostReason"] = "Updated"
                 if condition["status"] != "True":
                     condition["status"], condition["lastTransitionTime"] = "True", now
-        status["outputs"] = generate_outputs(self.forms.definition(ref), space, name, uid, spec)
+        status["outputs"] = generate_outputs(
+            self.forms.definition(ref), space, name, uid, spec, previous=status.get("outputs")
+        )
         store.write_resource(space, ref, name, uid, doc)
         return None
 

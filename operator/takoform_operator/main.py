@@ -20,6 +20,7 @@ from takoform_operator.host_client.client import HostClient, TokenSource
 from takoform_operator.host_client.pool import HostPool
 from takoform_operator.host_client.token_file import FileToken
 from takoform_operator.kube.claims import ClaimBook
+from takoform_operator.kube.connection_secrets import HttpSecretStore
 from takoform_operator.kube.cr_reconcile import NoHost
 from takoform_operator.kube.handlers import Runtime, register
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
@@ -82,6 +83,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         metrics=metrics,
         claims=ClaimBook(default_host=pool.default_host),
         tenancy=book,
+        secrets=HttpSecretStore(writer.client),
     )
     kopf_registry = kopf.OperatorRegistry()
     kopf.on.login(registry=kopf_registry)(functools.partial(_login, writer))

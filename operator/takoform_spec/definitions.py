@@ -42,7 +42,9 @@ _FIELD_KEYS = {
     "immutable",
     *CONSTRAINT_KEYS,
 }
-_OUTPUT_KEYS = {"name", "type", "items", "values", "description", "unit"}
+#: `sensitive: true` marks an output whose value is a secret (a password, a private key): the
+#: operator writes it into the CR's connection Secret, never into status (docs/tenancy.md).
+_OUTPUT_KEYS = {"name", "type", "items", "values", "description", "unit", "sensitive"}
 _TOP_KEYS = {"apiVersion", "kind", "definitionVersion", "description", "fields", "outputs"}
 _FIELD_NAME = re.compile(r"^[a-z][A-Za-z0-9]*$")
 
@@ -67,6 +69,8 @@ class FieldSpec:
     minimum: int | float | None = None
     maximum: int | float | None = None
     max_items: int | None = None
+    #: An output whose value is a secret (outputs only; see _OUTPUT_KEYS).
+    sensitive: bool = False
 
     @property
     def type_label(self) -> str:
@@ -99,6 +103,10 @@ class FormDefinition:
 
     def field(self, name: str) -> FieldSpec | None:
         return next((f for f in self.fields if f.name == name), None)
+
+    @property
+    def sensitive_outputs(self) -> tuple[FieldSpec, ...]:
+        return tuple(out for out in self.outputs if out.sensitive)
 
 
 def schema_of(document: Mapping[str, Any]) -> dict[str, Any]:
@@ -174,6 +182,11 @@ def _parse_fields(items: Any, source: str, allowed: set[str], what: str) -> tupl
             raise CatalogError(f"{where}: an array needs items: one of {SCALAR_TYPES}")
         if kind == "map" and item.get("values") not in SCALAR_TYPES:
             raise CatalogError(f"{where}: a map needs values: one of {SCALAR_TYPES}")
+        if not isinstance(item.get("sensitive", False), bool):
+            raise CatalogError(f"{where}: sensitive is true or false")
+        if item.get("sensitive") and item.get("type") != "string":
+            # A Secret holds bytes: a sensitive value is text, written as is.
+            raise CatalogError(f"{where}: a sensitive output is of type string")
         if "pattern" in item:
             try:
                 re.compile(item["pattern"])
@@ -198,6 +211,7 @@ def _parse_fields(items: Any, source: str, allowed: set[str], what: str) -> tupl
                 minimum=item.get("minimum"),
                 maximum=item.get("maximum"),
                 max_items=item.get("maxItems"),
+                sensitive=item.get("sensitive", False),
             )
         )
     return tuple(specs)
@@ -240,6 +254,12 @@ def _check_pair(line: str, older: FormDefinition, newer: FormDefinition) -> None
                 raise fail(old.name, f"is re-meant: unit {old.unit!r} became {new.unit!r}")
             if old.default != new.default:
                 raise fail(old.name, f"is re-meant: default {old.default!r} became {new.default!r}")
+            if old.sensitive != new.sensitive:
+                # Where the value is delivered (status or the connection Secret) is its meaning
+                # to every consumer: moving it is breaking, in either direction.
+                raise fail(
+                    old.name, f"is re-meant: sensitive {old.sensitive} became {new.sensitive}"
+                )
             if kind == "field":
                 narrowing = _narrowing(old, new)
                 if narrowing:

@@ -110,27 +110,47 @@ def test_rbac_covers_exactly_the_shipped_crds(helm: Any) -> None:
     assert all(verb != "delete" for rule in role["rules"] for verb in rule["verbs"])
 
 
-def test_the_operator_reads_secrets_only_in_its_namespace_and_only_by_name(helm: Any) -> None:
-    docs = render(helm, "rbac.hostSecretNames={prod-token}")
-    secret_rules = [
-        (doc["kind"], doc["metadata"].get("namespace"), rule)
-        for doc in docs
-        if doc["kind"] in ("Role", "ClusterRole")
-        for rule in doc["rules"]
-        if "secrets" in rule["resources"]
-    ]
-    assert secret_rules == [
+CONNECTION_SECRET_RULE = {
+    "apiGroups": [""],
+    "resources": ["secrets"],
+    "verbs": ["get", "create", "patch"],
+}
+
+
+@pytest.mark.parametrize(
+    ("values", "kind", "namespace"),
+    [((), "ClusterRole", None), (("watchNamespace=team-a",), "Role", "team-a")],
+    ids=["all namespaces", "one namespace"],
+)
+def test_secret_rights_are_host_tokens_by_name_and_connection_secrets_without_list_or_delete(
+    helm: Any, values: tuple[str, ...], kind: str, namespace: str | None
+) -> None:
+    docs = render(helm, "rbac.hostSecretNames={prod-token}", *values)
+    secret_rules = sorted(
         (
-            "Role",
-            "ops",
-            {
-                "apiGroups": [""],
-                "resources": ["secrets"],
-                "verbs": ["get"],
-                "resourceNames": ["prod-token"],
-            },
-        )
-    ]
+            (doc["kind"], doc["metadata"].get("namespace"), rule)
+            for doc in docs
+            if doc["kind"] in ("Role", "ClusterRole")
+            for rule in doc["rules"]
+            if "secrets" in rule["resources"]
+        ),
+        key=lambda row: str(row),
+    )
+    # Host tokens: `get` by name in the operator's namespace. Connection Secrets: where the CRs
+    # are (the watched namespace, or every namespace), get/create/patch; no list, watch or
+    # delete (the garbage collector removes them with their CR).
+    host_tokens = (
+        "Role",
+        "ops",
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "verbs": ["get"],
+            "resourceNames": ["prod-token"],
+        },
+    )
+    expected = sorted([host_tokens, (kind, namespace, CONNECTION_SECRET_RULE)], key=str)
+    assert secret_rules == expected
 
 
 def test_user_roles_aggregate_into_edit_and_view_and_only_admins_manage_the_policy(
@@ -505,6 +525,16 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
         "spec": {"space": "team-a", "parameters": {"domain": "example.org"}},
     }
 
+    certificate = {
+        "apiVersion": "pki.takoform.io/v1",
+        "kind": "Certificate",
+        "metadata": {"name": "api"},
+        "spec": {
+            "space": "team-a",
+            "parameters": {"commonName": "api.example.com", "issuer": "internal-ca"},
+        },
+    }
+
     def ready() -> bool:
         found = kube_cluster.kubectl_json("get", "zone", "example-org", namespace=namespace)
         conditions = (found.get("status") or {}).get("conditions", [])
@@ -525,6 +555,17 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
             print(log.read_text(errors="replace")[-4000:])
             raise
         kube_cluster.kubectl("delete", "zone", "example-org", "--timeout=60s", namespace=namespace)
+        # A Form with sensitive outputs: its connection Secret is written under the same rights.
+        kube_cluster.apply(json.dumps(certificate), namespace=namespace)
+
+        def connection_secret() -> bool:
+            found = kube_cluster.kubectl(
+                "get", "secret", "api-connection", "-o", "json", namespace=namespace, check=False
+            )
+            return found.returncode == 0 and "privateKey" in json.loads(found.stdout)["data"]
+
+        wait_until(connection_secret, "the Certificate's connection Secret", timeout=60)
+        kube_cluster.kubectl("delete", "certificate", "api", "--timeout=60s", namespace=namespace)
         assert "Forbidden" not in log.read_text(errors="replace")
 
 

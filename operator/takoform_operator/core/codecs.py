@@ -63,7 +63,20 @@ class Codec:
         return result
 
     def decode_outputs(self, ref: FormRef, outputs: Mapping[str, Any]) -> dict[str, Any]:
-        return _check_document(ref, self.outputs_for(ref), outputs, require=False)
+        """The outputs that may be shown (in status): every declared output but the sensitive
+        ones, which only decode_sensitive_outputs returns (they go to the connection Secret)."""
+        decoded = _check_document(ref, self.outputs_for(ref), outputs, require=False)
+        hidden = {spec.name for spec in self.outputs_for(ref) if spec.sensitive}
+        return {name: value for name, value in decoded.items() if name not in hidden}
+
+    def decode_sensitive_outputs(self, ref: FormRef, outputs: Mapping[str, Any]) -> dict[str, str]:
+        """The sensitive outputs `ref` declares that the host reported (all strings)."""
+        decoded = _check_document(ref, self.outputs_for(ref), outputs, require=False)
+        return {
+            spec.name: str(decoded[spec.name])
+            for spec in self.outputs_for(ref)
+            if spec.sensitive and spec.name in decoded
+        }
 
     def _definition(self, ref: FormRef) -> FormDefinition:
         definition = self.definitions.get(ref.definition_version)

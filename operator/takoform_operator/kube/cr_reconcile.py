@@ -12,14 +12,25 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from takoform_operator.core.conditions import Reason
+from takoform_operator.core.connection import ConnectionSecret, connection_secret, secret_name
 from takoform_operator.core.ownership import Claimant, Identity
 from takoform_operator.core.policy import hold
-from takoform_operator.core.reconcile import Outcome, degraded, host_of, identity_of, refused
+from takoform_operator.core.reconcile import (
+    Action,
+    Outcome,
+    Target,
+    degraded,
+    host_of,
+    identity_of,
+    refused,
+)
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.remedies import kubectl_object
 from takoform_operator.core.state import (
     DeletionPolicy,
     Desired,
+    OperationView,
+    ResourceView,
     State,
     StateUnreadable,
     state_from_status,
@@ -64,6 +75,9 @@ class CrOutcome:
     #: The merge-patch for the status subresource; None when there is nothing to write (the
     #: status already says all of it, or the CR may go: outcome.finalized).
     status: dict[str, Any] | None
+    #: The connection Secret the sensitive outputs of this reconcile's read go to (None: none
+    #: to write: no sensitive output, or no read of the bound incarnation; core.connection).
+    connection: ConnectionSecret | None = None
 
 
 async def reconcile_cr_body(
@@ -121,10 +135,54 @@ async def reconcile_cr_body(
             return CrOutcome(gate, _patch(gate, status, now, generation))
         desired, host = gate
     identity = identity_of(desired, state)
-    outcome = await reconcile_once(desired, state, host, registry, claims.claimants(identity))
+    reads = ReadRecorder(host)
+    outcome = await reconcile_once(desired, state, reads, registry, claims.claimants(identity))
     if outcome.finalized:
         return CrOutcome(outcome, None)
-    return CrOutcome(outcome, _patch(outcome, status, now, generation))
+    secret = None if deleting else _connection(body, outcome, reads.resource, registry)
+    return CrOutcome(outcome, _patch(outcome, status, now, generation), secret)
+
+
+def _connection(
+    body: Mapping[str, Any],
+    outcome: Outcome,
+    resource: ResourceView | None,
+    registry: Registry,
+) -> ConnectionSecret | None:
+    """The CR's connection Secret after this reconcile (spec.writeConnectionSecretToRef, or
+    the default name), or None when nothing may be written."""
+    metadata = body.get("metadata") or {}
+    ref = (body.get("spec") or {}).get("writeConnectionSecretToRef")
+    wanted = ref.get("name") if isinstance(ref, Mapping) else None
+    return connection_secret(
+        registry,
+        outcome.state,
+        resource,
+        namespace=str(metadata.get("namespace")),
+        name=secret_name(str(metadata.get("name")), str(wanted) if wanted else None),
+    )
+
+
+class ReadRecorder:
+    """The host port, remembering the last representation read: the sensitive outputs come
+    from the same read the reconcile decided on, and never enter its state."""
+
+    def __init__(self, port: HostPort) -> None:
+        self._port = port
+        self.resource: ResourceView | None = None
+
+    async def get_operation(self, operation_id: str) -> OperationView:
+        return await self._port.get_operation(operation_id)
+
+    async def read(self, target: Target) -> ResourceView | None:
+        self.resource = await self._port.read(target)
+        return self.resource
+
+    async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]:
+        return await self._port.list_operations(target)
+
+    async def execute(self, action: Action) -> tuple[str, OperationView]:
+        return await self._port.execute(action)
 
 
 def _patch(

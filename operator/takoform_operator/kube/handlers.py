@@ -25,12 +25,24 @@ import kopf
 
 from takoform_operator.core.backoff import backoff_delay
 from takoform_operator.core.conditions import ConditionType, Reason, transitions
+from takoform_operator.core.connection import (
+    ConnectionSecret,
+    has_connection_secret,
+    secret_name,
+)
 from takoform_operator.core.policy import PAUSED_ANNOTATION
 from takoform_operator.core.reconcile import POLL_PENDING, RETRY_LATER, Event, Outcome
 from takoform_operator.core.registry import Registry
+from takoform_operator.core.state import DeletionPolicy
 from takoform_operator.core.tenancy import GRANT_PLURAL, GROUP, HOST_PLURAL, VERSION
 from takoform_operator.host_port import HostPort
 from takoform_operator.kube.claims import ClaimBook
+from takoform_operator.kube.connection_secrets import (
+    SecretNotOurs,
+    SecretStore,
+    SecretWriteFailed,
+    secret_name_of,
+)
 from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION, merged_status
 from takoform_operator.kube.loops import ReconcileLoops
@@ -39,7 +51,7 @@ from takoform_operator.kube.status import CrWriter, StatusWriteFailed
 from takoform_operator.kube.tenancy import TenancyBook
 from takoform_operator.metrics import Metrics
 from takoform_operator.settings import Settings
-from takoform_spec.identity import plural_of
+from takoform_spec.identity import FormLine, plural_of
 
 FINALIZER = "takoform.io/finalizer"
 #: A recorded claim is followed at once by the next step; never more than this in one go.
@@ -73,6 +85,8 @@ class Runtime:
     random: Callable[[], float] = field(default=random.random)
     #: Hosts and grants (docs/tenancy.md); None only in single-host harnesses.
     tenancy: TenancyBook | None = None
+    #: Where sensitive outputs go (docs/tenancy.md, Connection Secrets); None: not written.
+    secrets: SecretStore | None = None
 
 
 def _now(runtime: Runtime) -> str:
@@ -146,6 +160,8 @@ async def reconcile_cr(
                 runtime.claims.observe(body)
                 if runtime.loops is not None:
                     runtime.loops.wrote(uid, body)
+            if result.connection is not None:
+                await write_connection_secret(runtime, body, result.connection)
             for event in _events_to_post(outcome, wrote=result.status is not None):
                 _post(body, event.type, str(event.reason), event.message)
             if not outcome.continue_now:
@@ -269,6 +285,7 @@ async def _delete_step(runtime: Runtime, body: Mapping[str, Any]) -> float | Non
         return _delay(runtime, str(body["metadata"]["uid"]), outcome)
     for event in outcome.events:
         _post(body, event.type, str(event.reason), event.message)
+    await let_go_of_connection_secret(runtime, body)
     await _set_finalizer(runtime, body, present=False)
     uid = str(body["metadata"]["uid"])
     runtime.metrics.forget(body)
@@ -298,6 +315,41 @@ async def _set_finalizer(
     if runtime.loops is not None:
         runtime.loops.wrote(str(metadata["uid"]), written)
     return written
+
+
+async def write_connection_secret(
+    runtime: Runtime, body: Mapping[str, Any], secret: ConnectionSecret
+) -> None:
+    """After the status: the CR's connection Secret holds what the host reported (a write only
+    when it differs). A Secret that is not ours is left alone, with a Warning Event; a write
+    that did not land (e.g. forbidden) is a Warning too, and is tried again at the next look,
+    not at once: the status is written and the resource itself is fine."""
+    if runtime.secrets is None:
+        return
+    try:
+        if await runtime.secrets.apply(body, secret):
+            logger.info("connection Secret %s/%s written", secret.namespace, secret.name)
+    except SecretNotOurs as exc:
+        logger.warning("%s", exc)
+        _post(body, "Warning", "ConnectionSecretNotOurs", str(exc))
+    except SecretWriteFailed as exc:
+        logger.warning("%s; tried again at the next look", exc)
+        _post(body, "Warning", "ConnectionSecretNotWritten", str(exc))
+
+
+async def let_go_of_connection_secret(runtime: Runtime, body: Mapping[str, Any]) -> None:
+    """Before the finalizer goes: with deletionPolicy Orphan the Secret loses its
+    ownerReference and stays (the host resource and its credentials live on). Otherwise the
+    garbage collector deletes it with the CR (the operator has no delete right on Secrets)."""
+    metadata = body["metadata"]
+    if runtime.secrets is None or not has_connection_secret(
+        runtime.registry, FormLine(str(body["apiVersion"]), str(body["kind"]))
+    ):
+        return
+    name = secret_name_of(body, secret_name(str(metadata["name"]), None))
+    namespace = str(metadata["namespace"])
+    if (body.get("spec") or {}).get("deletionPolicy") == DeletionPolicy.ORPHAN:
+        await runtime.secrets.release(body, namespace, name)
 
 
 def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:

@@ -132,6 +132,10 @@ class HttpCrWriter:
             )
         return str(answer.json()["metadata"]["resourceVersion"])
 
+    def client(self) -> httpx.AsyncClient:
+        """The current connection, for the other thin writers (kube.connection_secrets)."""
+        return self._http()
+
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             if self._connection is None:
