@@ -13,6 +13,7 @@ the port and resolves no name)."""
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import os
@@ -47,8 +48,13 @@ PROMETHEUS_SA = "prometheus"
 
 @pytest.fixture(scope="session")
 def prometheus_upstream() -> Path:
-    binary = localcluster.Tools.locate().prometheus_upstream
-    assert binary and os.access(binary, os.X_OK), f"{binary} missing: run `make tools`"
+    """Upstream Prometheus 3.x from the tools cache (Debian's has no kubernetes_sd)."""
+    try:
+        binary = localcluster.Tools.locate().prometheus_upstream
+    except localcluster.ClusterError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    if not binary or not os.access(binary, os.X_OK):
+        pytest.fail(f"{binary} missing: run `make tools`", pytrace=False)
     return binary
 
 
@@ -219,14 +225,21 @@ def grant_prometheus(kube: KubeCluster, namespace: str, scratch: Path) -> dict[s
     token_file = scratch / "prometheus.token"
     token_file.write_text(token)
     token_file.chmod(0o600)
-    ca = kube.kubectl(
-        "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.certificate-authority}"
-    ).stdout
     return {
         "api_server": kube.server,
         "authorization": {"credentials_file": str(token_file)},
-        "tls_config": {"ca_file": ca},
+        "tls_config": {"ca_file": str(_ca_file(kube, scratch))},
     }
+
+
+def _ca_file(kube: KubeCluster, scratch: Path) -> Path:
+    """The API server's CA as a file: the kubeconfig's path, or its embedded data written out."""
+    cluster = kube.kubectl_json("config", "view", "--minify", "--raw")["clusters"][0]["cluster"]
+    if cluster.get("certificate-authority"):
+        return Path(cluster["certificate-authority"])
+    path = scratch / "api-server-ca.crt"
+    path.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    return path
 
 
 def endpoint_slice(service: dict[str, Any], address: str, address_type: str) -> str:
@@ -277,6 +290,8 @@ def endpoint_slice(service: dict[str, Any], address: str, address_type: str) -> 
 
 @dataclass
 class Prometheus:
+    """A running Prometheus: its HTTP API, read without raising (None when it does not answer)."""
+
     url: str
     pid: int
 
@@ -352,14 +367,14 @@ def _ready(url: str) -> bool:
         return False
 
 
-def tcp_sockets(pid: int) -> list[tuple[str, str, str]]:
-    """(state, local, peer) of every TCP socket of process `pid` (`ss`)."""
-    out = subprocess.run(["ss", "-tanpH"], capture_output=True, text=True, check=True).stdout
+def sockets_of(pid: int) -> list[tuple[str, str, str]]:
+    """(state, local, peer) of every TCP and UDP socket of process `pid` (`ss`)."""
+    out = subprocess.run(["ss", "-tuanpH"], capture_output=True, text=True, check=True).stdout
     found = []
     for line in out.splitlines():
         fields = line.split()
-        if len(fields) >= 6 and f"pid={pid}," in line:
-            found.append((fields[0], fields[3], fields[4]))
+        if len(fields) >= 7 and f"pid={pid}," in line:
+            found.append((fields[1], fields[4], fields[5]))
     return found
 
 
@@ -484,7 +499,7 @@ def test_prometheus_discovers_the_operator_and_the_blocked_alert_names_the_cr(
             raise
         api_server = kube.server.removeprefix("https://")
         for pid in (prom.pid, control.pid, process.pid):
-            sockets = tcp_sockets(pid)
+            sockets = sockets_of(pid)
             off = [s for s in sockets if not _on_loopback(s)]
             assert off == [], f"sockets of pid {pid} off loopback: {off}"
             assert any(s[0] == "ESTAB" and s[2] == api_server for s in sockets), (
