@@ -113,6 +113,8 @@ class Tools:
     kubelet: Path | None = None
     kube_scheduler: Path | None = None
     pause: Path | None = None
+    # Upstream Prometheus 3.x with kubernetes_sd (Debian's, on PATH, lacks it).
+    prometheus_upstream: Path | None = None
 
     @classmethod
     def locate(cls) -> Tools:
@@ -141,6 +143,10 @@ class Tools:
         pause = Path(
             os.environ.get("TAKOFORM_PAUSE_BIN") or cache / "bin" / f"pause-{pause_key[:12]}"
         )
+        prometheus_upstream = Path(
+            os.environ.get("TAKOFORM_PROMETHEUS_UPSTREAM_BIN")
+            or cache / "bin" / f"prometheus-{versions['PROMETHEUS_MODULE_VERSION']}"
+        )
         tools = cls(
             kube_apiserver=kube / "kube-apiserver",
             kube_controller_manager=kube / "kube-controller-manager",
@@ -152,6 +158,7 @@ class Tools:
             kubelet=node / "kubelet",
             kube_scheduler=node / "kube-scheduler",
             pause=pause / "pause",
+            prometheus_upstream=prometheus_upstream / "prometheus",
         )
         missing = [
             str(p)

@@ -7,6 +7,7 @@
 #   etcd                                              <- go.etcd.io/etcd/server/v3 (hack/go/etcd)
 #   helm                                              <- helm.sh/helm/v3     (hack/go/helm)
 #   prometheus, promtool                              <- Debian package `prometheus`
+#   prometheus, promtool 3.x with kubernetes_sd       <- github.com/prometheus/prometheus (hack/go/prometheus)
 #   containerd, runc (the node's runtime)             <- Debian packages `containerd`, `runc`
 #   buildah, mmdebstrap (`make image` without Docker) <- Debian packages `buildah`, `mmdebstrap`
 #
@@ -44,7 +45,7 @@ check_wrapper() { # DIR MODULE VERSION
 # build COMPONENT VERSION WRAPPER_DIR LDFLAGS NAME=PACKAGE...
 # Builds into a scratch directory and renames it into place only when everything succeeded.
 build() {
-  local component="$1" version="$2" wrapper="$3" ldflags="$4"
+  local component="$1" version="$2" wrapper="$3" ldflags="$4" tags="${BUILD_TAGS:-}"
   shift 4
   local dest="$bindir/$component-$version"
   if [[ -f "$dest/.complete" ]]; then
@@ -57,8 +58,8 @@ build() {
   for spec in "$@"; do
     name="${spec%%=*}" pkg="${spec#*=}"
     log "$component $version: building $name (go build -p $jobs; minutes on a cold cache)"
-    (cd "$wrapper" && go build -mod=readonly -trimpath -p "$jobs" -ldflags "$ldflags" \
-      -o "$tmp/$name" "$pkg") || die "building $name from $pkg failed"
+    (cd "$wrapper" && go build -mod=readonly -trimpath -p "$jobs" -tags "$tags" \
+      -ldflags "$ldflags" -o "$tmp/$name" "$pkg") || die "building $name from $pkg failed"
   done
   date -u +%Y-%m-%dT%H:%M:%SZ >"$tmp/.complete"
   rm -rf "$dest" && mv "$tmp" "$dest"
@@ -121,6 +122,24 @@ for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
 done
 build helm "$HELM_VERSION" "$hdir" "$hldflags" helm=helm.sh/helm/v3/cmd/helm
 
+# --- prometheus (upstream) --------------------------------------------------------------------
+# Debian's prometheus 2.42 is built without kubernetes_sd; the ServiceMonitor test needs discovery
+# through the API server, so that one test runs an upstream build. The existing tests keep Debian's.
+# Only the kubernetes service discovery is compiled in (Prometheus' own build tags), which skips
+# the cloud SDKs; the web UI assets are not embedded (the HTTP API is all the tests use).
+pdir="$repo/hack/go/prometheus"
+check_wrapper "$pdir" github.com/prometheus/prometheus "$PROMETHEUS_MODULE_VERSION"
+pversion="$(cat "$(cd "$pdir" && go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)/VERSION")"
+pldflags="-s -w"
+for kv in Version="$pversion" Revision="$PROMETHEUS_MODULE_VERSION" Branch=HEAD \
+  BuildUser=takoform-operator BuildDate="$(date -u +%Y%m%d-%H:%M:%S)"; do
+  pldflags+=" -X github.com/prometheus/common/version.$kv"
+done
+BUILD_TAGS="remove_all_sd,enable_kubernetes_sd" build prometheus "$PROMETHEUS_MODULE_VERSION" \
+  "$pdir" "$pldflags" \
+  prometheus=github.com/prometheus/prometheus/cmd/prometheus \
+  promtool=github.com/prometheus/prometheus/cmd/promtool
+
 # --- Debian packages: prometheus, containerd, runc, buildah, mmdebstrap -------------------------
 apt_updated=""
 apt_install() { # PACKAGE...
@@ -169,6 +188,7 @@ kbin="$bindir/kubernetes-$KUBERNETES_VERSION"
 ebin="$bindir/etcd-$ETCD_VERSION"
 hbin="$bindir/helm-$HELM_VERSION"
 nbin="$bindir/kubernetes-node-$KUBERNETES_VERSION"
+pbin="$bindir/prometheus-$PROMETHEUS_MODULE_VERSION"
 cat >"$bindir/env.sh.tmp" <<ENV
 # Written by hack/tools.sh; source it to put the pinned tools on PATH.
 export TAKOFORM_KUBE_BIN="$kbin"
@@ -177,6 +197,8 @@ export TAKOFORM_HELM_BIN="$hbin"
 export TAKOFORM_NODE_BIN="$nbin"
 export TAKOFORM_PAUSE_BIN="$pause_dir"
 export TAKOFORM_PROMETHEUS_BIN="$promdir"
+# Upstream Prometheus 3.x (kubernetes_sd); deliberately not on PATH, where Debian's stays.
+export TAKOFORM_PROMETHEUS_UPSTREAM_BIN="$pbin"
 export PATH="$kbin:$ebin:$hbin:$promdir:\$PATH"
 ENV
 mv "$bindir/env.sh.tmp" "$bindir/env.sh"
@@ -184,7 +206,7 @@ mv "$bindir/env.sh.tmp" "$bindir/env.sh"
 log "ready in $((SECONDS - start))s:"
 for f in "$kbin"/kube-apiserver "$kbin"/kube-controller-manager "$kbin"/kubectl "$ebin"/etcd \
   "$hbin"/helm "$nbin"/kubelet "$nbin"/kube-scheduler "$pause_dir"/pause \
-  "$promdir"/prometheus "$promdir"/promtool; do
+  "$promdir"/prometheus "$promdir"/promtool "$pbin"/prometheus "$pbin"/promtool; do
   printf '  %s\n' "$f" >&2
 done
 printf '  source %s   # puts them on PATH\n' "$bindir/env.sh" >&2

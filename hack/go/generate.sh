@@ -5,7 +5,8 @@
 # replaces the k8s.io/* "staging" modules with ./staging/... paths and requires them at v0.0.0.
 # A wrapper module requires k8s.io/kubernetes and replaces each of those v0.0.0 modules with the
 # matching published release (v1.Y.Z -> v0.Y.Z). The list is derived from the downloaded go.mod,
-# never hand-copied. etcd and helm get the same kind of wrapper so that go.sum pins everything.
+# never hand-copied. etcd, helm and prometheus get the same kind of wrapper so that go.sum pins
+# everything.
 set -euo pipefail  # needs: go, jq
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../versions.env
@@ -84,5 +85,14 @@ hmod="$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | jq -r '.GoMod')"
 write_module "$here/helm" takoform.local/hack/go/helm "$(go_line "$hmod")" \
   "helm.sh/helm/v3 $HELM_VERSION" "" \
   helm.sh/helm/v3/cmd/helm
+
+# --- prometheus (upstream, for kubernetes_sd; Debian's build lacks it) ------------------------
+# Prometheus 3.x publishes its Go module as v0.3XX.Y (3.16.0 -> v0.316.0).
+pmod="$(go mod download -json "github.com/prometheus/prometheus@$PROMETHEUS_MODULE_VERSION" |
+  jq -r '.GoMod')"
+write_module "$here/prometheus" takoform.local/hack/go/prometheus "$(go_line "$pmod")" \
+  "github.com/prometheus/prometheus $PROMETHEUS_MODULE_VERSION" "" \
+  github.com/prometheus/prometheus/cmd/prometheus \
+  github.com/prometheus/prometheus/cmd/promtool
 
 log "done"

@@ -1,0 +1,594 @@
+"""The chart's ServiceMonitor as Prometheus runs it: the scrape job the prometheus-operator
+generates from it, in a real Prometheus (upstream 3.x built by hack/tools.sh: Debian's 2.42 has
+no kubernetes_sd) that finds the operator through the API server. `TakoformResourceBlocked` fires
+naming the CR's namespace and name; the same job without `honor_labels` names the namespace of
+the operator's Service instead, so the check can fail.
+
+Everything runs on loopback: the operator is a `takoform-operator run` process, and its metrics
+Service is the chart's, in the namespace a release would have. The API server refuses loopback
+addresses in IPv4/IPv6 EndpointSlices (and Endpoints), so no endpointslice controller could
+publish 127.0.0.1 even for a pod on a node: the test writes the slice itself, as that controller
+would for the Service, with addressType FQDN and the address 127.0.0.1 (Prometheus joins it with
+the port and resolves no name)."""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+import os
+import re
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fixtures_helm import CHART
+from fixtures_kube import KubeCluster, localcluster, wait_until
+from operator_process import Operator, operator_process, serving
+from processes import free_port
+from tenancy import granted
+from waiting import wait_for
+
+pytestmark = [pytest.mark.kube, pytest.mark.host]
+
+RELEASE = "tko"
+
+# The prometheus-operator's config reloader replaces $(SHARD) with the shard's number.
+SHARD = "0"
+PROMETHEUS_SA = "prometheus"
+
+
+@pytest.fixture(scope="session")
+def prometheus_upstream() -> Path:
+    """Upstream Prometheus 3.x from the tools cache (Debian's has no kubernetes_sd)."""
+    try:
+        binary = localcluster.Tools.locate().prometheus_upstream
+    except localcluster.ClusterError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    if not binary or not os.access(binary, os.X_OK):
+        pytest.fail(f"{binary} missing: run `make tools`", pytrace=False)
+    return binary
+
+
+# -- the prometheus-operator's translation of a ServiceMonitor ----------------------------------
+
+
+def _label_name(key: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_]", "_", key)
+
+
+def service_monitor_job(monitor: dict[str, Any], index: int, sd: dict[str, Any]) -> dict[str, Any]:
+    """The scrape job the prometheus-operator generates for endpoint `index` of `monitor`
+    (serviceDiscoveryRole EndpointSlice, one shard), `sd` being how it reaches the API server.
+    Only the fields the chart's ServiceMonitor uses are translated: anything else fails here
+    rather than being ignored."""
+    meta, spec = monitor["metadata"], monitor["spec"]
+    endpoint = spec["endpoints"][index]
+    untranslated = (
+        set(spec) - {"selector", "endpoints"}
+        | set(spec["selector"]) - {"matchLabels"}
+        | set(endpoint) - {"port", "interval", "honorLabels"}
+    )
+    assert not untranslated, f"ServiceMonitor fields this test does not translate: {untranslated}"
+    port = endpoint["port"]
+    target_ref = [
+        "__meta_kubernetes_endpointslice_address_target_kind",
+        "__meta_kubernetes_endpointslice_address_target_name",
+    ]
+    relabelings: list[dict[str, Any]] = [
+        {"source_labels": ["job"], "target_label": "__tmp_prometheus_job_name"}
+    ]
+    for key, value in sorted(spec["selector"]["matchLabels"].items()):
+        name = _label_name(key)
+        relabelings.append(
+            {
+                "action": "keep",
+                "source_labels": [
+                    f"__meta_kubernetes_service_label_{name}",
+                    f"__meta_kubernetes_service_labelpresent_{name}",
+                ],
+                "regex": f"({value});true",
+            }
+        )
+    relabelings += [
+        {
+            "action": "keep",
+            "source_labels": ["__meta_kubernetes_endpointslice_port_name"],
+            "regex": port,
+        },
+        {
+            "source_labels": target_ref,
+            "separator": ";",
+            "regex": "Node;(.*)",
+            "replacement": "${1}",
+            "target_label": "node",
+        },
+        {
+            "source_labels": target_ref,
+            "separator": ";",
+            "regex": "Pod;(.*)",
+            "replacement": "${1}",
+            "target_label": "pod",
+        },
+        {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+        {"source_labels": ["__meta_kubernetes_service_name"], "target_label": "service"},
+        {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+        {"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"},
+        {
+            "action": "drop",
+            "source_labels": ["__meta_kubernetes_pod_phase"],
+            "regex": "(Failed|Succeeded)",
+        },
+        {
+            "source_labels": ["__meta_kubernetes_service_name"],
+            "target_label": "job",
+            "replacement": "${1}",
+        },
+        {"target_label": "endpoint", "replacement": port},
+        {
+            "source_labels": ["__address__", "__tmp_hash"],
+            "target_label": "__tmp_hash",
+            "regex": "(.+);",
+            "replacement": "$1",
+            "action": "replace",
+        },
+        {
+            "source_labels": ["__tmp_hash"],
+            "target_label": "__tmp_hash",
+            "modulus": 1,
+            "action": "hashmod",
+        },
+        {
+            "source_labels": ["__tmp_hash", "__tmp_disable_sharding"],
+            "regex": f"{SHARD};|.+;.+",
+            "action": "keep",
+        },
+    ]
+    return {
+        "job_name": f"serviceMonitor/{meta['namespace']}/{meta['name']}/{index}",
+        "honor_labels": bool(endpoint.get("honorLabels", False)),
+        "kubernetes_sd_configs": [
+            {"role": "endpointslice", "namespaces": {"names": [meta["namespace"]]}, **sd}
+        ],
+        "scrape_interval": endpoint["interval"],
+        "relabel_configs": relabelings,
+    }
+
+
+def rendered(helm: Any, namespace: str, tmp_path: Path, *values: str) -> dict[str, Any]:
+    """The chart's objects by kind for release RELEASE in `namespace`, with the ServiceMonitor
+    (scraping every second) and the PrometheusRule (Blocked after 2 s), whose rules are written
+    to the file under the key "rules"."""
+    sets = [
+        "metrics.serviceMonitor.enabled=true",
+        "metrics.serviceMonitor.interval=1s",
+        "metrics.prometheusRule.enabled=true",
+        "alerts.blockedFor=2s",
+        *values,
+    ]
+    args = [arg for value in sets for arg in ("--set", value)]
+    out = helm("template", RELEASE, str(CHART), "--namespace", namespace, *args).stdout
+    docs = {doc["kind"]: doc for doc in yaml.safe_load_all(out) if doc}
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump(docs["PrometheusRule"]["spec"], sort_keys=False))
+    return {**docs, "rules": rules}
+
+
+# -- what the API server holds ---------------------------------------------------------------------
+
+
+def grant_prometheus(kube: KubeCluster, namespace: str, scratch: Path) -> dict[str, Any]:
+    """A ServiceAccount allowed only to list and watch what endpointslice discovery reads
+    (EndpointSlices, Services, Pods) in `namespace`; returns the kubernetes_sd settings that use
+    its token, as Prometheus in the cluster would use its mounted one."""
+    rules = [
+        {"apiGroups": [""], "resources": ["services", "pods"], "verbs": ["get", "list", "watch"]},
+        {
+            "apiGroups": ["discovery.k8s.io"],
+            "resources": ["endpointslices"],
+            "verbs": ["get", "list", "watch"],
+        },
+    ]
+    subject = {"kind": "ServiceAccount", "name": PROMETHEUS_SA, "namespace": namespace}
+    manifests = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": PROMETHEUS_SA}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": PROMETHEUS_SA},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": PROMETHEUS_SA},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": PROMETHEUS_SA,
+            },
+            "subjects": [subject],
+        },
+    ]
+    kube.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests}), namespace)
+    token = kube.kubectl(
+        "create", "token", PROMETHEUS_SA, "--duration=1h", namespace=namespace
+    ).stdout.strip()
+    token_file = scratch / "prometheus.token"
+    token_file.write_text(token)
+    token_file.chmod(0o600)
+    return {
+        "api_server": kube.server,
+        "authorization": {"credentials_file": str(token_file)},
+        "tls_config": {"ca_file": str(_ca_file(kube, scratch))},
+    }
+
+
+def _ca_file(kube: KubeCluster, scratch: Path) -> Path:
+    """The API server's CA as a file: the kubeconfig's path, or its embedded data written out."""
+    cluster = kube.kubectl_json("config", "view", "--minify", "--raw")["clusters"][0]["cluster"]
+    if cluster.get("certificate-authority"):
+        return Path(cluster["certificate-authority"])
+    path = scratch / "api-server-ca.crt"
+    path.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    return path
+
+
+def endpoint_slice(service: dict[str, Any], address: str, address_type: str) -> str:
+    """The EndpointSlice the endpointslice controller writes for `service` with one Ready
+    endpoint at `address` (the Service's ports, whose named targetPort is the operator
+    container's port of the same number), of `address_type`."""
+    meta = service["metadata"]
+    ports = [
+        {"name": port["name"], "port": port["port"], "protocol": port["protocol"]}
+        for port in service["spec"]["ports"]
+    ]
+    return json.dumps(
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": f"{meta['name']}-{address_type.lower()}",
+                "namespace": meta["namespace"],
+                "labels": {
+                    "kubernetes.io/service-name": meta["name"],
+                    "endpointslice.kubernetes.io/managed-by": "takoform-tests",
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Service",
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "addressType": address_type,
+            "endpoints": [
+                {
+                    "addresses": [address],
+                    "conditions": {"ready": True, "serving": True, "terminating": False},
+                }
+            ],
+            "ports": ports,
+        }
+    )
+
+
+# -- a Prometheus process ------------------------------------------------------------------------
+
+
+@dataclass
+class Prometheus:
+    """A running Prometheus: its HTTP API, read without raising (None when it does not answer)."""
+
+    url: str
+    pid: int
+
+    def get(self, path: str, **params: str) -> Any:
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        try:
+            with urllib.request.urlopen(f"{self.url}{path}{query}", timeout=5) as answer:
+                return json.loads(answer.read().decode())
+        except OSError:
+            return None
+
+    def active_targets(self, pool: str) -> list[dict[str, Any]]:
+        found = self.get("/api/v1/targets", state="active", scrapePool=pool) or {}
+        return list(found.get("data", {}).get("activeTargets", []))
+
+    def alerts(self, name: str) -> list[dict[str, Any]]:
+        found = self.get("/api/v1/alerts") or {}
+        alerts = found.get("data", {}).get("alerts", [])
+        return [a for a in alerts if a["labels"].get("alertname") == name]
+
+    def series(self, query: str) -> list[dict[str, str]]:
+        found = self.get("/api/v1/query", query=query) or {}
+        return [r["metric"] for r in found.get("data", {}).get("result", [])]
+
+
+@contextmanager
+def running_prometheus(binary: Path, workdir: Path, config: dict[str, Any]) -> Iterator[Prometheus]:
+    """Prometheus with `config`, its API on a free loopback port; stopped by its pid."""
+    workdir.mkdir()
+    config_file = workdir / "prometheus.yml"
+    config_file.write_text(json.dumps(config, indent=1))
+    check = subprocess.run(
+        [str(binary.with_name("promtool")), "check", "config", str(config_file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    port = free_port()
+    log = workdir / "prometheus.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [
+                str(binary),
+                f"--config.file={config_file}",
+                f"--storage.tsdb.path={workdir / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    prometheus = Prometheus(f"http://127.0.0.1:{port}", process.pid)
+    try:
+        wait_until(lambda: _ready(prometheus.url), f"Prometheus ready ({workdir.name})", timeout=30)
+        yield prometheus
+    except BaseException:
+        print(f"--- {log} ---\n{log.read_text(errors='replace')[-3000:]}")
+        raise
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=5) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+def sockets_of(pid: int) -> list[tuple[str, str, str]]:
+    """(state, local, peer) of every TCP and UDP socket of process `pid` (`ss`)."""
+    out = subprocess.run(["ss", "-tuanpH"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 7 and f"pid={pid}," in line:
+            found.append((fields[1], fields[4], fields[5]))
+    return found
+
+
+def _on_loopback(socket: tuple[str, str, str]) -> bool:
+    """Bound to loopback, and either listening (no peer: port `*`) or talking to loopback."""
+    _state, local, peer = socket
+    return _loopback(local) and (peer.endswith(":*") or _loopback(peer))
+
+
+def _loopback(address: str) -> bool:
+    host = address.rsplit(":", 1)[0].strip("[]").split("%", 1)[0]
+    if host == "*":
+        return False
+    ip = ipaddress.ip_address(host)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+# -- the test ------------------------------------------------------------------------------------
+
+
+def _bucket(name: str) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "storage.takoform.io/v1",
+            "kind": "Bucket",
+            "metadata": {"name": name},
+            "spec": {
+                "space": "team-a",
+                "deletionPolicy": "Delete",
+                "parameters": {"region": "eu-west-1", "sizeGiB": 10},
+            },
+        }
+    )
+
+
+def _bucket_condition(kube: KubeCluster, namespace: str, name: str, kind: str) -> bool:
+    found = kube.kubectl("get", "bucket", name, "-o", "json", namespace=namespace, check=False)
+    if found.returncode != 0:
+        return False
+    conditions = (json.loads(found.stdout).get("status") or {}).get("conditions", [])
+    return any(c["type"] == kind and c["status"] == "True" for c in conditions)
+
+
+@pytest.fixture
+def namespaces(kube_cluster: KubeCluster, kube_namespace: str) -> Iterator[tuple[str, str]]:
+    """(the operator's namespace, another one for the CRs)."""
+    crs = f"{kube_namespace}-crs"
+    kube_cluster.kubectl("create", "namespace", crs)
+    try:
+        yield kube_namespace, crs
+    finally:
+        kube_cluster.kubectl("delete", "namespace", crs, "--wait=false", check=False)
+
+
+def test_prometheus_discovers_the_operator_and_the_blocked_alert_names_the_cr(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    namespaces: tuple[str, str],
+    host_factory: Any,
+    helm: Any,
+    prometheus_upstream: Path,
+    tmp_path: Path,
+) -> None:
+    kube = kube_cluster
+    operator_namespace, crs = namespaces
+    host = host_factory(commit_delay=0.05)
+    with host.api() as api:
+        api.put("/v1alpha3/spaces/team-a")
+    metrics_port = free_port()
+    chart = rendered(helm, operator_namespace, tmp_path, f"metrics.port={metrics_port}")
+    monitor = chart["ServiceMonitor"]
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True, "the chart's default"
+    kube.apply(json.dumps(chart["Service"]), namespace=operator_namespace)
+    service = kube.kubectl_json(
+        "get", "service", chart["Service"]["metadata"]["name"], namespace=operator_namespace
+    )
+    # Why the slice is FQDN: the API server refuses a loopback address in an IPv4 slice,
+    # the only kind the endpointslice controller writes.
+    refused = kube.kubectl(
+        "create", "--dry-run=server", "-f", "-", namespace=operator_namespace,
+        input=endpoint_slice(service, "127.0.0.1", "IPv4"), check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "loopback" in refused.stderr, refused.stderr
+    kube.apply(endpoint_slice(service, "127.0.0.1", "FQDN"), namespace=operator_namespace)
+
+    sd = grant_prometheus(kube, operator_namespace, tmp_path)
+    job = service_monitor_job(monitor, 0, sd)
+
+    def config(scrape: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(chart["rules"])],
+            "scrape_configs": [scrape],
+        }
+
+    log = tmp_path / "operator.log"
+    with (
+        granted(kube, crs, ["team-a"]),
+        operator_process(
+            kube.kubeconfig,
+            host,
+            crs,
+            log,
+            METRICS_PORT=str(metrics_port),
+            BIND_ADDRESS="127.0.0.1",
+            POLL_READY_SECONDS="2",
+        ) as process,
+        running_prometheus(prometheus_upstream, tmp_path / "sm", config(job)) as prom,
+        running_prometheus(
+            prometheus_upstream, tmp_path / "no-honor", config({**job, "honor_labels": False})
+        ) as control,
+    ):
+        running = Operator(process, log, f"http://127.0.0.1:{metrics_port}/metrics")
+        try:
+            wait_until(lambda: serving(running), "the operator's metrics endpoint", timeout=30)
+            _assert_discovered(prom, job["job_name"], service, metrics_port)
+            _assert_blocked_alert_names_the_cr(prom, control, kube, host, crs, operator_namespace)
+        except BaseException:
+            print(running.log_tail())
+            raise
+        api_server = kube.server.removeprefix("https://")
+        for pid in (prom.pid, control.pid, process.pid):
+            sockets = sockets_of(pid)
+            off = [s for s in sockets if not _on_loopback(s)]
+            assert off == [], f"sockets of pid {pid} off loopback: {off}"
+            assert any(s[0] == "ESTAB" and s[2] == api_server for s in sockets), (
+                f"pid {pid} holds no connection to the API server {api_server}: {sockets}"
+            )
+
+
+def _assert_discovered(
+    prom: Prometheus, pool: str, service: dict[str, Any], metrics_port: int
+) -> None:
+    """Exactly one target in the ServiceMonitor's pool, found by endpointslice discovery (its
+    discovered labels come from the API server's Service and EndpointSlice), and up."""
+
+    def discovered_and_up() -> dict[str, Any] | None:
+        targets = prom.active_targets(pool)
+        return targets[0] if len(targets) == 1 and targets[0]["health"] == "up" else None
+
+    t0 = time.monotonic()
+    target = wait_for(discovered_and_up, f"one healthy target in {pool}", timeout=60, interval=0.2)
+    print(f"target discovered and up within {time.monotonic() - t0:.1f}s of the operator serving")
+    namespace, name = service["metadata"]["namespace"], service["metadata"]["name"]
+    discovered = target["discoveredLabels"]
+    assert discovered["__meta_kubernetes_namespace"] == namespace
+    assert discovered["__meta_kubernetes_endpointslice_name"] == f"{name}-fqdn"
+    assert discovered["__meta_kubernetes_endpointslice_address_type"] == "FQDN"
+    assert discovered["__meta_kubernetes_endpointslice_port_name"] == "metrics"
+    assert discovered["__meta_kubernetes_service_name"] == name
+    selector = service["spec"]["selector"]
+    for key, value in selector.items():
+        assert discovered[f"__meta_kubernetes_service_label_{_label_name(key)}"] == value
+    assert target["scrapeUrl"] == f"http://127.0.0.1:{metrics_port}/metrics"
+    expected = {
+        "namespace": namespace,
+        "service": name,
+        "endpoint": "metrics",
+        "job": name,
+        "instance": f"127.0.0.1:{metrics_port}",
+    }
+    labels = target["labels"]
+    assert {k: labels.get(k) for k in expected} == expected, labels
+
+
+def _assert_blocked_alert_names_the_cr(
+    prom: Prometheus,
+    control: Prometheus,
+    kube: KubeCluster,
+    host: Any,
+    crs: str,
+    operator_namespace: str,
+) -> None:
+    """A Bucket in `crs` goes Blocked (its host resource deleted and re-created): the alert
+    names `crs` and the Bucket; without honor_labels it names the operator's namespace."""
+    kube.apply(_bucket("watched"), namespace=crs)
+    wait_until(lambda: _bucket_condition(kube, crs, "watched", "Ready"), "Bucket watched Ready", 90)
+    assert prom.alerts("TakoformResourceBlocked") == []
+    target = {"space": "team-a", "apiVersion": "storage.takoform.io/v1", "kind": "Bucket"}
+    host.admin("POST", "/admin/v1/resources/recreate", {**target, "name": "watched"})
+
+    def firing(prometheus: Prometheus) -> list[dict[str, str]]:
+        alerts = prometheus.alerts("TakoformResourceBlocked")
+        return [a["labels"] for a in alerts if a["state"] == "firing"]
+
+    expected = {
+        "alertname": "TakoformResourceBlocked",
+        "namespace": crs,
+        "name": "watched",
+        "kind": "Bucket",
+        "reason": "UidMismatch",
+        "severity": "critical",
+    }
+    t0 = time.monotonic()
+    fired = wait_for(lambda: firing(prom), "TakoformResourceBlocked firing", timeout=60)
+    print(f"TakoformResourceBlocked firing {time.monotonic() - t0:.1f}s after the recreate")
+    assert fired == [expected], "the alert names the CR's namespace, not the operator's"
+    series = prom.series('takoform_resource_blocked{name="watched"}')
+    assert [s["namespace"] for s in series] == [crs] and "exported_namespace" not in series[0]
+
+    # The same job without honor_labels: the target's namespace overwrites the series' own.
+    unhonored = wait_for(lambda: firing(control), "the control alert firing", timeout=60)
+    assert unhonored == [{**expected, "namespace": operator_namespace}]
+    series = control.series('takoform_resource_blocked{name="watched"}')
+    assert [(s["namespace"], s["exported_namespace"]) for s in series] == [
+        (operator_namespace, crs)
+    ]
+
+    # Remedy: delete the host-side replacement; the operator re-creates, the alert resolves.
+    host.admin("POST", "/admin/v1/resources/delete", {**target, "name": "watched"})
+    wait_until(lambda: prom.alerts("TakoformResourceBlocked") == [], "the alert resolved", 60)
+    wait_until(
+        lambda: _bucket_condition(kube, crs, "watched", "Ready"), "Bucket watched Ready again", 90
+    )
+    kube.kubectl("delete", "bucket", "watched", "--timeout=60s", namespace=crs)
