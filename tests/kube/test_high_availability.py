@@ -213,6 +213,22 @@ def _only_the_leader_reconciles_and_a_deleted_leader_is_replaced(release: Releas
     release.node.kube.apply(_bucket("three"), namespace=release.namespace)
     wait_until(lambda: _bucket_ready(release, "three"), "Bucket three Ready", 90)
     assert release.metric(standby, "takoform_reconciles_total") > 0
+
+    # The Deployment's replacement lands on the freed node and stands by, reconciling nothing.
+    replaced: list[dict[str, Any]] = []
+
+    def replacement_ready() -> bool:
+        replaced[:] = [
+            p for p in release.pods() if p["metadata"]["name"] not in by_name and _ready(p)
+        ]
+        return len(replaced) == 1
+
+    wait_until(replacement_ready, "the replacement pod Ready", timeout=120)
+    assert replaced[0]["spec"]["nodeName"] == leader["spec"]["nodeName"]
+    assert release.metric(replaced[0], "takoform_leader") == 0
+    polled = release.metric(standby, "takoform_reconciles_total") + 3
+    wait_until(lambda: release.metric(standby, "takoform_reconciles_total") >= polled, "polls")
+    assert release.metric(replaced[0], "takoform_reconciles_total") == 0, "a standby reconciled"
     for name, uid in uids.items():
         assert _status(release, name)["uid"] == uid, f"{name} was recreated"
         assert _bucket_ready(release, name)
