@@ -7,7 +7,9 @@ request log)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -239,3 +241,78 @@ def _only_the_leader_reconciles_and_a_deleted_leader_is_replaced(release: Releas
         sent
     )
     assert_loopback_only(release.node)
+
+
+def _container_pid(release: Release, pod: dict[str, Any]) -> int:
+    """The host pid of the pod's operator process, from its node's containerd."""
+    container_id = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    node = pod["spec"]["nodeName"]
+    tasks = release.node.local._ctr("tasks", "ls", check=True, node=node).stdout.splitlines()
+    for line in tasks[1:]:
+        task, pid, *_ = line.split()
+        if task == container_id:
+            return int(pid)
+    raise AssertionError(f"no task {container_id} on node {node}:\n" + "\n".join(tasks))
+
+
+def _restarted_and_ready(release: Release, name: str) -> bool:
+    found = release.node.kube.kubectl_json("get", "pod", name, namespace=release.namespace)
+    statuses = found["status"].get("containerStatuses", [])
+    return bool(statuses) and statuses[0]["restartCount"] >= 1 and _ready(found)
+
+
+def test_a_frozen_leader_is_replaced_once_its_lease_runs_out_and_comes_back_standing_by(
+    release: Release,
+) -> None:
+    """The leader stops without releasing anything (SIGSTOP: a hung process, a partitioned
+    node): the replica on the other node takes the Lease once it has gone unrenewed for the lease
+    duration; the kubelet's liveness probe restarts the frozen one, which then stands by."""
+    with release.diagnosed():
+        pods = {p["metadata"]["name"]: p for p in release.pods()}
+        wait_until(lambda: release.holder() in pods, "a replica holding the Lease", timeout=60)
+        leader = pods[str(release.holder())]
+        other = next(p for p in pods.values() if p is not leader)
+        release.node.kube.apply(_bucket("before"), namespace=release.namespace)
+        wait_until(lambda: _bucket_ready(release, "before"), "Bucket before Ready", 90)
+
+        pid = _container_pid(release, leader)
+        t0 = time.monotonic()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            wait_until(
+                lambda: release.holder() == other["metadata"]["name"],
+                "the other replica holding the Lease",
+                timeout=LEASE_SECONDS * 3,
+            )
+            takeover = time.monotonic() - t0
+            print(f"leader frozen -> the other holds the Lease after {takeover:.1f}s")
+            # Not before the lease ran out (nothing was released), and not much later.
+            assert LEASE_SECONDS - 2 <= takeover <= LEASE_SECONDS + 3
+            release.node.kube.apply(_bucket("after"), namespace=release.namespace)
+            wait_until(lambda: _bucket_ready(release, "after"), "Bucket after Ready", 90)
+            assert release.metric(other, "takoform_leader") == 1
+            wait_until(
+                lambda: _restarted_and_ready(release, leader["metadata"]["name"]),
+                "the kubelet to restart the frozen leader",
+                timeout=150,
+            )
+        finally:
+            if _exists(pid):
+                os.kill(pid, signal.SIGCONT)
+        print(f"frozen leader restarted and Ready again after {time.monotonic() - t0:.1f}s")
+        restarted = release.node.kube.kubectl_json(
+            "get", "pod", leader["metadata"]["name"], namespace=release.namespace
+        )
+        assert release.holder() == other["metadata"]["name"], "the Lease stayed where it went"
+        assert release.metric(restarted, "takoform_leader") == 0
+        assert release.metric(restarted, "takoform_reconciles_total") == 0, "a standby reconciled"
+        sent = {name: len(_creates(release.host, name)) for name in ("before", "after")}
+        assert sent == {"before": 1, "after": 1}, "a Bucket sent to the host twice"
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
