@@ -775,6 +775,7 @@ class LocalCluster:
             raise ClusterError("the first node stays until the cluster stops")
         self._stop_nodes([spec])
         _unmount_under(self.state_dir / spec.dirname)
+        _remove_links_into(Path("/var/log/containers"), self.state_dir / spec.dirname)
         own = [p for p in self.node_outside if _cgroup_of(p, spec)]
         _remove_outside(own)
         self.node_outside = [p for p in self.node_outside if p not in own]
@@ -1340,6 +1341,16 @@ def _unmount_under(root: Path) -> None:
             return
         for point in sorted(points, key=len, reverse=True):
             subprocess.run(["umount", "-l", point], capture_output=True)
+
+
+def _remove_links_into(directory: Path, target: Path) -> None:
+    """Remove the symlinks in `directory` that point under `target` (the kubelet's
+    /var/log/containers links to a removed node's pod logs; the directory itself is shared)."""
+    with contextlib.suppress(OSError):
+        for link in directory.iterdir():
+            with contextlib.suppress(OSError):
+                if link.is_symlink() and os.readlink(link).startswith(str(target) + "/"):
+                    link.unlink()
 
 
 def _remove_outside(outside: Sequence[str]) -> None:
