@@ -43,8 +43,8 @@ NODE ?=
 crds-upgrade: ## apply the chart's CRDs to the current cluster (before `helm upgrade`; helm never upgrades them)
 	hack/crds.sh
 
-cluster-up: tools venv ## start a local control plane; NODE=1 adds a node and loads `make image`'s image
-	$(BIN)/python hack/localcluster.py up $(if $(NODE),--node $(foreach a,$(wildcard build/image/*.oci.tar),--image $(a)))
+cluster-up: tools venv ## start a local control plane; NODE=1 adds a node (NODES=2: two) and loads `make image`'s image
+	$(BIN)/python hack/localcluster.py up $(if $(NODE)$(NODES),--node $(if $(NODES),--nodes $(NODES)) $(foreach a,$(wildcard build/image/*.oci.tar),--image $(a)))
 
 cluster-down: venv ## stop the local control plane
 	$(BIN)/python hack/localcluster.py down

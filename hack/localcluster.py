@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """A local Kubernetes control plane for tests and development: etcd + kube-apiserver +
 kube-controller-manager as plain processes on loopback (the envtest idea: no kubelet, no
-containers, no images) and, optionally, one real node: kube-scheduler, containerd and a kubelet
-that runs hostNetwork pods only (no CNI, no pod or service network; docs/local-cluster.md).
+containers, no images) and, optionally, real nodes: kube-scheduler, and per node a containerd and
+a kubelet that run hostNetwork pods only (no CNI, no pod or service network;
+docs/local-cluster.md). Node N is the loopback address 127.0.0.N.
 
     python hack/localcluster.py up     # start it in .cluster/, print `export KUBECONFIG=...`
-    python hack/localcluster.py up --node   # the same with the node
+    python hack/localcluster.py up --node   # the same with one node (127.0.0.1)
+    python hack/localcluster.py up --nodes 2   # two nodes, 127.0.0.1 and 127.0.0.2
     python hack/localcluster.py env    # print the export line of the running one
     python hack/localcluster.py down   # stop it and delete .cluster/
 
@@ -13,7 +15,8 @@ As a library (the pytest fixtures use it)::
 
     cluster = LocalCluster(state_dir, node=True)
     cluster.start()          # raises ClusterError (with each component's log tail) on failure
-    cluster.load_image(Path("build/image/takoform-operator-0.1.0.oci.tar"))   # node only
+    cluster.load_image(Path("build/image/takoform-operator-0.1.0.oci.tar"))   # every node
+    cluster.add_node("127.0.0.2"); cluster.remove_node("127.0.0.2")   # a node more, for a while
     ...cluster.kubeconfig, cluster.server...
     cluster.stop()
 
@@ -28,6 +31,7 @@ import argparse
 import contextlib
 import hashlib
 import io
+import ipaddress
 import json
 import os
 import shutil
@@ -69,7 +73,7 @@ NODE_CONTROLLERS = (
     "taint-eviction-controller",
     "disruption-controller",
 )
-# The node's name and address. A loopback --node-ip is rejected, and without
+# The first node's name and address. A loopback --node-ip is rejected, and without
 # --hostname-override the node would register the machine's external address: with the override
 # an IP, the kubelet reports it as the node's address and nothing ever dials another one.
 NODE_NAME = "127.0.0.1"
@@ -79,6 +83,61 @@ PAUSE_IMAGE = "localhost/takoform-pause:1"
 
 class ClusterError(RuntimeError):
     """The control plane could not be started (the message carries the logs' tails)."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node. Its name is a loopback address: the kubelet's --hostname-override (so the
+    node's, and its hostNetwork pods', IP), where the kubelet and its containerd's stream server
+    listen. The first node (127.0.0.1) keeps the plain names (components `containerd` and
+    `kubelet`, dir `node/`) and the default cgroup root; any other has its own: `containerd-<name>`,
+    `kubelet-<name>`, `node-<name>/`, and cgroup root `/takoform-node-<name>` (a kubelet removes
+    the pod cgroups it does not know under its root, so two kubelets must never share one)."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        try:
+            address = ipaddress.ip_address(self.name)
+        except ValueError:
+            address = None
+        if not (isinstance(address, ipaddress.IPv4Address) and address.is_loopback):
+            raise ClusterError(f"a node's name is a 127.0.0.0/8 address, not {self.name!r}")
+
+    @property
+    def first(self) -> bool:
+        return self.name == NODE_NAME
+
+    @property
+    def _suffix(self) -> str:
+        return "" if self.first else f"-{self.name}"
+
+    @property
+    def containerd(self) -> str:
+        return "containerd" + self._suffix
+
+    @property
+    def kubelet(self) -> str:
+        return "kubelet" + self._suffix
+
+    @property
+    def dirname(self) -> str:
+        return "node" + self._suffix
+
+    @property
+    def cert_suffix(self) -> str:
+        return self._suffix
+
+    @property
+    def cgroup_root(self) -> str:
+        return "/" if self.first else f"/takoform-node-{self.name}"
+
+
+def node_names(count: int) -> list[str]:
+    """The names of `count` nodes: 127.0.0.1, 127.0.0.2, ..."""
+    if not 1 <= count <= 9:
+        raise ClusterError(f"between 1 and 9 nodes, not {count}")
+    return [f"127.0.0.{i}" for i in range(1, count + 1)]
 
 
 def _log(msg: str) -> None:
@@ -267,22 +326,29 @@ def make_pki(pki: Path) -> None:
     _openssl("ec", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
 
 
-def make_node_pki(pki: Path) -> None:
-    """Certificates of the node: the kubelet's client certificate (the Node authorizer's
-    system:node:<name> in system:nodes), its serving certificate, and the scheduler's."""
-    client = (
-        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
-        "extendedKeyUsage=clientAuth\n"
-    )
-    _signed_cert(pki, "kubelet-client", f"/O=system:nodes/CN=system:node:{NODE_NAME}", client)
+_CLIENT_CERT = (
+    "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n"
+)
+
+
+def make_scheduler_pki(pki: Path) -> None:
+    _signed_cert(pki, "scheduler", "/CN=system:kube-scheduler", _CLIENT_CERT)
+
+
+def make_node_pki(pki: Path, node: NodeSpec) -> None:
+    """Certificates of a node's kubelet: its client certificate (the Node authorizer's
+    system:node:<name> in system:nodes) and its serving certificate for its address."""
+    _signed_cert(
+        pki, f"kubelet-client{node.cert_suffix}",
+        f"/O=system:nodes/CN=system:node:{node.name}", _CLIENT_CERT,
+    )  # fmt: skip
     _signed_cert(
         pki,
-        "kubelet-serving",
-        f"/CN={NODE_NAME}",
+        f"kubelet-serving{node.cert_suffix}",
+        f"/CN={node.name}",
         "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
-        "extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n",
+        f"extendedKeyUsage=serverAuth\nsubjectAltName=IP:{node.name}\n",
     )
-    _signed_cert(pki, "scheduler", "/CN=system:kube-scheduler", client)
 
 
 def write_kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, user: str) -> None:
@@ -381,14 +447,13 @@ def _tail(path: Path, lines: int = 30) -> str:
 
 class LocalCluster:
     """etcd + kube-apiserver + kube-controller-manager, all in `state_dir`; with `node`, also
-    kube-scheduler, containerd and a kubelet (node/ in `state_dir`).
+    kube-scheduler and, per node, containerd and a kubelet (node/, node-<name>/ in `state_dir`).
 
     Layout: pki/ (certs and keys), etcd-data/, logs/<component>.log, kubeconfig (admin),
     controller-manager.kubeconfig, state.json (pids and ports, so another process can stop it).
     """
 
     COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager")
-    NODE_COMPONENTS = ("kube-scheduler", "containerd", "kubelet")
 
     def __init__(
         self,
@@ -396,14 +461,18 @@ class LocalCluster:
         tools: Tools | None = None,
         die_with_parent: bool = False,
         node: bool = False,
+        nodes: int = 1,
     ) -> None:
         """`die_with_parent`: the components get SIGKILL if the process that started them dies
         (the test session is killed), so no orphaned control plane survives. Not for `up`.
-        `node`: also run one node (hostNetwork pods only; needs root)."""
+        `node`: also run `nodes` nodes, 127.0.0.1 on (hostNetwork pods only; needs root)."""
         self.state_dir = Path(state_dir).resolve()
         self.tools = tools or Tools.locate()
         self.die_with_parent = die_with_parent
         self.node = node
+        self.node_specs: list[NodeSpec] = (
+            [NodeSpec(name) for name in node_names(nodes)] if node else []
+        )
         if node:
             self.tools.check_node()
         self.pids: dict[str, int] = {}
@@ -416,7 +485,10 @@ class LocalCluster:
 
     @property
     def components(self) -> tuple[str, ...]:
-        return self.COMPONENTS + (self.NODE_COMPONENTS if self.node else ())
+        if not self.node:
+            return self.COMPONENTS
+        per_node = tuple(c for spec in self.node_specs for c in (spec.containerd, spec.kubelet))
+        return (*self.COMPONENTS, "kube-scheduler", *per_node)
 
     # paths
     @property
@@ -582,19 +654,22 @@ class LocalCluster:
 
     # state file, for `down` from another process
     def _save_state(self) -> None:
+        binaries = {
+            "etcd": str(self.tools.etcd),
+            "kube-apiserver": str(self.tools.kube_apiserver),
+            "kube-controller-manager": str(self.tools.kube_controller_manager),
+            "kube-scheduler": str(self.tools.kube_scheduler),
+        }
+        for spec in self.node_specs:
+            binaries[spec.containerd] = str(_which("containerd") or "containerd")
+            binaries[spec.kubelet] = str(self.tools.kubelet)
         state = {
             "server": self.server,
             "kubeconfig": str(self.kubeconfig),
             "pids": self.pids,
-            "binaries": {
-                "etcd": str(self.tools.etcd),
-                "kube-apiserver": str(self.tools.kube_apiserver),
-                "kube-controller-manager": str(self.tools.kube_controller_manager),
-                "kube-scheduler": str(self.tools.kube_scheduler),
-                "containerd": _which("containerd") and str(_which("containerd")),
-                "kubelet": str(self.tools.kubelet),
-            },
+            "binaries": binaries,
             "node": self.node,
+            "nodes": [spec.name for spec in self.node_specs],
             "node_outside": self.node_outside,
         }
         self.state_file.write_text(json.dumps(state, indent=2) + "\n")
@@ -614,6 +689,9 @@ class LocalCluster:
         cluster._procs = {}
         cluster.die_with_parent = False
         cluster.node = bool(state.get("node"))
+        cluster.node_specs = [
+            NodeSpec(name) for name in state.get("nodes", [NODE_NAME] if cluster.node else [])
+        ]
         cluster.node_outside = list(state.get("node_outside", []))
         cluster.node_started_seconds = None
         cluster.pids = {
@@ -626,37 +704,39 @@ class LocalCluster:
     def running(self) -> bool:
         return set(self.pids) == set(self.components) and all(map(_alive, self.pids.values()))
 
-    # --- the node ------------------------------------------------------------------------
+    # --- the nodes -----------------------------------------------------------------------
 
     @property
     def node_dir(self) -> Path:
+        """The first node's directory."""
         return self.state_dir / "node"
 
     @property
     def containerd_socket(self) -> Path:
-        return self.node_dir / "containerd" / "containerd.sock"
+        """The first node's containerd socket."""
+        return self.containerd_socket_of(NODE_NAME)
+
+    def containerd_socket_of(self, name: str) -> Path:
+        return self.state_dir / NodeSpec(name).dirname / "containerd" / "containerd.sock"
+
+    @property
+    def containerd_sockets(self) -> list[Path]:
+        return [self.containerd_socket_of(spec.name) for spec in self.node_specs]
+
+    def _spec(self, name: str | None) -> NodeSpec:
+        name = name or NODE_NAME
+        for spec in self.node_specs:
+            if spec.name == name:
+                return spec
+        raise ClusterError(f"no node {name} in this cluster")
 
     def _start_node(self, deadline: float) -> None:
+        """kube-scheduler and the admission policy, then every node."""
         t0 = time.monotonic()
-        node, pki = self.node_dir, self.pki
-        for sub in ("containerd/root", "containerd/state", "containerd/runc", "cni/bin",
-                    "cni/conf", "kubelet", "pod-logs"):  # fmt: skip
-            (node / sub).mkdir(parents=True, exist_ok=True)
-        self._note_outside()
-        make_node_pki(pki)
-        # No CNI plugin exists (cni/bin stays empty): hostNetwork pods never call one. The
-        # placeholder only lets containerd report its network as ready, so the node is Ready.
-        (node / "cni/conf/00-takoform-no-pod-network.conflist").write_text(
-            json.dumps({
-                "cniVersion": "1.0.0",
-                "name": "takoform-no-pod-network",
-                "plugins": [{"type": "takoform-no-pod-network"}],
-            }) + "\n"
-        )  # fmt: skip
-
+        make_scheduler_pki(self.pki)
         write_kubeconfig(
-            self.state_dir / "scheduler.kubeconfig", self.server, pki / "ca.crt",
-            pki / "scheduler.crt", pki / "scheduler.key", "system:kube-scheduler",
+            self.state_dir / "scheduler.kubeconfig", self.server, self.pki / "ca.crt",
+            self.pki / "scheduler.crt", self.pki / "scheduler.key", "system:kube-scheduler",
         )  # fmt: skip
         self._spawn(
             "kube-scheduler",
@@ -668,59 +748,143 @@ class LocalCluster:
                 "--v=1",
             ],
         )
+        # hostNetwork pods only: anything else would need a pod network (and containerd would
+        # leave a network namespace behind for it).
+        self._kubectl_apply(_HOST_NETWORK_ONLY_POLICY)
+        for spec in self.node_specs:
+            self._start_one_node(spec, deadline)
+        self.node_started_seconds = time.monotonic() - t0
 
-        (node / "containerd.toml").write_text(_containerd_config(node, self.containerd_socket))
+    def add_node(self, name: str, timeout: float = 120.0) -> None:
+        """Start one more node (`name`: a 127.0.0.0/8 address) on the running cluster and wait
+        until it is Ready. Images are not loaded into it: call load_image(..., node=name)."""
+        if not self.node:
+            raise ClusterError("add_node needs a cluster started with node=True")
+        spec = NodeSpec(name)
+        if any(s.name == name for s in self.node_specs):
+            raise ClusterError(f"node {name} already runs")
+        self.node_specs.append(spec)
+        try:
+            self._start_one_node(spec, time.monotonic() + timeout)
+        except BaseException:
+            report = "\n".join(
+                f"--- last 30 lines of {self.logs / f'{c}.log'}:\n{_tail(self.logs / f'{c}.log')}"
+                for c in (spec.containerd, spec.kubelet)
+            )
+            self.remove_node(name)
+            raise ClusterError(f"node {name} did not start\n{report}") from None
+
+    def remove_node(self, name: str) -> None:
+        """Stop one node (not the first), remove what it left, and delete its Node object (its
+        pods go with it)."""
+        spec = self._spec(name)
+        if spec.first:
+            raise ClusterError("the first node stays until the cluster stops")
+        self._stop_nodes([spec])
+        _unmount_under(self.state_dir / spec.dirname)
+        _remove_links_into(Path("/var/log/containers"), self.state_dir / spec.dirname)
+        own = [p for p in self.node_outside if _cgroup_of(p, spec)]
+        _remove_outside(own)
+        self.node_outside = [p for p in self.node_outside if p not in own]
+        self.node_specs.remove(spec)
+        self._save_state()
+        subprocess.run(
+            [str(self.tools.kubectl), f"--kubeconfig={self.kubeconfig}", "delete", "node", name,
+             "--ignore-not-found", "--wait=false"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        _log(f"node {name} removed")
+
+    def _start_one_node(self, spec: NodeSpec, deadline: float) -> None:
+        t0 = time.monotonic()
+        node, pki = self.state_dir / spec.dirname, self.pki
+        socket_path = self.containerd_socket_of(spec.name)
+        for sub in ("containerd/root", "containerd/state", "containerd/runc", "cni/bin",
+                    "cni/conf", "kubelet", "pod-logs"):  # fmt: skip
+            (node / sub).mkdir(parents=True, exist_ok=True)
+        self._note_outside()
+        if not spec.first:
+            self._make_cgroup_root(spec)
+        make_node_pki(pki, spec)
+        # No CNI plugin exists (cni/bin stays empty): hostNetwork pods never call one. The
+        # placeholder only lets containerd report its network as ready, so the node is Ready.
+        (node / "cni/conf/00-takoform-no-pod-network.conflist").write_text(
+            json.dumps({
+                "cniVersion": "1.0.0",
+                "name": "takoform-no-pod-network",
+                "plugins": [{"type": "takoform-no-pod-network"}],
+            }) + "\n"
+        )  # fmt: skip
+
+        (node / "containerd.toml").write_text(_containerd_config(node, socket_path, spec))
         self._spawn(
-            "containerd",
+            spec.containerd,
             [shutil.which("containerd") or "containerd", f"--config={node / 'containerd.toml'}"],
         )
+        self._save_state()
         self._wait_for(
-            "containerd's socket", lambda: self._ctr("version").returncode == 0, deadline
+            f"containerd's socket ({spec.name})",
+            lambda: self._ctr("version", node=spec.name).returncode == 0,
+            deadline,
         )
         pause_archive = node / "pause.oci.tar"
         assert self.tools.pause is not None
         write_oci_archive(pause_archive, PAUSE_IMAGE, {"pause": self.tools.pause.read_bytes()},
                           entrypoint=["/pause"])  # fmt: skip
-        self.load_image(pause_archive, PAUSE_IMAGE)
-
-        # hostNetwork pods only: anything else would need a pod network (and containerd would
-        # leave a network namespace behind for it).
-        self._kubectl_apply(_HOST_NETWORK_ONLY_POLICY)
+        self.load_image(pause_archive, PAUSE_IMAGE, node=spec.name)
 
         kubelet_port, healthz_port = free_port(), free_port()
         (node / "kubelet.yaml").write_text(
             json.dumps(
-                _kubelet_config(node, pki, kubelet_port, healthz_port, self.containerd_socket),
+                _kubelet_config(node, pki, kubelet_port, healthz_port, socket_path, spec),
                 indent=2,
             )
         )
         write_kubeconfig(
             node / "kubelet.kubeconfig", self.server, pki / "ca.crt",
-            pki / "kubelet-client.crt", pki / "kubelet-client.key", f"system:node:{NODE_NAME}",
+            pki / f"kubelet-client{spec.cert_suffix}.crt",
+            pki / f"kubelet-client{spec.cert_suffix}.key", f"system:node:{spec.name}",
         )  # fmt: skip
         kubelet_t0 = time.monotonic()
         self._spawn(
-            "kubelet",
+            spec.kubelet,
             [
                 str(self.tools.kubelet),
                 f"--config={node / 'kubelet.yaml'}",
                 f"--kubeconfig={node / 'kubelet.kubeconfig'}",
                 f"--root-dir={node / 'kubelet'}",
                 f"--cert-dir={node / 'kubelet' / 'pki'}",
-                f"--hostname-override={NODE_NAME}",
+                f"--hostname-override={spec.name}",
                 "--v=1",
             ],
         )
         self._save_state()
-        self._wait_for("the node to be Ready", self._node_ready, deadline)
-        self.node_started_seconds = time.monotonic() - t0
+        self._wait_for(
+            f"the node {spec.name} to be Ready", lambda: self._node_ready(spec.name), deadline
+        )
         _log(
-            f"node {NODE_NAME} Ready {time.monotonic() - kubelet_t0:.1f}s after the kubelet "
-            f"started ({self.node_started_seconds:.1f}s with scheduler and containerd)"
+            f"node {spec.name} Ready {time.monotonic() - kubelet_t0:.1f}s after the kubelet "
+            f"started ({time.monotonic() - t0:.1f}s with containerd)"
         )
 
-    def _node_ready(self) -> bool:
-        req = urllib.request.Request(f"{self.server}/api/v1/nodes/{NODE_NAME}")
+    def _make_cgroup_root(self, spec: NodeSpec) -> None:
+        """The node's own cgroup root in every hierarchy (the kubelet wants it to exist),
+        recorded for removal; a cpuset one gets its parent's cpus and mems, or nothing could
+        run in it."""
+        for hierarchy in _cgroup_hierarchies():
+            path = hierarchy / spec.cgroup_root.strip("/")
+            if not path.exists():
+                path.mkdir()
+                if str(path) not in self.node_outside:
+                    self.node_outside.append(str(path))
+            if hierarchy.name == "cpuset":
+                for knob in ("cpuset.cpus", "cpuset.mems"):
+                    if not (path / knob).read_text().strip():
+                        (path / knob).write_text((hierarchy / knob).read_text())
+        self._save_state()
+
+    def _node_ready(self, name: str = NODE_NAME) -> bool:
+        req = urllib.request.Request(f"{self.server}/api/v1/nodes/{name}")
         try:
             with urllib.request.urlopen(req, context=self._ssl_context(), timeout=5) as resp:
                 node = json.load(resp)
@@ -731,9 +895,13 @@ class LocalCluster:
             for c in node.get("status", {}).get("conditions", [])
         )
 
-    def _ctr(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    def _ctr(
+        self, *args: str, check: bool = False, node: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """`ctr` against a node's containerd (the first node's by default)."""
+        socket_path = self.containerd_socket_of(node or NODE_NAME)
         proc = subprocess.run(
-            ["ctr", f"--address={self.containerd_socket}", "--namespace=k8s.io", *args],
+            ["ctr", f"--address={socket_path}", "--namespace=k8s.io", *args],
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         if check and proc.returncode != 0:
@@ -748,24 +916,33 @@ class LocalCluster:
         if proc.returncode != 0:
             raise ClusterError(f"kubectl apply failed:\n{proc.stderr}")
 
-    def load_image(self, archive: Path, name: str | None = None) -> str:
-        """Import an OCI archive into the node's containerd (where the kubelet finds it, so it is
-        never pulled) and return the name the kubelet knows it by. `name` defaults to the
-        archive's own reference (org.opencontainers.image.ref.name)."""
+    def load_image(self, archive: Path, name: str | None = None, node: str | None = None) -> str:
+        """Import an OCI archive into a node's containerd (every node's without `node`), where
+        the kubelet finds it, so it is never pulled; return the name the kubelet knows it by.
+        `name` defaults to the archive's own reference (org.opencontainers.image.ref.name)."""
         if not self.node:
             raise ClusterError("load_image needs a cluster started with node=True")
         ref = name or _archive_ref(archive)
         full = _normalize_image(ref)
-        self._ctr("images", "import", "--snapshotter=overlayfs", str(archive), check=True)
-        imported = set(self._ctr("images", "ls", "-q", check=True).stdout.split())
-        if full not in imported:
-            # containerd names what it imports after the archive's annotations; tag it to the
-            # reference the kubelet will ask for.
-            source = next((i for i in imported if i.endswith(ref) or i == ref), None)
-            if source is None:
-                raise ClusterError(f"{archive}: no image named like {ref} in {sorted(imported)}")
-            self._ctr("images", "tag", "--force", source, full, check=True)
-        _log(f"image {full} loaded into the node")
+        targets = [self._spec(node)] if node else self.node_specs
+        for spec in targets:
+            self._ctr(
+                "images", "import", "--snapshotter=overlayfs", str(archive),
+                check=True, node=spec.name,
+            )  # fmt: skip
+            imported = set(
+                self._ctr("images", "ls", "-q", check=True, node=spec.name).stdout.split()
+            )
+            if full not in imported:
+                # containerd names what it imports after the archive's annotations; tag it to
+                # the reference the kubelet will ask for.
+                source = next((i for i in imported if i.endswith(ref) or i == ref), None)
+                if source is None:
+                    raise ClusterError(
+                        f"{archive}: no image named like {ref} in {sorted(imported)}"
+                    )
+                self._ctr("images", "tag", "--force", source, full, check=True, node=spec.name)
+            _log(f"image {full} loaded into node {spec.name}")
         return full
 
     def _note_outside(self) -> None:
@@ -776,27 +953,42 @@ class LocalCluster:
                 self.node_outside.append(path)
 
     def _stop_node(self) -> None:
-        """Kill the kubelet, then every container, then containerd; unmount what the kubelet
-        mounted; remove the cgroups and directories it made outside state_dir."""
-        for name in ("kubelet", "kube-scheduler"):
-            pid = self.pids.pop(name, None)
-            if pid is not None:
-                stop_process_group(pid, name)
-        if "containerd" in self.pids and self.containerd_socket.exists():
-            with contextlib.suppress(OSError, subprocess.SubprocessError):
-                tasks = self._ctr("tasks", "ls", "-q").stdout.split()
-                for task in tasks:
-                    self._ctr("tasks", "kill", "--all", "--signal=SIGKILL", task)
-                for task in tasks:
-                    self._ctr("tasks", "delete", "--force", task)
-        _kill_cgroup_processes(self.node_outside)
-        pid = self.pids.pop("containerd", None)
+        """Stop every node and the scheduler; unmount what the kubelets mounted; remove the
+        cgroups and directories they made outside state_dir."""
+        self._stop_nodes(list(self.node_specs))
+        pid = self.pids.pop("kube-scheduler", None)
         if pid is not None:
-            stop_process_group(pid, "containerd")
-        _kill_shims(self.containerd_socket)
+            stop_process_group(pid, "kube-scheduler")
         _unmount_under(self.state_dir)
         _remove_outside(self.node_outside)
         self.node_outside = []
+
+    def _stop_nodes(self, specs: Sequence[NodeSpec]) -> None:
+        """The kubelets first (so nothing restarts), then every container (through containerd
+        and through the node's cgroups), then containerd and its shims."""
+        for spec in specs:
+            pid = self.pids.pop(spec.kubelet, None)
+            if pid is not None:
+                stop_process_group(pid, spec.kubelet)
+        for spec in specs:
+            if spec.containerd in self.pids and self.containerd_socket_of(spec.name).exists():
+                with contextlib.suppress(OSError, subprocess.SubprocessError):
+                    tasks = self._ctr("tasks", "ls", "-q", node=spec.name).stdout.split()
+                    for task in tasks:
+                        self._ctr(
+                            "tasks", "kill", "--all", "--signal=SIGKILL", task, node=spec.name
+                        )
+                    for task in tasks:
+                        self._ctr("tasks", "delete", "--force", task, node=spec.name)
+        whole_cluster = len(specs) == len(self.node_specs)
+        _kill_cgroup_processes(
+            [p for p in self.node_outside if whole_cluster or any(_cgroup_of(p, s) for s in specs)]
+        )
+        for spec in specs:
+            pid = self.pids.pop(spec.containerd, None)
+            if pid is not None:
+                stop_process_group(pid, spec.containerd)
+            _kill_shims(self.containerd_socket_of(spec.name))
 
     # restarts (the chaos soak: hack/soak.py)
     def restart(self, name: str, down_seconds: float = 0.0, timeout: float = 60.0) -> None:
@@ -876,9 +1068,25 @@ class LocalCluster:
 
 # --- node helpers ------------------------------------------------------------------------------
 
-# Paths outside the state directory that the kubelet or containerd create whatever they are told;
-# removed again at stop when the node made them. cgroups: the kubelet's kubepods hierarchy.
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def _cgroup_hierarchies() -> list[Path]:
+    """The mounted cgroup hierarchies (v1: one per controller, plus the unified one)."""
+    return [c for c in sorted(_CGROUP_ROOT.glob("*")) if (c / "cgroup.procs").exists()]
+
+
+def _cgroup_of(path: str, node: NodeSpec) -> bool:
+    """True if `path` is (under) the node's own cgroup root, in any hierarchy."""
+    if node.first or not path.startswith(str(_CGROUP_ROOT)):
+        return False
+    root = node.cgroup_root.strip("/")
+    return f"/{root}/" in path + "/"
+
+
+# Paths outside the state directory that the kubelets or containerds create whatever they are
+# told; removed again at stop when a node made them. cgroups: the first kubelet's kubepods
+# hierarchy (the other nodes' are under their own cgroup roots, recorded when made).
 _NODE_OUTSIDE = [
     "/var/lib/kubelet",
     "/var/log/containers",
@@ -887,7 +1095,7 @@ _NODE_OUTSIDE = [
     "/run/netns",
     "/etc/cni",
     "/opt/cni",
-    *(str(c / "kubepods") for c in sorted(_CGROUP_ROOT.glob("*")) if (c / "cgroup.procs").exists()),
+    *(str(c / "kubepods") for c in _cgroup_hierarchies()),
 ]
 
 _HOST_NETWORK_ONLY_POLICY = """\
@@ -919,10 +1127,11 @@ spec:
 """
 
 
-def _containerd_config(node: Path, socket_path: Path) -> str:
+def _containerd_config(node: Path, socket_path: Path, spec: NodeSpec) -> str:
     """containerd 1.6: private root, state and socket; CRI with cgroupfs and overlayfs; the
-    stream server on loopback; the local pause image. restrict_oom_score_adj is required on these
-    machines (without it every sandbox fails with "can't get final child's PID from pipe")."""
+    stream server on the node's loopback address; the local pause image. restrict_oom_score_adj
+    is required on these machines (without it every sandbox fails with "can't get final child's
+    PID from pipe")."""
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     return f"""\
 version = 2
@@ -949,7 +1158,7 @@ disabled_plugins = [
 [{cri}]
   sandbox_image = "{PAUSE_IMAGE}"
   restrict_oom_score_adj = true
-  stream_server_address = "127.0.0.1"
+  stream_server_address = "{spec.name}"
   stream_server_port = "0"
   enable_selinux = false
   disable_apparmor = true
@@ -973,18 +1182,18 @@ disabled_plugins = [
 
 
 def _kubelet_config(
-    node: Path, pki: Path, port: int, healthz_port: int, socket_path: Path
+    node: Path, pki: Path, port: int, healthz_port: int, socket_path: Path, spec: NodeSpec
 ) -> dict[str, object]:
-    return {
+    config: dict[str, object] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "address": "127.0.0.1",
+        "address": spec.name,
         "port": port,
         "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1",
+        "healthzBindAddress": spec.name,
         "healthzPort": healthz_port,
-        "tlsCertFile": str(pki / "kubelet-serving.crt"),
-        "tlsPrivateKeyFile": str(pki / "kubelet-serving.key"),
+        "tlsCertFile": str(pki / f"kubelet-serving{spec.cert_suffix}.crt"),
+        "tlsPrivateKeyFile": str(pki / f"kubelet-serving{spec.cert_suffix}.key"),
         "authentication": {
             "anonymous": {"enabled": False},
             "webhook": {"enabled": True},
@@ -1013,6 +1222,11 @@ def _kubelet_config(
         "fileCheckFrequency": "10s",
         "logging": {"format": "text"},
     }
+    if not spec.first:
+        # Its own cgroup root: a kubelet removes the pod cgroups under its root that it does not
+        # know, so two sharing one would kill each other's pods.
+        config["cgroupRoot"] = spec.cgroup_root
+    return config
 
 
 def _normalize_image(ref: str) -> str:
@@ -1136,6 +1350,16 @@ def _unmount_under(root: Path) -> None:
             subprocess.run(["umount", "-l", point], capture_output=True)
 
 
+def _remove_links_into(directory: Path, target: Path) -> None:
+    """Remove the symlinks in `directory` that point under `target` (the kubelet's
+    /var/log/containers links to a removed node's pod logs; the directory itself is shared)."""
+    with contextlib.suppress(OSError):
+        for link in directory.iterdir():
+            with contextlib.suppress(OSError):
+                if link.is_symlink() and os.readlink(link).startswith(str(target) + "/"):
+                    link.unlink()
+
+
 def _remove_outside(outside: Sequence[str]) -> None:
     """Remove what the node created outside its state dir: cgroups bottom-up (rmdir only works
     on empty ones), the rest as trees."""
@@ -1169,11 +1393,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="up: also run a node (kube-scheduler, containerd, kubelet; hostNetwork pods only)",
     )
     parser.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="up --node: how many nodes (127.0.0.1, 127.0.0.2, ...; default 1)",
+    )
+    parser.add_argument(
         "--image",
         type=Path,
         action="append",
         default=[],
-        help="up --node: OCI archive to load into the node (e.g. from `make image`); repeatable",
+        help="up --node: OCI archive to load into the nodes (e.g. from `make image`); repeatable",
     )
     parser.add_argument(
         "--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="default: .cluster/ in the repo"
@@ -1189,7 +1419,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if existing:
             existing.stop()  # leftovers of a half-dead cluster
         try:
-            cluster = LocalCluster(args.state_dir, node=args.node)
+            cluster = LocalCluster(
+                args.state_dir, node=args.node or args.nodes > 1, nodes=args.nodes
+            )
             cluster.start()
             for archive in args.image:
                 cluster.load_image(archive)

@@ -214,6 +214,46 @@ def test_two_replicas_need_leader_election(helm: Any) -> None:
     assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
 
 
+def _pod_spec(docs: list[Any]) -> dict[str, Any]:
+    deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
+    return dict(deployment["spec"]["template"]["spec"])
+
+
+def test_replicas_spread_over_nodes_and_a_users_affinity_wins(helm: Any) -> None:
+    assert "affinity" not in _pod_spec(render(helm)), "one replica: nothing to spread"
+    preferred = _pod_spec(render(helm, "replicaCount=2"))["affinity"]["podAntiAffinity"]
+    (weighted,) = preferred["preferredDuringSchedulingIgnoredDuringExecution"]
+    term = weighted["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "takoform-operator",
+        "app.kubernetes.io/instance": "t",
+    }
+    required = _pod_spec(render(helm, "replicaCount=2", "replicaAntiAffinity=required"))
+    (hard,) = required["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert hard == term
+    assert "affinity" not in _pod_spec(render(helm, "replicaCount=2", "replicaAntiAffinity=none"))
+    own = _pod_spec(render(helm, "replicaCount=2", "affinity.nodeAffinity.x=y"))["affinity"]
+    assert own == {"nodeAffinity": {"x": "y"}}
+    refused = helm("template", "t", str(CHART), "--set", "replicaAntiAffinity=always", check=False)
+    assert refused.returncode != 0 and "schema" in refused.stderr.lower()
+
+
+def test_bind_address_defaults_to_the_pods_ip_with_host_network(helm: Any) -> None:
+    def bind(*values: str) -> dict[str, Any]:
+        env = _pod_spec(render(helm, *values))["containers"][0]["env"]
+        return dict(next(e for e in env if e["name"] == "TAKOFORM_BIND_ADDRESS"))
+
+    # The node's address, not every interface of the node.
+    assert bind("hostNetwork=true")["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert bind()["value"] == "0.0.0.0", "its own network namespace: every address of the pod"
+    assert bind("hostNetwork=true", "bindAddress=127.0.0.1")["value"] == "127.0.0.1"
+    probe = _pod_spec(render(helm, "hostNetwork=true"))["containers"][0]["readinessProbe"]
+    assert "host" not in probe["httpGet"], "the kubelet probes the pod's IP, where it listens"
+
+
 def test_pod_values_reach_the_pod(helm: Any) -> None:
     docs = render(
         helm,

@@ -5,6 +5,9 @@
 - ``node_cluster`` (session): a local control plane with one node (kube-scheduler, containerd,
   kubelet; hostNetwork pods only), the project's CRDs, and the operator image loaded into the
   node. Stopped, and everything the node left behind removed, at the end.
+- ``second_node`` (module): the same cluster with a second node, 127.0.0.2 (its own containerd,
+  kubelet and cgroup root; the operator image loaded into it too), removed again after the module
+  so the other tests see one node.
 - ``node_namespace`` (function): a fresh namespace on it.
 
 Tests using them are marked ``@pytest.mark.node``; they need root (CI runs as root).
@@ -67,6 +70,23 @@ def node_cluster(
         yield NodeCluster(kube, local, image)
     finally:
         local.stop()
+
+
+SECOND_NODE = "127.0.0.2"
+
+
+@pytest.fixture(scope="module")
+def second_node(node_cluster: NodeCluster, operator_image: Path) -> Iterator[NodeCluster]:
+    local = node_cluster.local
+    try:
+        local.add_node(SECOND_NODE)
+    except localcluster.ClusterError as exc:
+        pytest.fail(f"could not start the second node: {exc}", pytrace=False)
+    try:
+        assert local.load_image(operator_image, node=SECOND_NODE) == node_cluster.image
+        yield node_cluster
+    finally:
+        local.remove_node(SECOND_NODE)
 
 
 @pytest.fixture

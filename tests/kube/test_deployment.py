@@ -5,10 +5,8 @@ it, and restarts it."""
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -23,7 +21,7 @@ import pytest
 import yaml
 from fixtures_helm import CHART
 from fixtures_kube import wait_until
-from node_support import NodeCluster
+from node_support import NodeCluster, assert_loopback_only
 from processes import free_port
 from waiting import TimedOut
 
@@ -261,66 +259,6 @@ def container_pid(node: NodeCluster, container_id: str) -> int:
         if task == container_id:
             return int(pid)
     raise AssertionError(f"no task {container_id} in:\n" + "\n".join(tasks))
-
-
-# -- the network rule ---------------------------------------------------------------------------
-
-
-def _our_pids(node: NodeCluster) -> set[int]:
-    """The node's and control plane's processes, containerd's shims, and every process in the
-    kubelet's pod cgroups (the containers)."""
-    pids = set(node.local.pids.values())
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-            cgroups = (proc / "cgroup").read_text()
-        except OSError:
-            continue
-        if (
-            argv[0].endswith(b"containerd-shim-runc-v2")
-            and str(node.local.containerd_socket).encode() in argv
-        ):
-            pids.add(int(proc.name))
-        if "/kubepods" in cgroups:
-            pids.add(int(proc.name))
-    return pids
-
-
-def _loopback(address: str) -> bool:
-    host = address.rsplit(":", 1)[0].strip("[]")
-    if host in ("*", "0.0.0.0", "::"):
-        return False
-    host = host.split("%", 1)[0]
-    ip = ipaddress.ip_address(host)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
-
-
-def assert_loopback_only(node: NodeCluster) -> None:
-    """Every TCP/UDP socket of ours (`ss`) is bound to, and talks to, loopback only."""
-    out = subprocess.run(["ss", "-tunapH"], capture_output=True, text=True, check=True).stdout
-    ours = _our_pids(node)
-    offending = []
-    for line in out.splitlines():
-        fields = line.split()
-        if len(fields) < 6:
-            continue
-        local, peer = fields[4], fields[5]
-        pids = {int(p) for p in re.findall(r"pid=(\d+)", line)}
-        if not pids & ours:
-            continue
-        peer_ok = peer.rsplit(":", 1)[0] in (
-            "*",
-            "0.0.0.0",
-            "[::]",
-            "[::ffff:0.0.0.0]",
-        ) or _loopback(peer)
-        if not (_loopback(local) and peer_ok):
-            offending.append(line)
-    assert offending == [], "sockets off loopback:\n" + "\n".join(offending)
 
 
 def test_crd_upgrade_path_adds_a_field_and_crs_stay_ready(
