@@ -88,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         "--selector", help="reconcile only the CRs with these labels, e.g. shard=a (default: all)"
     )
     run.set_defaults(handler=_run)
+    # The kubectl plugin's commands (kubectl takoform ...), under this command too.
+    from takoform_operator.plugin.commands import add_commands
+
+    add_commands(commands)
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args))
