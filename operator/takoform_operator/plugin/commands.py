@@ -84,10 +84,12 @@ observedGeneration, conditions) -> the pending host operation, read from the hos
 API -> the CR's last Events."""
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("cluster and host")
+def _common(parser: argparse.ArgumentParser, *, host: bool = True) -> None:
+    group = parser.add_argument_group("cluster and host" if host else "cluster")
     group.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, ~/.kube/config)")
     group.add_argument("--context", help="kubeconfig context (default: the current one)")
+    if not host:
+        return
     group.add_argument(
         "--operator-namespace",
         help="namespace of the TakoformHosts' token Secrets (default: "
@@ -114,7 +116,9 @@ def add_commands(commands: Any) -> None:
         help="emit spec.managementPolicy: Observe (read only; never mutates the host)",
     )
     imports.add_argument(
-        "--host", help="TakoformHost to read from and to set as spec.hostRef (default: default)"
+        "--host",
+        help="the TakoformHost to read from, also written as spec.hostRef (default: the host "
+        "marked default, else the implicit host `default`; no spec.hostRef)",
     )
     imports.add_argument("--kind", help="the CR kind, for an id that names no FormRef")
     imports.add_argument("--space", help="the space, for an id that names none")
@@ -138,7 +142,7 @@ def add_commands(commands: Any) -> None:
         "-A", "--all-namespaces", action="store_true", help="list them in every namespace"
     )
     scope.add_argument("-n", "--namespace", help="namespace (default: the context's namespace)")
-    _common(blocked)
+    _common(blocked, host=False)
     blocked.set_defaults(handler=_guarded(run_blocked))
 
     trace = commands.add_parser(
