@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from argocd import health
 from fixtures_host import HostProcess
 from fixtures_kube import KubeCluster, wait_until
 from operator_process import condition_of, cr_status, is_ready, operator_process
@@ -167,6 +168,11 @@ def test_import_applied_as_is_binds_without_a_single_host_mutation(
         status = cr_status(kube_cluster, kube_namespace, f"imported-{name}")
         assert status["uid"] == uids[name], "bound to the host's incarnation"
         assert condition_of(status, "Drifted").get("status") != "True"
+        # The chart's Argo CD health check on the real CR.
+        body = kube_cluster.kubectl_json(
+            "get", "bucket", f"imported-{name}", namespace=kube_namespace
+        )
+        assert health(body) == ("Healthy", "Ready Available: host resource is up to date")
     whole = host.log_path.read_text(errors="replace")
     log = whole[seen:]
     for name in resources:
@@ -227,6 +233,9 @@ def test_blocked_lists_a_blocked_cr_with_the_operators_remedy(
     wait_until(lambda: bool(blocked()), "taken Blocked", timeout=60)
     message = blocked()["message"]
     remedy = message[message.index("Remedy:") + len("Remedy:") :].strip()
+    body = kube_cluster.kubectl_json("get", "bucket", "taken", namespace=kube_namespace)
+    status, said = health(body)  # the chart's Argo CD health check on the real CR
+    assert status == "Degraded" and said.endswith(remedy) and said.startswith("Blocked NameTaken")
 
     # Through kubectl itself: the plugin is found on PATH as `kubectl takoform`.
     path_env = {**env, "PATH": f"{PLUGIN.parent}{os.pathsep}{env.get('PATH', '')}"}

@@ -16,6 +16,7 @@ Which of our modules may import which (same-layer imports are always allowed):
                                                            metrics
     build        takoform_operator.generator,              spec, catalog, core
                  takoform_operator.generator_tenancy,
+                 takoform_operator.generator_argocd,
                  takoform_operator.registry_data
     render       takoform_operator.plugin.render           spec, core
     plugin       takoform_operator.plugin                  spec, core, host_port, settings,
@@ -75,6 +76,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
         (
             "takoform_operator.generator",
             "takoform_operator.generator_tenancy",
+            "takoform_operator.generator_argocd",
             "takoform_operator.registry_data",
         ),
         frozenset({"spec", "catalog", "core"}),
