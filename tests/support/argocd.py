@@ -34,9 +34,10 @@ def lua_literal(value: Any) -> str:
         assert math.isfinite(value)
         return repr(value)
     if isinstance(value, str):
-        # Decimal escapes for every byte but the plainest: any UTF-8 text, exactly.
+        # Three-digit decimal escapes (a shorter one would swallow a following digit) for every
+        # byte but the plainest: any UTF-8 text, exactly.
         plain = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:;-_/()=+*")
-        return '"' + "".join(chr(b) if b in plain else f"\\{b}" for b in value.encode()) + '"'
+        return '"' + "".join(chr(b) if b in plain else f"\\{b:03d}" for b in value.encode()) + '"'
     if isinstance(value, list):
         return "{" + ", ".join(lua_literal(item) for item in value) + "}"
     assert isinstance(value, dict), type(value)

@@ -205,10 +205,11 @@ def test_conditions_the_core_is_gaining(
 
 
 def test_the_lua_literals_carry_any_text_exactly() -> None:
-    text = 'quote " backslash \\ newline \n é ✓'
+    text = 'quote " backslash \\ newline \n é ✓ "1" {"a":"2"}'
     body = {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "conditions": [
         {"type": "Blocked", "status": "True", "reason": "R", "message": text}
     ]}}  # fmt: skip
     assert health(body) == ("Degraded", f"Blocked R: {text}")
     assert lua_literal(None) == "nil" and lua_literal([1, True]) == "{1, true}"
+    assert lua_literal('"1') == '"\\0341"', "an escape never swallows the digit after it"
     assert HEALTH_LUA.is_file()
