@@ -92,11 +92,13 @@ def setup(
     ops_namespace: str,
     host_factory: Any,
     tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> Iterator[dict[str, Any]]:
     """A host with an access log, declared as a (non-default) TakoformHost whose token is in a
     Secret of the operator's namespace; the test namespace granted space team-a on it; the
-    operator watching the test namespace."""
-    host = host_factory(extra_args=("--access-log",))
+    operator watching the test namespace. Parametrised indirectly: the host's commit delay."""
+    delay = getattr(request, "param", 0.05)
+    host = host_factory(commit_delay=delay, extra_args=("--access-log",))
     with host.api() as api:
         api.put("/v1alpha3/spaces/team-a").raise_for_status()
     host_name = f"plugin-{uuid.uuid4().hex[:6]}"
@@ -264,6 +266,42 @@ def test_blocked_lists_a_blocked_cr_with_the_operators_remedy(
     empty = plugin("blocked", "-n", setup["ops"], env=env)
     nothing = f"No Blocked resources in namespace {setup['ops']}.\n"
     assert (empty.returncode, empty.stdout) == (0, nothing)
+
+
+@pytest.mark.parametrize("setup", [15.0], indirect=True, ids=["slow-commits"])
+def test_trace_reads_the_pending_operation_from_the_host(
+    setup: dict[str, Any], kube_cluster: KubeCluster, kube_namespace: str
+) -> None:
+    manifest = {
+        "apiVersion": "storage.takoform.io/v1",
+        "kind": "Bucket",
+        "metadata": {"name": "slow"},
+        "spec": {
+            "space": "team-a",
+            "hostRef": setup["host_name"],
+            "parameters": {"region": "eu-west-1", "sizeGiB": 3},
+        },
+    }
+    kube_cluster.apply(json.dumps(manifest), namespace=kube_namespace)
+    wait_until(
+        lambda: bool(cr_status(kube_cluster, kube_namespace, "slow").get("pendingOperationId")),
+        "the create pending",
+        timeout=60,
+    )
+    pending = cr_status(kube_cluster, kube_namespace, "slow")["pendingOperationId"]
+    traced = plugin(
+        "trace", "tkbucket/slow", "-n", kube_namespace, "--operator-namespace", setup["ops"],
+        env=setup["env"],
+    )  # fmt: skip
+    assert traced.returncode == 0, traced.stderr
+    operation = traced.stdout.split("Pending operation\n")[1].split("Events")[0]
+    # The host's record, read from its operations API while the create runs (15 s commit).
+    assert operation.startswith(f"  {pending} (Create)\n  create running on team-a/slow\n")
+    assert "not found on the host" in traced.stdout, "nothing committed yet"
+    body = kube_cluster.kubectl_json("get", "bucket", "slow", namespace=kube_namespace)
+    status, message = health(body)
+    assert status == "Progressing" and message.startswith("Reconciling "), message
+    kube_cluster.kubectl("delete", "bucket", "slow", "--timeout=90s", namespace=kube_namespace)
 
 
 def test_errors_are_one_line_with_an_exit_status(
