@@ -2,7 +2,8 @@
 the real API server, the reference host process and the operator process: an import printed by
 the plugin and applied as is with kubectl binds with zero host mutations (the host's request
 log), `blocked` lists a Blocked CR with the operator's remedy, `trace` follows a Ready CR down to
-its host resource, and every error is one line with an exit status, never a traceback."""
+its host resource and reads a running operation from the host, and every error is one line with
+an exit status, never a traceback."""
 
 from __future__ import annotations
 
@@ -95,8 +96,9 @@ def setup(
     request: pytest.FixtureRequest,
 ) -> Iterator[dict[str, Any]]:
     """A host with an access log, declared as a (non-default) TakoformHost whose token is in a
-    Secret of the operator's namespace; the test namespace granted space team-a on it; the
-    operator watching the test namespace. Parametrised indirectly: the host's commit delay."""
+    Secret of the operator's namespace, and also the implicit host `default` of both the
+    operator and the plugin (TAKOFORM_HOST_URL); the test namespace granted space team-a on
+    both; the operator watching the test namespace. Parametrised indirectly: the commit delay."""
     delay = getattr(request, "param", 0.05)
     host = host_factory(commit_delay=delay, extra_args=("--access-log",))
     with host.api() as api:
@@ -108,6 +110,7 @@ def setup(
     try:
         with (
             granted(kube_cluster, kube_namespace, ["team-a"], host=host_name),
+            granted(kube_cluster, kube_namespace, ["team-a"], host="default"),
             operator_process(
                 kube_cluster.kubeconfig,
                 host,
@@ -121,7 +124,14 @@ def setup(
             # No TAKOFORM_HOST_* here: the plugin finds the host through the TakoformHost.
             env = {k: v for k, v in os.environ.items() if not k.startswith("TAKOFORM_")}
             env["KUBECONFIG"] = str(kube_cluster.kubeconfig)
-            yield {"host": host, "host_name": host_name, "env": env, "ops": ops_namespace}
+            implicit = {**env, "TAKOFORM_HOST_URL": host.url, "TAKOFORM_HOST_TOKEN": host.token}
+            yield {
+                "host": host,
+                "host_name": host_name,
+                "env": env,
+                "implicit_env": implicit,
+                "ops": ops_namespace,
+            }
     except BaseException:
         print("\n".join(log.read_text(errors="replace").splitlines()[-60:]))
         raise
@@ -133,30 +143,27 @@ def test_import_applied_as_is_binds_without_a_single_host_mutation(
     setup: dict[str, Any], kube_cluster: KubeCluster, kube_namespace: str
 ) -> None:
     host, env = setup["host"], setup["env"]
+    ops = ["--operator-namespace", setup["ops"]]
     resources = {
         # Under the default create ref, with a default the host fills in (public).
         "logs": (DEFAULT_REF, {"region": "eu-west-1", "sizeGiB": 42, "labels": {"team": "a"}}),
         # Under an older, breaking major: the CR pins it (spec.formRef).
         "archive": (V2_REF, {"region": "eu-west-1", "quota": "500Gi", "labels": ["team=a"]}),
+        # Through the implicit host `default` (TAKOFORM_HOST_URL/TOKEN), no spec.hostRef.
+        "plain": (DEFAULT_REF, {"region": "eu-west-1", "sizeGiB": 7}),
     }
     uids = {name: host_create(host, ref, name, spec) for name, (ref, spec) in resources.items()}
     seen = len(host.log_path.read_text(errors="replace"))
     for name, (ref, _spec) in resources.items():
-        printed = plugin(
-            "import",
-            canonical_import_id("team-a", name, ref),
-            "-n",
-            kube_namespace,
-            "--name",
-            f"imported-{name}",
-            "--host",
-            setup["host_name"],
-            "--operator-namespace",
-            setup["ops"],
-            env=env,
-        )
+        args = ["import", canonical_import_id("team-a", name, ref), "-n", kube_namespace]
+        args += ["--name", f"imported-{name}"]
+        if name == "plain":
+            printed = plugin(*args, env=setup["implicit_env"])
+        else:
+            printed = plugin(*args, "--host", setup["host_name"], *ops, env=env)
         assert printed.returncode == 0, printed.stderr
         manifest = yaml.safe_load(printed.stdout)
+        assert manifest["spec"].get("hostRef") == (None if name == "plain" else setup["host_name"])
         assert manifest["metadata"]["name"] == f"imported-{name}"
         assert manifest["spec"]["resourceName"] == name
         assert ("formRef" in manifest["spec"]) == (ref != DEFAULT_REF)
