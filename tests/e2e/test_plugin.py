@@ -346,5 +346,11 @@ def test_errors_are_one_line_with_an_exit_status(
             assert answer.stdout == "", args
             assert len(answer.stderr.strip().splitlines()) == 1, answer.stderr
             assert words in answer.stderr and "Traceback" not in answer.stderr, answer.stderr
+        lost = plugin("blocked", env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)})
+        assert (lost.returncode, lost.stdout) == (1, ""), lost.stderr
+        assert (
+            lost.stderr
+            == "error: no kubeconfig: set KUBECONFIG, pass --kubeconfig, or create ~/.kube/config\n"
+        )
     finally:
         kube_cluster.kubectl("delete", "takoformhost", dead_host, "--wait=false", check=False)

@@ -4,6 +4,7 @@ the one Secret a host names. Reads only; every failure becomes a PluginError wit
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -39,7 +40,11 @@ class Cluster:
         self.namespace = namespace
         self.server = server
         self._objects = k8s.CustomObjectsApi(api)
-        self._core = k8s.CoreV1Api(api)
+
+    @functools.cached_property
+    def _core(self) -> Any:
+        # Built on first use: the module behind it takes seconds to import, `blocked` needs none.
+        return k8s.CoreV1Api(self._api)
 
     @classmethod
     def connect(cls, kubeconfig: str | None, context: str | None) -> Cluster:
@@ -50,18 +55,30 @@ class Cluster:
         )
         try:
             if has_file or context:
-                api = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
-                    config_file=kubeconfig, context=context
+                configuration = k8s.Configuration()
+                k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=kubeconfig, context=context, client_configuration=configuration
                 )
+                # One answer is enough to say the cluster is unreachable (urllib3 retries 3x).
+                configuration.retries = 1
+                api = k8s.ApiClient(configuration)
                 contexts, active = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
                     config_file=kubeconfig
                 )
                 if context:
                     active = next((c for c in contexts if c.get("name") == context), active)
                 namespace = (active or {}).get("context", {}).get("namespace") or "default"
+            elif not os.environ.get("KUBERNETES_SERVICE_HOST"):
+                raise PluginError(
+                    "no kubeconfig: set KUBECONFIG, pass --kubeconfig, or create ~/.kube/config"
+                )
             else:
-                k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
-                api = k8s.ApiClient()
+                configuration = k8s.Configuration()
+                k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                    client_configuration=configuration
+                )
+                configuration.retries = 1
+                api = k8s.ApiClient(configuration)
                 namespace = IN_CLUSTER_NAMESPACE.read_text(encoding="utf-8").strip()
         except (ConfigException, OSError, TypeError, ValueError) as exc:
             raise PluginError(f"cannot load the kubeconfig: {exc}") from None

@@ -172,9 +172,9 @@ def parser(prog: str) -> argparse.ArgumentParser:
 def _guarded(command: Callable[[argparse.Namespace, TextIO], int]) -> Callable[..., int]:
     """Run a command; what can go wrong ends as one line on stderr, never a traceback."""
 
-    def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         try:
-            return command(args, out)
+            return command(args, out or sys.stdout)
         except (UsageError, InvalidImportId) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
