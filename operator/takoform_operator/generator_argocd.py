@@ -37,6 +37,8 @@ def render_doc(lines: Iterable[FormLine], lua: str, note: str) -> str:
         "| `Blocked=True` | `Degraded`, the message names the remedy |\n"
         "| `status.observedGeneration` < `metadata.generation` | `Progressing` |\n"
         "| `Degraded=True` | `Degraded` |\n"
+        "| `spec.managementPolicy: Observe` and `Drifted=True` (reported, never repaired) "
+        "| `Suspended` |\n"
         "| `Ready=True` | `Healthy` |\n"
         "| `Drifted`, `Reconciling`, a pending operation, no status yet | `Progressing` |\n\n"
         "## Install\n\n"

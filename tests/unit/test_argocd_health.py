@@ -173,12 +173,20 @@ def test_a_lifecycle_as_argo_cd_sees_it() -> None:
 @pytest.mark.parametrize(
     ("conditions", "spec", "expected"),
     [
-        # An observe-only CR reports drift without repairing it: still Healthy, drift shown.
+        # An observe-only CR reports drift and never repairs it: it waits for a human.
         (
-            [("Ready", "True", "Available"), ("Drifted", "True", "SpecDrift")],
+            [("Ready", "False", "SpecDrift"), ("Drifted", "True", "SpecDrift")],
             {"managementPolicy": "Observe"},
-            ("Healthy", "observed only, not repaired: Drifted SpecDrift: m"),
+            ("Suspended", "observed only, not repaired: Drifted SpecDrift: m"),
         ),
+        # The same drift under Full is being repaired.
+        (
+            [("Ready", "False", "SpecDrift"), ("Drifted", "True", "SpecDrift")],
+            {"managementPolicy": "Full"},
+            ("Progressing", "Drifted SpecDrift: m"),
+        ),
+        # The pause annotation removed, the operator's next look still to come.
+        ([("Reconciling", "False", "Paused")], {}, ("Progressing", "waiting for Ready")),
         # A host outage keeps the last known Ready and says Degraded.
         (
             [("Ready", "True", "Available"), ("Degraded", "True", "HostUnavailable")],

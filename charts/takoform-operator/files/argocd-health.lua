@@ -6,6 +6,8 @@
 --                                                             names the remedy)
 --   status.observedGeneration < generation      -> Progressing (the operator has not seen the spec)
 --   Degraded=True                               -> Degraded
+--   managementPolicy Observe and Drifted=True   -> Suspended (drift reported, never repaired:
+--                                                             waits for a human)
 --   Ready=True                                  -> Healthy
 --   Drifted / Reconciling / pending operation   -> Progressing
 --   no status yet, or anything else             -> Progressing
@@ -75,10 +77,10 @@ end
 local ready = condition("Ready")
 local drifted = condition("Drifted")
 local observe_only = obj.spec ~= nil and obj.spec.managementPolicy == "Observe"
+if holds(drifted) and observe_only then
+  return answer("Suspended", "observed only, not repaired: " .. describe(drifted))
+end
 if holds(ready) then
-  if holds(drifted) and observe_only then
-    return answer("Healthy", "observed only, not repaired: " .. describe(drifted))
-  end
   return answer("Healthy", describe(ready))
 end
 
