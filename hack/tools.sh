@@ -122,7 +122,7 @@ for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
 done
 build helm "$HELM_VERSION" "$hdir" "$hldflags" helm=helm.sh/helm/v3/cmd/helm
 
-# --- Debian packages: prometheus, containerd, runc, buildah, mmdebstrap, lua5.1 -----------------
+# --- Debian packages: prometheus, containerd, runc, buildah, mmdebstrap -------------------------
 apt_updated=""
 apt_install() { # PACKAGE...
   local sudo=""
