@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from takoform_operator import generator_argocd, generator_tenancy
+from takoform_operator import generator_tenancy
 from takoform_operator.core.conditions import ConditionType
 from takoform_operator.core.registry import Registry
 from takoform_operator.registry_data import registry_document
@@ -629,6 +629,8 @@ def render(catalog: Catalog, *, with_chart: bool, argocd_lua: str | None = None)
         if with_chart:
             files[f"{CHART_CRD_DIR}/{name}"] = text
     if argocd_lua is not None:
+        from takoform_operator import generator_argocd
+
         files[generator_argocd.DOC_PATH] = generator_argocd.render_doc(
             lines, argocd_lua, GENERATED_NOTE
         )
