@@ -10,6 +10,7 @@
 #   prometheus, promtool 3.x with kubernetes_sd       <- github.com/prometheus/prometheus (hack/go/prometheus)
 #   containerd, runc (the node's runtime)             <- Debian packages `containerd`, `runc`
 #   buildah, mmdebstrap (`make image` without Docker) <- Debian packages `buildah`, `mmdebstrap`
+#   lua5.1 (runs the chart's Argo CD health check)    <- Debian package `lua5.1` (Argo CD: Lua 5.1)
 #
 # Versions live in hack/versions.env. Binaries are cached OUTSIDE the repository, one directory per
 # component and version:  $TAKOFORM_TOOLS_CACHE/bin/<component>-<version>/  (default cache:
@@ -176,10 +177,11 @@ command -v containerd >/dev/null && command -v ctr >/dev/null || missing+=(conta
 command -v runc >/dev/null || missing+=(runc)
 command -v buildah >/dev/null || missing+=(buildah)
 command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+command -v lua5.1 >/dev/null || missing+=(lua5.1)
 if [[ ${#missing[@]} -gt 0 ]]; then
   apt_install "${missing[@]}"
 else
-  log "Debian packages: using $(command -v prometheus), containerd, runc, buildah, mmdebstrap"
+  log "Debian packages: using $(command -v prometheus), containerd, runc, buildah, mmdebstrap, lua5.1"
 fi
 promdir="$(dirname "$(command -v promtool)")"
 

@@ -23,8 +23,15 @@ def _generate(args: argparse.Namespace) -> int:
     from takoform_spec.catalog import load_catalog
 
     root = args.root.resolve() if args.root else _repo_root(Path.cwd())
+    from takoform_operator.generator_argocd import LUA_PATH
+
     with_chart = (root / "charts" / "takoform-operator" / "Chart.yaml").is_file()
-    files = generator.render(load_catalog(), with_chart=with_chart)
+    lua = root / LUA_PATH
+    files = generator.render(
+        load_catalog(),
+        with_chart=with_chart,
+        argocd_lua=lua.read_text(encoding="utf-8") if lua.is_file() else None,
+    )
     if args.check:
         changed = generator.differences(root, files, with_chart)
         if changed:
@@ -88,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         "--selector", help="reconcile only the CRs with these labels, e.g. shard=a (default: all)"
     )
     run.set_defaults(handler=_run)
+    # The kubectl plugin's commands (kubectl takoform ...), under this command too.
+    from takoform_operator.plugin.commands import add_commands
+
+    add_commands(commands)
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args))

@@ -763,7 +763,9 @@ def render_index(lines: dict[FormLine, list[FormDefinition]], registry: Registry
 # -- the whole set -----------------------------------------------------------------------------
 
 
-def render(catalog: Catalog, *, with_chart: bool) -> dict[str, str]:
+def render(catalog: Catalog, *, with_chart: bool, argocd_lua: str | None = None) -> dict[str, str]:
+    """Every generated file. `argocd_lua` is the chart's Argo CD health check (read from the
+    checkout by the caller): with it, docs/argocd-health.md too."""
     registry = Registry.from_definitions(catalog.definitions, catalog.default_creates)
     lines: dict[FormLine, list[FormDefinition]] = {}
     for definition in sorted(catalog.definitions, key=lambda d: (d.line, d.version_tuple)):
@@ -787,6 +789,12 @@ def render(catalog: Catalog, *, with_chart: bool) -> dict[str, str]:
         files[f"{CRD_DIR}/{name}"] = text
         if with_chart:
             files[f"{CHART_CRD_DIR}/{name}"] = text
+    if argocd_lua is not None:
+        from takoform_operator import generator_argocd
+
+        files[generator_argocd.DOC_PATH] = generator_argocd.render_doc(
+            lines, argocd_lua, GENERATED_NOTE
+        )
     return files
 
 

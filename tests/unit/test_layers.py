@@ -16,19 +16,27 @@ Which of our modules may import which (same-layer imports are always allowed):
                                                            metrics
     build        takoform_operator.generator,              spec, catalog, core
                  takoform_operator.generator_tenancy,
+                 takoform_operator.generator_argocd,
                  takoform_operator.registry_data
+    render       takoform_operator.plugin.render           spec, core
+    plugin       takoform_operator.plugin                  spec, core, host_port, settings,
+                                                           host_client, kube, build, render
     root         takoform_operator (package), .main, .cli  catalog and every layer of the operator
     host         takoform_host                             spec, catalog
     conformance  takoform_conformance                      spec
+
+The plugin (`kubectl takoform`) is a second composition root: it reads the cluster with the
+user's kubeconfig and the host through the host client; what it prints is built by its pure
+`render` module.
 
 So: the spec is the only thing the reference host, the conformance suite and the operator share;
 the adapters never reach the build-time modules (generator, registry data, the catalog files) or
 the composition root; the host client never reads the operator's settings. Frameworks stay in the
 layers that adapt them (FRAMEWORKS below).
 
-And purity: the operator's core and the spec do no I/O and import no framework. The catalog is
-its own layer because it reads the definition files shipped beside it: the one impure module of
-`takoform_spec`, which nothing pure may import.
+And purity: the operator's core, the spec and the plugin's render module do no I/O and import
+no framework. The catalog is its own layer because it reads the definition files shipped beside
+it: the one impure module of `takoform_spec`, which nothing pure may import.
 
 Every import counts, including those inside functions and under `if TYPE_CHECKING:`.
 """
@@ -68,14 +76,23 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
         (
             "takoform_operator.generator",
             "takoform_operator.generator_tenancy",
+            "takoform_operator.generator_argocd",
             "takoform_operator.registry_data",
         ),
         frozenset({"spec", "catalog", "core"}),
+    ),
+    "render": (("takoform_operator.plugin.render",), frozenset({"spec", "core"})),
+    "plugin": (
+        ("takoform_operator.plugin",),
+        frozenset(
+            {"spec", "core", "host_port", "settings", "host_client", "kube", "build", "render"}
+        ),
     ),
     "root": (
         ("takoform_operator", "takoform_operator.main", "takoform_operator.cli"),
         frozenset(
             {
+                "plugin",
                 "spec",
                 "catalog",
                 "core",
@@ -96,7 +113,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
 #: Third-party frameworks and the only layers that may import them.
 FRAMEWORKS = {
     "kopf": {"kube", "root"},
-    "kubernetes": {"kube"},
+    "kubernetes": {"kube", "plugin"},
     "prometheus_client": {"metrics", "root"},
     "pydantic_settings": {"settings"},
     "httpx": {"host_client", "kube", "conformance"},  # kube.status: the Kubernetes API client
@@ -128,7 +145,7 @@ IMPURE = {
 #: Names whose call means I/O.
 IMPURE_CALLS = {"open", "print", "input"}
 #: The pure layers (the catalog, which reads files, is a layer of its own).
-PURE_LAYERS = {"spec", "core"}
+PURE_LAYERS = {"spec", "core", "render"}
 
 
 def module_name(path: Path) -> str:

@@ -1,0 +1,427 @@
+"""The plugin's commands (`import`, `blocked`, `trace`) and their command line, shared by
+`kubectl takoform` and `takoform-operator`. Errors end as one line on stderr: exit status 1 for
+what the cluster or the host answered, 2 for a command line that cannot be right."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+import yaml
+from pydantic import ValidationError
+
+from takoform_operator.core.errors import CodecError, InvalidImportId
+from takoform_operator.core.import_id import parse_import_id
+from takoform_operator.core.registry import Registry
+from takoform_operator.core.tenancy import DEFAULT_HOST
+from takoform_operator.host_client.pool import HostPool
+from takoform_operator.host_port import (
+    HostError,
+    HostRejected,
+    HostUnavailable,
+    OperationNotFound,
+    ResourceNotFound,
+    SecretNotFound,
+)
+from takoform_operator.plugin.cluster import Cluster, PluginError
+from takoform_operator.plugin.hosts import DEFAULT_OPERATOR_NAMESPACE, chosen_host, host_pool
+from takoform_operator.plugin.render import (
+    Lookup,
+    UsageError,
+    blocked_report,
+    blocked_rows,
+    check_object_name,
+    import_manifest,
+    resolve_kind,
+    resource_of,
+    split_kind_name,
+    trace_report,
+)
+from takoform_operator.registry_data import load_registry
+from takoform_operator.settings import Settings
+from takoform_spec.identity import FormLine, FormRef
+
+#: Help is formatted at a fixed width so that the text in docs/operator.md is the real one.
+HELP_WIDTH = 100
+Formatter = functools.partial(argparse.RawDescriptionHelpFormatter, width=HELP_WIDTH)
+
+DESCRIPTION = """\
+Day-2 commands for Takoform resources: import an existing host resource as a CR, list the
+Blocked CRs with their remedies, trace one CR down to its host resource.
+
+The cluster is read with your kubeconfig (--kubeconfig, KUBECONFIG, ~/.kube/config). The host
+is reached with the credentials of the host configuration: the TakoformHost named by --host
+(else the one marked default) and its token Secret in the operator's namespace; the single-host
+settings TAKOFORM_HOST_URL and TAKOFORM_HOST_TOKEN / TAKOFORM_HOST_TOKEN_FILE are the implicit
+host named `default`, as for the operator. Nothing is ever written.
+
+Exit status: 0 done, 1 the cluster or the host failed or refused, 2 invalid command line."""
+
+IMPORT_DESCRIPTION = """\
+Read the host resource an import id names, under its exact FormRef, and print a CR manifest
+that imports it: spec.parameters are the host's spec decoded for the CR, so the first reconcile
+sends no update. Apply it as is: kubectl takoform import ID | kubectl apply -f -
+
+ID is the canonical JSON import id, e.g.
+  '{"space":"team-a","apiVersion":"storage.takoform.io/v1","kind":"Bucket",
+    "definitionVersion":"1.1.0","schemaDigest":"sha256:...","name":"logs"}'
+(as a Blocked NameTaken message or a CR's status prints it); NAME and SPACE/NAME name the
+line's default create ref and need --kind."""
+
+BLOCKED_DESCRIPTION = """\
+List the CRs of every Takoform kind whose Blocked condition is True, with the reason and the
+remedy exactly as the operator wrote it in the condition message."""
+
+TRACE_DESCRIPTION = """\
+Follow one CR down the chain: the CR and its conditions -> the FormRef, host, space, name and
+uid recorded in its status -> the host resource read under that exact FormRef (uid, generation,
+observedGeneration, conditions) -> the pending host operation, read from the host's operations
+API -> the CR's last Events."""
+
+
+def _common(parser: argparse.ArgumentParser, *, host: bool = True) -> None:
+    group = parser.add_argument_group("cluster and host" if host else "cluster")
+    group.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, ~/.kube/config)")
+    group.add_argument("--context", help="kubeconfig context (default: the current one)")
+    if not host:
+        return
+    group.add_argument(
+        "--operator-namespace",
+        help="namespace of the TakoformHosts' token Secrets (default: "
+        f"TAKOFORM_OPERATOR_NAMESPACE, else {DEFAULT_OPERATOR_NAMESPACE})",
+    )
+
+
+def add_commands(commands: Any) -> None:
+    """Register import, blocked and trace on an argparse sub-parsers object."""
+    imports = commands.add_parser(
+        "import",
+        help="print a CR manifest that imports an existing host resource",
+        description=IMPORT_DESCRIPTION,
+        formatter_class=Formatter,
+    )
+    imports.add_argument("id", metavar="ID", help="the import id (canonical JSON)")
+    imports.add_argument("-n", "--namespace", help="metadata.namespace of the CR (default: none)")
+    imports.add_argument(
+        "--name", help="metadata.name of the CR (default: the host resource's name)"
+    )
+    imports.add_argument(
+        "--observe",
+        action="store_true",
+        help="emit spec.managementPolicy: Observe (read only; never mutates the host)",
+    )
+    imports.add_argument(
+        "--host",
+        help="the TakoformHost to read from, also written as spec.hostRef (default: the host "
+        "marked default, else the implicit host `default`; no spec.hostRef)",
+    )
+    imports.add_argument("--kind", help="the CR kind, for an id that names no FormRef")
+    imports.add_argument("--space", help="the space, for an id that names none")
+    imports.add_argument(
+        "--deletion-policy",
+        choices=("Delete", "Orphan"),
+        default="Delete",
+        help="spec.deletionPolicy of the CR (default: Delete)",
+    )
+    _common(imports)
+    imports.set_defaults(handler=_guarded(run_import))
+
+    blocked = commands.add_parser(
+        "blocked",
+        help="list Blocked CRs with their reason and remedy",
+        description=BLOCKED_DESCRIPTION,
+        formatter_class=Formatter,
+    )
+    scope = blocked.add_mutually_exclusive_group()
+    scope.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="list them in every namespace"
+    )
+    scope.add_argument("-n", "--namespace", help="namespace (default: the context's namespace)")
+    _common(blocked, host=False)
+    blocked.set_defaults(handler=_guarded(run_blocked))
+
+    trace = commands.add_parser(
+        "trace",
+        help="show a CR, its FormRef, host resource, pending operation and events",
+        description=TRACE_DESCRIPTION,
+        formatter_class=Formatter,
+    )
+    trace.add_argument(
+        "resource", metavar="KIND/NAME", help="e.g. bucket/logs or buckets.storage.takoform.io/logs"
+    )
+    trace.add_argument("-n", "--namespace", help="namespace (default: the context's namespace)")
+    trace.add_argument(
+        "--events", type=int, default=10, metavar="N", help="how many events (default: 10)"
+    )
+    _common(trace)
+    trace.set_defaults(handler=_guarded(run_trace))
+
+
+def parser(prog: str) -> argparse.ArgumentParser:
+    """The `kubectl takoform` command line."""
+    top = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, formatter_class=Formatter)
+    add_commands(top.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    return top
+
+
+def _guarded(command: Callable[[argparse.Namespace, TextIO], int]) -> Callable[..., int]:
+    """Run a command; what can go wrong ends as one line on stderr, never a traceback."""
+
+    def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+        try:
+            return command(args, out or sys.stdout)
+        except (UsageError, InvalidImportId) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except PluginError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
+            )
+            print(f"error: invalid TAKOFORM_* settings: {problems}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            return 130
+
+    return run
+
+
+# -- import ---------------------------------------------------------------------------------------
+
+
+def _import_line(registry: Registry, text: str, kind: str | None) -> FormLine | None:
+    """The Form line named by --kind, or None when the id itself names its FormRef."""
+    if kind is not None:
+        return resolve_kind(registry, kind)
+    names_ref = False
+    if text.lstrip().startswith("{"):
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            return None  # the parser says what is wrong with it
+        names_ref = isinstance(doc, dict) and "apiVersion" in doc
+    if not names_ref:
+        raise UsageError(
+            f"import id {text!r} names no FormRef: give the CR kind with --kind (the line's "
+            "default create ref is used), or use the canonical JSON id"
+        )
+    return None
+
+
+def run_import(args: argparse.Namespace, out: TextIO) -> int:
+    registry = load_registry()
+    line = _import_line(registry, args.id, args.kind)
+    default_ref = registry.default_create_ref(line) if line is not None else None
+    target = parse_import_id(args.id, default_ref)
+    ref = target.form_ref
+    if line is not None and ref.line != line:
+        raise UsageError(f"the import id names {ref.line}, but --kind names {line}")
+    if not registry.is_supported(ref):
+        known = ", ".join(
+            f"{r.definition_version} {r.schema_digest}" for r in registry.known_refs(ref.line)
+        )
+        raise UsageError(
+            f"the import id names FormRef {ref}, which this build cannot decode; an import "
+            f"under it would be refused (known {ref.kind} refs: {known or 'none'})"
+        )
+    if args.space and target.space and args.space != target.space:
+        raise UsageError(f"--space {args.space!r} differs from the id's space {target.space!r}")
+    space = target.space or args.space
+    if not space:
+        raise UsageError("the import id names no space: put it in the id or give --space")
+    cr_name = check_object_name(args.name or target.name)
+    settings = Settings()
+    cluster = Cluster.connect(args.kubeconfig, args.context)
+    try:
+        pool = host_pool(cluster, settings, args.operator_namespace, _warn)
+        host = chosen_host(pool, args.host)
+        document = asyncio.run(_read_resource(pool, host, space, ref, target.name))
+    finally:
+        cluster.close()
+    codec = registry.codec_for(ref)
+    try:
+        parameters = codec.decode(ref, document["spec"])
+    except CodecError as exc:
+        raise PluginError(f"the host's spec does not decode under {ref}: {exc}") from None
+    manifest = import_manifest(
+        ref=ref,
+        space=space,
+        name=target.name,
+        parameters=parameters,
+        cr_name=cr_name,
+        namespace=args.namespace,
+        host_ref=args.host,
+        pin=ref != registry.default_create_ref(ref.line),
+        observe=args.observe,
+        deletion_policy=args.deletion_policy,
+    )
+    uid = document["metadata"]["uid"]
+    out.write(f"# {ref.kind} {target.name} (uid {uid}) in space {space} on host {host}\n")
+    out.write(yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True))
+    return 0
+
+
+async def _read_resource(
+    pool: HostPool, host: str, space: str, ref: FormRef, name: str
+) -> dict[str, Any]:
+    try:
+        client = await pool.client(host)
+        resource = await client.get_resource(space, ref, name)
+    except ResourceNotFound:
+        raise PluginError(
+            f"host {host} has no {ref.kind} {name!r} in space {space!r} under "
+            f"{ref.definition_version} {ref.schema_digest}"
+        ) from None
+    except HostError as exc:
+        raise PluginError(_host_problem(host, exc)) from None
+    finally:
+        await pool.aclose()
+    return resource.model_dump(by_alias=True)
+
+
+def _host_problem(host: str, exc: HostError) -> str:
+    if isinstance(exc, SecretNotFound):
+        return str(exc)
+    if isinstance(exc, HostUnavailable):
+        return f"cannot reach host {host}: {exc}"
+    if isinstance(exc, HostRejected):
+        return f"host {host} refused: {exc}"
+    return f"host {host}: {exc}"
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+# -- blocked --------------------------------------------------------------------------------------
+
+
+def run_blocked(args: argparse.Namespace, out: TextIO) -> int:
+    registry = load_registry()
+    cluster = Cluster.connect(args.kubeconfig, args.context)
+    try:
+        namespace = None if args.all_namespaces else (args.namespace or cluster.namespace)
+        rows = []
+        for line in registry.lines():
+            items = cluster.list_crs(line, namespace)
+            if items is not None:  # None: that kind's CRD is not installed
+                rows += blocked_rows(line, items)
+    finally:
+        cluster.close()
+    out.write(blocked_report(rows, namespace) + "\n")
+    return 0
+
+
+# -- trace ----------------------------------------------------------------------------------------
+
+
+def run_trace(args: argparse.Namespace, out: TextIO) -> int:
+    registry = load_registry()
+    kind, name = split_kind_name(args.resource)
+    line = resolve_kind(registry, kind)
+    cluster = Cluster.connect(args.kubeconfig, args.context)
+    try:
+        namespace = args.namespace or cluster.namespace
+        cr = cluster.get_cr(line, namespace, name)
+        if cr is None:
+            raise PluginError(f"{resource_of(line)} {name!r} not found in namespace {namespace}")
+        status, spec = cr.get("status") or {}, cr.get("spec") or {}
+        claimed = bool(status.get("formRef") and status.get("space") and status.get("name"))
+        recorded = str(status.get("host") or DEFAULT_HOST)
+        host = recorded if claimed else spec.get("hostRef")
+        problems: list[str] = []
+        if claimed:
+            resource, operation = _host_side(cluster, args, status, recorded, problems)
+        else:
+            resource = Lookup(problem="no target recorded yet, so nothing to read")
+            operation = Lookup(problem="no target recorded yet")
+        events = cluster.events_of(namespace, str((cr.get("metadata") or {}).get("uid")))
+    finally:
+        cluster.close()
+    report = trace_report(
+        line,
+        cr,
+        host=host or "(the default host)",
+        resource=resource,
+        operation=operation,
+        events=events,
+        event_count=args.events,
+    )
+    out.write(report + "\n")
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _host_side(
+    cluster: Cluster,
+    args: argparse.Namespace,
+    status: dict[str, Any],
+    host: str,
+    problems: list[str],
+) -> tuple[Lookup, Lookup]:
+    """The host resource under the recorded FormRef, and the pending operation (if any)."""
+    try:
+        ref = FormRef.from_json(dict(status["formRef"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        problems.append(f"status.formRef is not a FormRef: {exc}")
+        return Lookup(problem=problems[-1]), Lookup(problem=problems[-1])
+    try:
+        pool = host_pool(cluster, Settings(), args.operator_namespace, _warn)
+        chosen_host(pool, host)
+    except PluginError as exc:
+        problems.append(str(exc))
+        return Lookup(problem=str(exc)), Lookup(problem=str(exc))
+    return asyncio.run(
+        _host_reads(pool, host, ref, str(status["space"]), str(status["name"]), status, problems)
+    )
+
+
+async def _host_reads(
+    pool: HostPool,
+    host: str,
+    ref: FormRef,
+    space: str,
+    name: str,
+    status: dict[str, Any],
+    problems: list[str],
+) -> tuple[Lookup, Lookup]:
+    try:
+        client = await pool.client(host)
+        try:
+            resource = Lookup(
+                (await client.get_resource(space, ref, name)).model_dump(by_alias=True)
+            )
+        except ResourceNotFound:
+            resource = Lookup()
+        except HostError as exc:
+            problems.append(_host_problem(host, exc))
+            resource = Lookup(problem=problems[-1])
+        operation = Lookup()
+        pending = status.get("pendingOperationId")
+        if pending:
+            try:
+                operation = Lookup(
+                    (await client.get_operation(str(pending))).model_dump(by_alias=True)
+                )
+            except OperationNotFound:
+                operation = Lookup()
+            except HostError as exc:
+                problems.append(_host_problem(host, exc))
+                operation = Lookup(problem=problems[-1])
+        return resource, operation
+    except HostError as exc:  # building the client: a Secret it needs
+        problems.append(_host_problem(host, exc))
+        return Lookup(problem=problems[-1]), Lookup(problem=problems[-1])
+    except PluginError as exc:  # reading that Secret
+        problems.append(str(exc))
+        return Lookup(problem=problems[-1]), Lookup(problem=problems[-1])
+    finally:
+        await pool.aclose()

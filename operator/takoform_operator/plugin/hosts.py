@@ -1,0 +1,105 @@
+"""The host a plugin command talks to, with the credentials of the host configuration.
+
+The same rules as the operator (docs/tenancy.md): the TakoformHosts of the cluster, their token
+Secrets in the operator's namespace, and the single-host settings (TAKOFORM_HOST_URL,
+TAKOFORM_HOST_TOKEN / TAKOFORM_HOST_TOKEN_FILE, ...) as the implicit host named `default`, which a
+TakoformHost of that name replaces. Without a name, the host marked default, else the implicit one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from takoform_operator.core.tenancy import DEFAULT_HOST, InvalidPolicy, host_config_from_body
+from takoform_operator.host_client.client import HostClient
+from takoform_operator.host_client.pool import HostPool
+from takoform_operator.plugin.cluster import Cluster, Forbidden, PluginError
+from takoform_operator.settings import Settings
+
+#: Where the token Secrets live when neither --operator-namespace nor
+#: TAKOFORM_OPERATOR_NAMESPACE says (the namespace docs/tenancy.md installs the chart into).
+DEFAULT_OPERATOR_NAMESPACE = "takoform-system"
+
+
+class _ClusterSecrets:
+    """The pool's SecretReader: `get` of one Secret in the operator's namespace."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self._cluster, self._namespace = cluster, namespace
+
+    async def read(self, name: str) -> Mapping[str, bytes] | None:
+        return await asyncio.to_thread(self._cluster.secret_data, self._namespace, name)
+
+
+def implicit_client(settings: Settings) -> HostClient:
+    """The implicit host `default` from the single-host settings."""
+    verify: Any = str(settings.host_ca_bundle) if settings.host_ca_bundle else True
+    cert: Any = None
+    if settings.host_client_cert:
+        key = str(settings.host_client_key) if settings.host_client_key else None
+        cert = (str(settings.host_client_cert), key) if key else str(settings.host_client_cert)
+    try:
+        token = settings.token()
+    except OSError as exc:
+        raise PluginError(f"cannot read TAKOFORM_HOST_TOKEN_FILE: {exc}") from None
+    return HostClient(
+        settings.host_url,
+        token,
+        timeout=settings.host_timeout_seconds,
+        read_retries=settings.host_read_retries,
+        verify=verify,
+        cert=cert,
+    )
+
+
+def host_pool(
+    cluster: Cluster,
+    settings: Settings,
+    operator_namespace: str | None,
+    warn: Callable[[str], None],
+) -> HostPool:
+    """Every host the cluster configures, plus the implicit one (unless switched off). A user
+    who may not list TakoformHosts gets the implicit host only, and a warning saying so."""
+    namespace = operator_namespace or settings.operator_namespace or DEFAULT_OPERATOR_NAMESPACE
+    pool = HostPool(
+        _ClusterSecrets(cluster, namespace),
+        read_retries=settings.host_read_retries,
+        implicit=implicit_client(settings) if settings.implicit_host else None,
+    )
+    try:
+        bodies = cluster.takoform_hosts()
+    except Forbidden as exc:
+        warn(f"{exc}; only the implicit host `default` (TAKOFORM_HOST_URL) is known")
+        bodies = []
+    for body in bodies:
+        try:
+            pool.observe(host_config_from_body(body))
+        except InvalidPolicy:
+            continue  # the operator ignores it too
+    return pool
+
+
+def chosen_host(pool: HostPool, name: str | None) -> str:
+    """The host named by --host (or recorded in a CR's status), else the default host."""
+    known = pool.names()
+    if name is None:
+        default = pool.default_host()
+        if default is None:
+            raise PluginError(
+                "no default host: more than one TakoformHost is marked default, or none is and "
+                f"the implicit host is switched off; name one with --host (known: "
+                f"{', '.join(known) or 'none'})"
+            )
+        return default
+    if name not in known:
+        implicit = (
+            " (the implicit host `default` is switched off: TAKOFORM_IMPLICIT_HOST=false)"
+            if name == DEFAULT_HOST
+            else ""
+        )
+        raise PluginError(
+            f"no TakoformHost named {name!r}{implicit}; known hosts: {', '.join(known) or 'none'}"
+        )
+    return name

@@ -1,0 +1,333 @@
+"""What the plugin prints, as pure functions of the documents it read (no I/O, no clients).
+
+The commands (plugin.commands) read the cluster and the host; everything a user sees is built
+here: the CR manifest of an import, the table of Blocked CRs, the chain of one trace.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from takoform_operator.core.import_id import canonical_import_id
+from takoform_operator.core.registry import Registry
+from takoform_spec.identity import FormLine, FormRef
+
+#: The pause annotation (docs/operator.md); shown by `trace` when set.
+PAUSED_ANNOTATION = "takoform.io/paused"
+#: How the core introduces the remedies in a condition message.
+REMEDY_MARKERS = ("Remedies:", "Remedy:")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+class UsageError(ValueError):
+    """The command line asks for something that cannot exist (exit status 2)."""
+
+
+# -- kinds --------------------------------------------------------------------------------------
+
+
+def resource_of(line: FormLine) -> str:
+    """`buckets.storage.takoform.io`: the fully qualified resource kubectl understands."""
+    return f"{line.plural}.{line.group}"
+
+
+def object_ref(line: FormLine, name: str) -> str:
+    """`bucket.storage.takoform.io/logs`, as `kubectl get -o name` prints it."""
+    return f"{line.kind.lower()}.{line.group}/{name}"
+
+
+def resolve_kind(registry: Registry, text: str) -> FormLine:
+    """The Form line a kubectl-style kind names: `Bucket`, `bucket`, `buckets`, `tkbucket`, each
+    optionally qualified by its group (`buckets.storage.takoform.io`). Raises UsageError."""
+    wanted = text.strip().lower()
+    name, _, group = wanted.partition(".")
+    matches = [
+        line
+        for line in registry.lines()
+        if name in (line.kind.lower(), line.plural, "tk" + line.kind.lower())
+        and (not group or group == line.group)
+    ]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        known = ", ".join(resource_of(line) for line in registry.lines())
+        raise UsageError(f"unknown kind {text!r}; the Takoform kinds are: {known}")
+    options = ", ".join(resource_of(line) for line in matches)
+    raise UsageError(f"kind {text!r} is ambiguous; qualify it with its group: {options}")
+
+
+def split_kind_name(text: str) -> tuple[str, str]:
+    """`KIND/NAME` -> (KIND, NAME). Raises UsageError."""
+    kind, slash, name = text.partition("/")
+    if not slash or not kind or not name or "/" in name:
+        raise UsageError(f"expected KIND/NAME (e.g. bucket/logs), got {text!r}")
+    return kind, name
+
+
+# -- import -------------------------------------------------------------------------------------
+
+
+def check_object_name(name: str) -> str:
+    """A Kubernetes object name (DNS subdomain), or UsageError saying how to choose one."""
+    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+        raise UsageError(
+            f"{name!r} is not a valid Kubernetes object name (lower-case letters, digits, '-' "
+            "and '.'); choose the CR's name with --name (spec.resourceName keeps the host name)"
+        )
+    return name
+
+
+def import_manifest(
+    *,
+    ref: FormRef,
+    space: str,
+    name: str,
+    parameters: Mapping[str, Any],
+    cr_name: str,
+    namespace: str | None,
+    host_ref: str | None,
+    pin: bool,
+    observe: bool,
+    deletion_policy: str,
+) -> dict[str, Any]:
+    """The CR that imports the host resource `name` (space, exact FormRef) as it is: its
+    parameters are the host's spec decoded under `ref`, so the first reconcile sends nothing."""
+    metadata: dict[str, Any] = {"name": cr_name}
+    if namespace:
+        metadata["namespace"] = namespace
+    spec: dict[str, Any] = {"space": space}
+    if host_ref:
+        spec["hostRef"] = host_ref
+    spec["resourceName"] = name
+    spec["importId"] = canonical_import_id(space, name, ref)
+    if pin:
+        spec["formRef"] = {
+            "definitionVersion": ref.definition_version,
+            "schemaDigest": ref.schema_digest,
+        }
+    if observe:
+        spec["managementPolicy"] = "Observe"
+    spec["deletionPolicy"] = deletion_policy
+    spec["parameters"] = dict(parameters)
+    return {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": metadata, "spec": spec}
+
+
+# -- blocked ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BlockedRow:
+    namespace: str
+    resource: str
+    reason: str
+    remedy: str
+
+
+def condition(body: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for item in (body.get("status") or {}).get("conditions") or ():
+        if isinstance(item, Mapping) and item.get("type") == kind:
+            return item
+    return None
+
+
+def remedy_of(message: str) -> str:
+    """The remedy as the core wrote it: the message from `Remedy:`/`Remedies:` on (the whole
+    message when it names none)."""
+    found = [(message.find(marker), marker) for marker in REMEDY_MARKERS if marker in message]
+    if not found:
+        return message.strip()
+    at, marker = min(found)
+    return message[at + len(marker) :].strip()
+
+
+def blocked_rows(line: FormLine, items: Iterable[Mapping[str, Any]]) -> list[BlockedRow]:
+    """The CRs of one Form line whose Blocked condition is True."""
+    rows = []
+    for body in items:
+        blocked = condition(body, "Blocked")
+        if blocked is None or blocked.get("status") != "True":
+            continue
+        metadata = body.get("metadata") or {}
+        rows.append(
+            BlockedRow(
+                namespace=str(metadata.get("namespace") or ""),
+                resource=object_ref(line, str(metadata.get("name") or "")),
+                reason=str(blocked.get("reason") or ""),
+                remedy=remedy_of(str(blocked.get("message") or "")),
+            )
+        )
+    return rows
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Columns aligned like kubectl's; the last column is never padded (it may be long)."""
+    lines = [list(headers), *(list(row) for row in rows)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(headers) - 1)]
+    out = []
+    for line in lines:
+        cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
+        out.append("   ".join([*cells, line[-1]]).rstrip())
+    return "\n".join(out)
+
+
+def blocked_report(rows: Sequence[BlockedRow], namespace: str | None) -> str:
+    """The `blocked` output: one row per Blocked CR, or one line saying there is none."""
+    if not rows:
+        where = f" in namespace {namespace}" if namespace else ""
+        return f"No Blocked resources{where}."
+    ordered = sorted(rows, key=lambda r: (r.namespace, r.resource))
+    return table(
+        ("NAMESPACE", "RESOURCE", "REASON", "REMEDY"),
+        [(r.namespace, r.resource, r.reason, r.remedy) for r in ordered],
+    )
+
+
+# -- trace --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """The result of one read a trace makes: the document, or why there is none."""
+
+    document: Mapping[str, Any] | None = None
+    #: Why the read was not made or failed (None with no document: not found).
+    problem: str | None = None
+
+
+def _conditions(items: Iterable[Mapping[str, Any]], indent: str) -> list[str]:
+    rows = []
+    for item in items:
+        reason = str(item.get("reason") or "")
+        if item.get("hostReason"):
+            reason += f" (host: {item['hostReason']})"
+        rows.append(
+            (
+                str(item.get("type") or ""),
+                str(item.get("status") or ""),
+                reason,
+                str(item.get("message") or ""),
+            )
+        )
+    if not rows:
+        return [f"{indent}conditions: none"]
+    text = table(("TYPE", "STATUS", "REASON", "MESSAGE"), rows)
+    return [f"{indent}{line}" for line in text.splitlines()]
+
+
+def _event_time(event: Mapping[str, Any]) -> str:
+    series = event.get("series") or {}
+    return str(
+        series.get("lastObservedTime")
+        or event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("firstTimestamp")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
+
+
+def last_events(events: Iterable[Mapping[str, Any]], count: int) -> list[Mapping[str, Any]]:
+    """The `count` most recent events, oldest first."""
+    ordered = sorted(events, key=_event_time)
+    return ordered[-count:] if count > 0 else []
+
+
+def trace_report(
+    line: FormLine,
+    cr: Mapping[str, Any],
+    *,
+    host: str,
+    resource: Lookup,
+    operation: Lookup,
+    events: Sequence[Mapping[str, Any]],
+    event_count: int,
+) -> str:
+    """CR -> recorded FormRef and uid -> host resource -> pending operation -> last events."""
+    metadata, status = cr.get("metadata") or {}, cr.get("status") or {}
+    name, namespace = str(metadata.get("name") or ""), str(metadata.get("namespace") or "")
+    out = [
+        f"{line.kind} {name} in namespace {namespace} ({object_ref(line, name)})",
+        f"  CR uid {metadata.get('uid')}, generation {metadata.get('generation')}, "
+        f"observedGeneration {status.get('observedGeneration', '-')}",
+    ]
+    annotations = metadata.get("annotations") or {}
+    if annotations.get(PAUSED_ANNOTATION) == "true":
+        out.append(f'  paused ({PAUSED_ANNOTATION}: "true"): no host calls are made')
+    out += _conditions(status.get("conditions") or (), "  ")
+
+    out.append("FormRef (recorded in status)")
+    ref_doc = status.get("formRef")
+    if not ref_doc:
+        out.append("  none recorded: nothing was sent to a host for this CR yet")
+    else:
+        out.append(
+            f"  {ref_doc.get('apiVersion')} {ref_doc.get('kind')} "
+            f"{ref_doc.get('definitionVersion')} {ref_doc.get('schemaDigest')}"
+        )
+        bound = f"uid {status['uid']}" if status.get("uid") else "not bound to a uid yet"
+        out.append(
+            f"  host {host}, space {status.get('space')}, name {status.get('name')}, {bound}"
+        )
+
+    out.append("Host resource (read under the exact FormRef)")
+    out += _resource_lines(resource, status)
+
+    out.append("Pending operation")
+    pending = status.get("pendingOperationId")
+    if not pending:
+        out.append("  none")
+    else:
+        out.append(f"  {pending} ({status.get('pendingOperationVerb', '?')})")
+        out += _operation_lines(operation)
+
+    shown = last_events(events, event_count)
+    out.append(f"Events (last {len(shown)} of {len(events)})")
+    if not shown:
+        out.append("  none")
+    else:
+        rows = [
+            (
+                _event_time(e),
+                str(e.get("type") or ""),
+                str(e.get("reason") or ""),
+                " ".join(str(e.get("message") or "").split()),
+            )
+            for e in shown
+        ]
+        text = table(("LAST SEEN", "TYPE", "REASON", "MESSAGE"), rows)
+        out += [f"  {row}" for row in text.splitlines()]
+    return "\n".join(out)
+
+
+def _resource_lines(resource: Lookup, status: Mapping[str, Any]) -> list[str]:
+    if resource.document is None:
+        if resource.problem is not None:
+            return [f"  not read: {resource.problem}"]
+        return ["  not found on the host under the recorded FormRef"]
+    doc = resource.document
+    meta, host_status = doc.get("metadata") or {}, doc.get("status") or {}
+    lines = [
+        f"  uid {meta.get('uid')}, generation {meta.get('generation')}, "
+        f"observedGeneration {host_status.get('observedGeneration', '-')}, "
+        f"revision {meta.get('revision')}"
+    ]
+    recorded = status.get("uid")
+    if recorded and meta.get("uid") != recorded:
+        lines.append(f"  the host serves uid {meta.get('uid')}, the CR is bound to {recorded}")
+    return lines + _conditions(host_status.get("conditions") or (), "  ")
+
+
+def _operation_lines(operation: Lookup) -> list[str]:
+    if operation.document is None:
+        if operation.problem is not None:
+            return [f"  not read: {operation.problem}"]
+        return ["  the host no longer knows it (operation_not_found)"]
+    doc = operation.document
+    lines = [f"  {doc.get('verb')} {doc.get('state')} on {doc.get('space')}/{doc.get('name')}"]
+    error = doc.get("error")
+    if error:
+        lines.append(f"  error {error.get('code')}: {error.get('message')}")
+    return lines

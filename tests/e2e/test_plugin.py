@@ -1,0 +1,356 @@
+"""The kubectl plugin as users run it (`kubectl-takoform`, installed with the package), against
+the real API server, the reference host process and the operator process: an import printed by
+the plugin and applied as is with kubectl binds with zero host mutations (the host's request
+log), `blocked` lists a Blocked CR with the operator's remedy, `trace` follows a Ready CR down to
+its host resource and reads a running operation from the host, and every error is one line with
+an exit status, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from argocd import health
+from fixtures_host import HostProcess
+from fixtures_kube import KubeCluster, wait_until
+from operator_process import condition_of, cr_status, is_ready, operator_process
+from processes import free_port
+from tenancy import granted, host_manifest, token_secret
+from waiting import wait_settled
+
+from takoform_operator.core.import_id import canonical_import_id
+from takoform_operator.registry_data import load_registry
+from takoform_spec.identity import FormLine, FormRef
+
+pytestmark = [pytest.mark.kube, pytest.mark.host]
+
+PLUGIN = Path(sys.executable).with_name("kubectl-takoform")
+REGISTRY = load_registry()
+BUCKET = FormLine("storage.takoform.io/v1", "Bucket")
+DEFAULT_REF = REGISTRY.default_create_ref(BUCKET)
+assert DEFAULT_REF is not None
+V2_REF = next(r for r in REGISTRY.known_refs(BUCKET) if r.definition_version == "2.0.0")
+MUTATIONS = ("PUT", "POST", "DELETE", "PATCH")
+
+
+def _path(space: str, ref: FormRef, name: str) -> str:
+    group, version = ref.api_version.split("/")
+    return f"/v1alpha3/spaces/{space}/forms/{group}/{version}/{ref.kind}/resources/{name}"
+
+
+def _exact(ref: FormRef) -> dict[str, str]:
+    return {"definitionVersion": ref.definition_version, "schemaDigest": ref.schema_digest}
+
+
+def host_create(host: HostProcess, ref: FormRef, name: str, spec: dict[str, Any]) -> str:
+    """Create a resource directly on the host (no CR); returns its uid once it exists."""
+    with host.api() as api:
+        answer = api.put(
+            _path("team-a", ref, name),
+            params=_exact(ref),
+            json={"spec": spec},
+            headers={"If-None-Match": "*", "Idempotency-Key": f"test-{uuid.uuid4()}"},
+        )
+        assert answer.status_code == 202, answer.text
+        settled = wait_settled(api, answer.json()["id"])
+        assert settled["state"] == "succeeded", settled
+        return str(settled["resourceUid"])
+
+
+def mutations_of(log: str, name: str) -> list[str]:
+    """The host's access-log lines that mutate resource `name`."""
+    pattern = re.compile(rf'"({"|".join(MUTATIONS)}) [^"]*/resources/{re.escape(name)}[?" ]')
+    return [line for line in log.splitlines() if pattern.search(line)]
+
+
+def plugin(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(PLUGIN), *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+@pytest.fixture
+def ops_namespace(kube_cluster: KubeCluster) -> Iterator[str]:
+    """The operator's namespace, where the TakoformHost's token Secret lives."""
+    name = f"ops-{uuid.uuid4().hex[:8]}"
+    kube_cluster.kubectl("create", "namespace", name)
+    yield name
+    kube_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def setup(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    kube_namespace: str,
+    ops_namespace: str,
+    host_factory: Any,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[dict[str, Any]]:
+    """A host with an access log, declared as a (non-default) TakoformHost whose token is in a
+    Secret of the operator's namespace, and also the implicit host `default` of both the
+    operator and the plugin (TAKOFORM_HOST_URL); the test namespace granted space team-a on
+    both; the operator watching the test namespace. Parametrised indirectly: the commit delay."""
+    delay = getattr(request, "param", 0.05)
+    host = host_factory(commit_delay=delay, extra_args=("--access-log",))
+    with host.api() as api:
+        api.put("/v1alpha3/spaces/team-a").raise_for_status()
+    host_name = f"plugin-{uuid.uuid4().hex[:6]}"
+    token_secret(kube_cluster, ops_namespace, "host-token", host.token)
+    kube_cluster.apply(host_manifest(host_name, host.url, "host-token"))
+    log = tmp_path / "operator.log"
+    try:
+        with (
+            granted(kube_cluster, kube_namespace, ["team-a"], host=host_name),
+            granted(kube_cluster, kube_namespace, ["team-a"], host="default"),
+            operator_process(
+                kube_cluster.kubeconfig,
+                host,
+                kube_namespace,
+                log,
+                METRICS_PORT="0",
+                OPERATOR_NAMESPACE=ops_namespace,
+                POLL_READY_SECONDS="2",
+            ),
+        ):
+            # No TAKOFORM_HOST_* here: the plugin finds the host through the TakoformHost.
+            env = {k: v for k, v in os.environ.items() if not k.startswith("TAKOFORM_")}
+            env["KUBECONFIG"] = str(kube_cluster.kubeconfig)
+            implicit = {**env, "TAKOFORM_HOST_URL": host.url, "TAKOFORM_HOST_TOKEN": host.token}
+            yield {
+                "host": host,
+                "host_name": host_name,
+                "env": env,
+                "implicit_env": implicit,
+                "ops": ops_namespace,
+            }
+    except BaseException:
+        print("\n".join(log.read_text(errors="replace").splitlines()[-60:]))
+        raise
+    finally:
+        kube_cluster.kubectl("delete", "takoformhost", host_name, "--wait=false", check=False)
+
+
+def test_import_applied_as_is_binds_without_a_single_host_mutation(
+    setup: dict[str, Any], kube_cluster: KubeCluster, kube_namespace: str
+) -> None:
+    host, env = setup["host"], setup["env"]
+    ops = ["--operator-namespace", setup["ops"]]
+    resources = {
+        # Under the default create ref, with a default the host fills in (public).
+        "logs": (DEFAULT_REF, {"region": "eu-west-1", "sizeGiB": 42, "labels": {"team": "a"}}),
+        # Under an older, breaking major: the CR pins it (spec.formRef).
+        "archive": (V2_REF, {"region": "eu-west-1", "quota": "500Gi", "labels": ["team=a"]}),
+        # Through the implicit host `default` (TAKOFORM_HOST_URL/TOKEN), no spec.hostRef.
+        "plain": (DEFAULT_REF, {"region": "eu-west-1", "sizeGiB": 7}),
+    }
+    uids = {name: host_create(host, ref, name, spec) for name, (ref, spec) in resources.items()}
+    seen = len(host.log_path.read_text(errors="replace"))
+    for name, (ref, _spec) in resources.items():
+        args = ["import", canonical_import_id("team-a", name, ref), "-n", kube_namespace]
+        args += ["--name", f"imported-{name}"]
+        if name == "plain":
+            printed = plugin(*args, env=setup["implicit_env"])
+        else:
+            printed = plugin(*args, "--host", setup["host_name"], *ops, env=env)
+        assert printed.returncode == 0, printed.stderr
+        manifest = yaml.safe_load(printed.stdout)
+        assert manifest["spec"].get("hostRef") == (None if name == "plain" else setup["host_name"])
+        assert manifest["metadata"]["name"] == f"imported-{name}"
+        assert manifest["spec"]["resourceName"] == name
+        assert ("formRef" in manifest["spec"]) == (ref != DEFAULT_REF)
+        kube_cluster.apply(printed.stdout)  # as printed, comments and all
+    for name in resources:
+        wait_until(
+            lambda n=name: is_ready(kube_cluster, kube_namespace, f"imported-{n}"),  # type: ignore[misc]
+            f"imported-{name} Ready",
+            timeout=60,
+        )
+        status = cr_status(kube_cluster, kube_namespace, f"imported-{name}")
+        assert status["uid"] == uids[name], "bound to the host's incarnation"
+        assert condition_of(status, "Drifted").get("status") != "True"
+        # The chart's Argo CD health check on the real CR.
+        body = kube_cluster.kubectl_json(
+            "get", "bucket", f"imported-{name}", namespace=kube_namespace
+        )
+        assert health(body) == ("Healthy", "Ready Available: host resource is up to date")
+    whole = host.log_path.read_text(errors="replace")
+    log = whole[seen:]
+    for name in resources:
+        assert mutations_of(whole[:seen], name), "the log shows the direct create (the probe works)"
+        assert f"/resources/{name}?" in log, "the operator did read it (the log is the real one)"
+        assert mutations_of(log, name) == [], f"host mutations for {name}"
+
+    # trace follows the Ready CR down to the host resource it read under the exact ref.
+    traced = plugin(
+        "trace",
+        "buckets.storage.takoform.io/imported-logs",
+        "-n",
+        kube_namespace,
+        "--operator-namespace",
+        setup["ops"],
+        env=env,
+    )
+    assert traced.returncode == 0, traced.stderr
+    cr = kube_cluster.kubectl_json("get", "bucket", "imported-logs", namespace=kube_namespace)
+    text = traced.stdout
+    assert cr["metadata"]["uid"] in text
+    assert f"1.1.0 {DEFAULT_REF.schema_digest}" in text
+    assert f"host {setup['host_name']}, space team-a, name logs, uid {uids['logs']}" in text
+    host_part = text.split("Host resource")[1].split("Pending operation")[0]
+    assert f"uid {uids['logs']}, generation 1, observedGeneration 1" in host_part
+    assert "Ready" in host_part, "the host resource's own conditions"
+    assert "Pending operation\n  none" in text
+    events = kube_cluster.kubectl_json(
+        "get", "events", "--field-selector", f"involvedObject.uid={cr['metadata']['uid']}",
+        namespace=kube_namespace,
+    )["items"]  # fmt: skip
+    assert f"Events (last {min(len(events), 10)} of {len(events)})" in text
+    for event in events:
+        assert event["reason"] in text.split("Events")[1]
+
+
+def test_blocked_lists_a_blocked_cr_with_the_operators_remedy(
+    setup: dict[str, Any], kube_cluster: KubeCluster, kube_namespace: str, kube_tools: Any
+) -> None:
+    host, env = setup["host"], setup["env"]
+    host_create(host, DEFAULT_REF, "taken", {"region": "eu-west-1", "sizeGiB": 1})
+    manifest = {
+        "apiVersion": "storage.takoform.io/v1",
+        "kind": "Bucket",
+        "metadata": {"name": "taken"},
+        "spec": {
+            "space": "team-a",
+            "hostRef": setup["host_name"],
+            "parameters": {"region": "eu-west-1", "sizeGiB": 1},
+        },
+    }
+    kube_cluster.apply(json.dumps(manifest), namespace=kube_namespace)
+
+    def blocked() -> dict[str, Any]:
+        found = condition_of(cr_status(kube_cluster, kube_namespace, "taken"), "Blocked")
+        return found if found.get("status") == "True" else {}
+
+    wait_until(lambda: bool(blocked()), "taken Blocked", timeout=60)
+    message = blocked()["message"]
+    remedy = message[message.index("Remedy:") + len("Remedy:") :].strip()
+    body = kube_cluster.kubectl_json("get", "bucket", "taken", namespace=kube_namespace)
+    status, said = health(body)  # the chart's Argo CD health check on the real CR
+    assert status == "Degraded" and said.endswith(remedy) and said.startswith("Blocked NameTaken")
+
+    # Through kubectl itself: the plugin is found on PATH as `kubectl takoform`.
+    path_env = {**env, "PATH": f"{PLUGIN.parent}{os.pathsep}{env.get('PATH', '')}"}
+    listed = subprocess.run(
+        [str(kube_tools.kubectl), "takoform", "blocked", "-n", kube_namespace],
+        capture_output=True,
+        text=True,
+        env=path_env,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split() == ["NAMESPACE", "RESOURCE", "REASON", "REMEDY"]
+    assert len(rows) == 1
+    reason = blocked()["reason"]
+    assert rows[0].split()[:3] == [kube_namespace, "bucket.storage.takoform.io/taken", reason]
+    assert rows[0].endswith(remedy), "the remedy as the operator wrote it"
+    assert "spec.importId" in remedy
+
+    everywhere = plugin("blocked", "-A", env=env)
+    assert everywhere.returncode == 0, everywhere.stderr
+    assert any(
+        line.split()[:3] == [kube_namespace, "bucket.storage.takoform.io/taken", reason]
+        for line in everywhere.stdout.splitlines()
+    )
+    empty = plugin("blocked", "-n", setup["ops"], env=env)
+    nothing = f"No Blocked resources in namespace {setup['ops']}.\n"
+    assert (empty.returncode, empty.stdout) == (0, nothing)
+
+
+@pytest.mark.parametrize("setup", [15.0], indirect=True, ids=["slow-commits"])
+def test_trace_reads_the_pending_operation_from_the_host(
+    setup: dict[str, Any], kube_cluster: KubeCluster, kube_namespace: str
+) -> None:
+    manifest = {
+        "apiVersion": "storage.takoform.io/v1",
+        "kind": "Bucket",
+        "metadata": {"name": "slow"},
+        "spec": {
+            "space": "team-a",
+            "hostRef": setup["host_name"],
+            "parameters": {"region": "eu-west-1", "sizeGiB": 3},
+        },
+    }
+    kube_cluster.apply(json.dumps(manifest), namespace=kube_namespace)
+    wait_until(
+        lambda: bool(cr_status(kube_cluster, kube_namespace, "slow").get("pendingOperationId")),
+        "the create pending",
+        timeout=60,
+    )
+    pending = cr_status(kube_cluster, kube_namespace, "slow")["pendingOperationId"]
+    traced = plugin(
+        "trace", "tkbucket/slow", "-n", kube_namespace, "--operator-namespace", setup["ops"],
+        env=setup["env"],
+    )  # fmt: skip
+    assert traced.returncode == 0, traced.stderr
+    operation = traced.stdout.split("Pending operation\n")[1].split("Events")[0]
+    # The host's record, read from its operations API while the create runs (15 s commit).
+    assert operation.startswith(f"  {pending} (Create)\n  create running on team-a/slow\n")
+    assert "not found on the host" in traced.stdout, "nothing committed yet"
+    body = kube_cluster.kubectl_json("get", "bucket", "slow", namespace=kube_namespace)
+    status, message = health(body)
+    assert status == "Progressing" and message.startswith("Reconciling "), message
+    kube_cluster.kubectl("delete", "bucket", "slow", "--timeout=90s", namespace=kube_namespace)
+
+
+def test_errors_are_one_line_with_an_exit_status(
+    setup: dict[str, Any], kube_cluster: KubeCluster, kube_namespace: str, tmp_path: Path
+) -> None:
+    env = setup["env"]
+    dead_port = free_port()
+    unreachable = json.loads(kube_cluster.kubectl("config", "view", "--raw", "-o", "json").stdout)
+    for cluster in unreachable["clusters"]:
+        cluster["cluster"]["server"] = f"https://127.0.0.1:{dead_port}"
+    dead_kubeconfig = tmp_path / "dead.kubeconfig"
+    dead_kubeconfig.write_text(json.dumps(unreachable))
+    dead_host = f"dead-{uuid.uuid4().hex[:6]}"
+    kube_cluster.apply(host_manifest(dead_host, f"http://127.0.0.1:{dead_port}", "host-token"))
+    some_id = canonical_import_id("team-a", "nothing-here", DEFAULT_REF)
+    ops = ["--operator-namespace", setup["ops"]]
+    cases = [
+        (["import", "{not json"], 2, "import id is not one JSON object"),
+        (["import", "logs"], 2, "--kind"),
+        (["trace", "widgets/x", "-n", kube_namespace], 2, "unknown kind 'widgets'"),
+        (["trace", "bucket/missing", "-n", kube_namespace], 1, "not found in namespace"),
+        (["blocked", "--kubeconfig", str(dead_kubeconfig)], 1, "cannot reach the cluster"),
+        (
+            ["import", some_id, "--host", setup["host_name"], *ops],
+            1,
+            "has no Bucket 'nothing-here'",
+        ),
+        (["import", some_id, "--host", dead_host, *ops], 1, f"cannot reach host {dead_host}"),
+        (["import", some_id, "--host", "nope", *ops], 1, "no TakoformHost named 'nope'"),
+    ]
+    try:
+        for args, status, words in cases:
+            answer = plugin(*args, env=env)
+            assert answer.returncode == status, (args, answer.stderr)
+            assert answer.stdout == "", args
+            assert len(answer.stderr.strip().splitlines()) == 1, answer.stderr
+            assert words in answer.stderr and "Traceback" not in answer.stderr, answer.stderr
+        lost = plugin("blocked", env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)})
+        assert (lost.returncode, lost.stdout) == (1, ""), lost.stderr
+        assert (
+            lost.stderr
+            == "error: no kubeconfig: set KUBECONFIG, pass --kubeconfig, or create ~/.kube/config\n"
+        )
+    finally:
+        kube_cluster.kubectl("delete", "takoformhost", dead_host, "--wait=false", check=False)
