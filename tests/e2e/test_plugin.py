@@ -218,6 +218,59 @@ def test_import_applied_as_is_binds_without_a_single_host_mutation(
         assert event["reason"] in text.split("Events")[1]
 
 
+def test_observe_import_reports_drift_without_repairing_it_and_full_repairs_it_once(
+    setup: dict[str, Any], kube_cluster: KubeCluster, kube_namespace: str
+) -> None:
+    """The safe import path: `import --observe` applied as printed binds with no mutation; an
+    edit of the parameters is reported as drift, never sent; switching to Full sends it once."""
+    host, env = setup["host"], setup["env"]
+    uid = host_create(host, DEFAULT_REF, "watched", {"region": "eu-west-1", "sizeGiB": 5})
+    seen = len(host.log_path.read_text(errors="replace"))
+    printed = plugin(
+        "import", canonical_import_id("team-a", "watched", DEFAULT_REF), "-n", kube_namespace,
+        "--observe", "--host", setup["host_name"], "--operator-namespace", setup["ops"], env=env,
+    )  # fmt: skip
+    assert printed.returncode == 0, printed.stderr
+    assert yaml.safe_load(printed.stdout)["spec"]["managementPolicy"] == "Observe"
+    kube_cluster.apply(printed.stdout)
+    wait_until(lambda: is_ready(kube_cluster, kube_namespace, "watched"), "watched Ready", 60)
+    assert cr_status(kube_cluster, kube_namespace, "watched")["uid"] == uid
+
+    kube_cluster.kubectl(
+        "patch", "bucket", "watched", "--type=merge",
+        "-p", '{"spec": {"parameters": {"sizeGiB": 9}}}', namespace=kube_namespace,
+    )  # fmt: skip
+
+    def drifted() -> bool:
+        status = cr_status(kube_cluster, kube_namespace, "watched")
+        return condition_of(status, "Drifted").get("reason") == "SpecDrift" and (
+            condition_of(status, "Drifted").get("status") == "True"
+        )
+
+    wait_until(drifted, "watched Drifted SpecDrift", 60)
+    body = kube_cluster.kubectl_json("get", "bucket", "watched", namespace=kube_namespace)
+    assert health(body)[0] == "Suspended", "drift under Observe waits for a human"
+    assert mutations_of(host.log_path.read_text(errors="replace")[seen:], "watched") == []
+
+    kube_cluster.kubectl(
+        "patch", "bucket", "watched", "--type=merge",
+        "-p", '{"spec": {"managementPolicy": "Full"}}', namespace=kube_namespace,
+    )  # fmt: skip
+
+    def repaired() -> bool:
+        status = cr_status(kube_cluster, kube_namespace, "watched")
+        return is_ready(kube_cluster, kube_namespace, "watched") and (
+            condition_of(status, "Drifted").get("status") != "True"
+        )
+
+    wait_until(repaired, "watched repaired under Full", 60)
+    sent = mutations_of(host.log_path.read_text(errors="replace")[seen:], "watched")
+    assert [line.split('"')[1].split()[0] for line in sent] == ["PUT"], sent
+    with host.api() as api:
+        answer = api.get(_path("team-a", DEFAULT_REF, "watched"), params=_exact(DEFAULT_REF))
+    assert answer.json()["spec"]["sizeGiB"] == 9
+
+
 def test_blocked_lists_a_blocked_cr_with_the_operators_remedy(
     setup: dict[str, Any], kube_cluster: KubeCluster, kube_namespace: str, kube_tools: Any
 ) -> None:
