@@ -26,6 +26,7 @@ from takoform_spec.identity import FormRef
 from .conditions import Condition, ConditionType, Reason
 from .errors import CodecError, InvalidImportId, UnknownFormRef
 from .import_id import canonical_import_id, parse_import_id
+from .keys import create_key, delete_key, is_ours, proves_ours, update_key
 from .ownership import Claimant, Identity, owner
 from .registry import Registry
 from .remedies import kubectl_name, kubectl_object, orphan_command
@@ -65,29 +66,6 @@ REMEDIES = (
     "--overwrite ; (2) restore the prior incarnation {expected} on the host; "
     "(3) delete the host-side replacement {current} (the operator then re-creates the resource)."
 )
-
-
-# -- idempotency keys --------------------------------------------------------------------------
-
-
-def key_prefix(cr_uid: str) -> str:
-    """Every key of ours starts with the CR's own uid: ownership is provable from the key."""
-    return f"{cr_uid}:"
-
-
-def create_key(desired: Desired, state: State) -> str:
-    return f"{desired.cr_uid}:create:{state.attempt}"
-
-
-def update_key(desired: Desired, state: State, uid: str, host_generation: str) -> str:
-    """Per incarnation: a rebind to a new uid can never replay an update sent to the old one."""
-    return (
-        f"{desired.cr_uid}:update:{uid}:{desired.cr_generation}:{host_generation}:{state.attempt}"
-    )
-
-
-def delete_key(desired: Desired, state: State, uid: str) -> str:
-    return f"{desired.cr_uid}:delete:{uid}:{state.attempt}"
 
 
 # -- values passed between the steps -------------------------------------------------------------
@@ -304,12 +282,6 @@ def _settled(state: State, resource: ResourceView, registry: Registry) -> State:
 def _bound_to(state: State, target: Target, uid: str | None) -> State:
     """State bound to the exact target a create of ours was accepted for."""
     return replace(state, form_ref=target.form_ref, space=target.space, name=target.name, uid=uid)
-
-
-def _proves_ours(resource: ResourceView, desired: Desired) -> bool:
-    """Ownership evidence: the resource was created with one of OUR idempotency keys."""
-    key = resource.creation_key
-    return key is not None and key.startswith(key_prefix(desired.cr_uid) + "create:")
 
 
 def create_ref(desired: Desired, registry: Registry) -> FormRef:
@@ -573,7 +545,7 @@ def _decide_pending(
         if rule is UidRule.ACCEPTED and row.marker is Marker.CLEAR:
             return _decide_bound(desired, base, resource, registry, accepted=True)
         return Decision(_uid_mismatch(desired, base, expected_uid, resource.uid))
-    if row.conclusion is Conclusion.ADOPT_IF_PROVEN and not _proves_ours(resource, desired):
+    if row.conclusion is Conclusion.ADOPT_IF_PROVEN and not proves_ours(resource, desired):
         return Decision(_not_ours(desired, base, resource))
     # SETTLE, or ADOPT_IF_PROVEN with the proof: the exact resource is ours.
     settled = _settled(base, resource, registry)
@@ -683,7 +655,7 @@ def _decide_claimed(
         outcome = _waiting(imported, Reason.IMPORTED, message, RETRY_SOON)
         return Decision(replace(outcome, events=(Event("Normal", Reason.IMPORTED, message),)))
     if resource is not None:
-        if not _proves_ours(resource, desired):
+        if not proves_ours(resource, desired):
             if desired.deleting:
                 return Decision(_finalized(state, "nothing of ours exists on the host"))
             return Decision(_not_ours(desired, state, resource))
@@ -693,7 +665,7 @@ def _decide_claimed(
         for operation_id, operation in seen.operations:
             if (
                 operation.state is OpState.RUNNING
-                and _is_ours(operation, desired)
+                and is_ours(operation, desired)
                 and _same_target(operation, Verb.CREATE, target)
             ):
                 # A create of ours we never recorded: wait for it, then delete what it made.
@@ -710,11 +682,6 @@ def _decide_claimed(
     action = Create(target, spec, create_key(desired, state))
     message = f"creating {target.name} under {target.form_ref}"
     return Decision(_waiting(state, Reason.CREATE_PENDING, message), action)
-
-
-def _is_ours(operation: OperationView, desired: Desired) -> bool:
-    """Our CR uid is in the operation's key: it was sent by this CR."""
-    return (operation.idempotency_key or "").startswith(key_prefix(desired.cr_uid))
 
 
 def _same_target(operation: OperationView, verb: Verb, target: Target) -> bool:
@@ -845,7 +812,7 @@ def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcom
     code = refusal.code
     if code in ("operation_in_progress", "idempotency_key_reused") and refusal.operation_id:
         operation = refusal.operation
-        if operation is not None and _is_ours(operation, desired):
+        if operation is not None and is_ours(operation, desired):
             if _same_request(operation, action):
                 # Ours, for exactly this request (an earlier attempt): resume it.
                 resumed = state
