@@ -17,7 +17,7 @@ from prometheus_client import (
 )
 
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.reconcile import Outcome
+from takoform_operator.core.outcome import Outcome
 
 _HOST_TROUBLE = {Reason.HOST_UNAVAILABLE, Reason.HOST_REJECTED}
 

@@ -13,20 +13,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from takoform_operator.core.conditions import Reason
+from takoform_operator.core.outcome import RETRY_LATER, Outcome, degraded, unavailable
 from takoform_operator.core.ownership import Claimant
 from takoform_operator.core.policy import hold, observe_only
 from takoform_operator.core.reconcile import (
-    RETRY_LATER,
     Decision,
     Observation,
-    Outcome,
     Rejection,
     accepted,
     decide,
-    degraded,
     plan,
     rejected,
-    unavailable,
 )
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import Desired, OperationView, State

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from takoform_operator.core.conditions import ConditionType, Reason, merge_conditions, transitions
-from takoform_operator.core.reconcile import Observation, Plan, decide, plan, unavailable
+from takoform_operator.core.outcome import unavailable
+from takoform_operator.core.reconcile import Observation, Plan, decide, plan
 from takoform_operator.core.state import Desired, HostCondition, Requested, ResourceView, State
 from takoform_operator.host_client.models import Resource
 from takoform_operator.registry_data import load_registry

@@ -7,16 +7,15 @@ import json
 import shlex
 from dataclasses import replace
 
+from takoform_operator.core.actions import Create, Target
 from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.ownership import Claimant
 from takoform_operator.core.reconcile import (
-    Create,
     Decision,
     Observation,
-    Outcome,
     Plan,
     Rejection,
-    Target,
     decide,
     plan,
     rejected,

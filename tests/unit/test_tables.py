@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+from takoform_operator.core.actions import Delete, Target, Update
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.reconcile import Delete, Observation, Plan, Target, Update, decide
+from takoform_operator.core.reconcile import Observation, Plan, decide
 from takoform_operator.core.state import (
     Desired,
     OperationView,

@@ -16,19 +16,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .actions import Create, Delete, Update
 from .conditions import Condition, ConditionType, Reason
 from .errors import CodecError
-from .reconcile import (
-    POLL_READY,
-    Create,
-    Decision,
-    Delete,
-    Observation,
-    Outcome,
-    Update,
-    degraded,
-    not_ready,
-)
+from .outcome import POLL_READY, Outcome, degraded, not_ready
+from .reconcile import Decision, Observation
 from .registry import Registry
 from .state import DeletionPolicy, Desired, ManagementPolicy, State
 

@@ -15,18 +15,32 @@ the status write harmless (docs/crash-safety.md).
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
 
 from takoform_spec.identity import FormRef
 
+from .actions import Action, Create, Delete, Target, Update, bound_to, same_target
 from .conditions import Condition, ConditionType, Reason
 from .errors import CodecError, InvalidImportId, UnknownFormRef
-from .import_id import canonical_import_id, parse_import_id
+from .import_id import parse_import_id
 from .keys import create_key, delete_key, is_ours, proves_ours, update_key
+from .outcome import (
+    POLL_READY,
+    RETRY_LATER,
+    RETRY_SOON,
+    Event,
+    Outcome,
+    blocked,
+    degraded,
+    finalized,
+    not_ours,
+    not_ready,
+    uid_mismatch,
+    waiting,
+    with_deleting,
+)
 from .ownership import Claimant, Identity, owner
 from .registry import Registry
 from .remedies import kubectl_name, kubectl_object, orphan_command
@@ -53,93 +67,7 @@ from .tables import (
 )
 from .tenancy import DEFAULT_HOST
 
-#: Seconds until the next look, by situation. The adapter may scale them from settings.
-POLL_PENDING = 2.0
-POLL_READY = 60.0
-RETRY_SOON = 0.0
-#: A failure (host unavailable or refusing, a failed operation): the adapter retries it with
-#: the CR's exponential back-off (kube.handlers.next_delay); 30 s is the delay without one.
-RETRY_LATER = 30.0
-
-REMEDIES = (
-    "Remedies: (1) import the new incarnation explicitly: kubectl annotate {obj} {annotation} "
-    "--overwrite ; (2) restore the prior incarnation {expected} on the host; "
-    "(3) delete the host-side replacement {current} (the operator then re-creates the resource)."
-)
-
-
 # -- values passed between the steps -------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    """An exact resource address: space, exact FormRef, name."""
-
-    space: str
-    form_ref: FormRef
-    name: str
-
-
-@dataclass(frozen=True)
-class Create:
-    target: Target
-    spec: Mapping[str, Any]
-    key: str
-    verb: Verb = Verb.CREATE
-
-
-@dataclass(frozen=True)
-class Update:
-    target: Target
-    spec: Mapping[str, Any]
-    expected_generation: str
-    expected_uid: str
-    key: str
-    verb: Verb = Verb.UPDATE
-
-
-@dataclass(frozen=True)
-class Delete:
-    target: Target
-    expected_uid: str
-    key: str
-    verb: Verb = Verb.DELETE
-
-
-Action = Create | Update | Delete
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str  # Normal | Warning
-    reason: Reason
-    message: str
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one reconcile concluded: the state to persist and what to tell the user."""
-
-    state: State
-    conditions: tuple[Condition, ...]
-    requeue_after: float | None
-    events: tuple[Event, ...] = ()
-    #: Deletion is complete (or orphaned): the adapter may let the CR go.
-    finalized: bool = False
-    #: Nothing was sent: persist this state, then reconcile again at once (a recorded claim).
-    continue_now: bool = False
-    #: Nothing was observed (a paused CR, core.policy): conditions not named here keep their
-    #: last value, and the status does not claim to reflect the current generation.
-    holds_conditions: bool = False
-    #: Seconds the host asked to wait (Retry-After), honoured by the back-off up to its cap.
-    retry_after: float | None = None
-    #: The host could not be asked: conditions this outcome does not set keep their last known
-    #: value (an outage does not make a Ready resource not Ready).
-    keeps_last_known: bool = False
-
-    def asserted(self) -> dict[ConditionType, Reason]:
-        """The reason of every condition this outcome sets True, by type."""
-        return {c.type: c.reason for c in self.conditions if c.status}
 
 
 @dataclass(frozen=True)
@@ -169,56 +97,6 @@ class Observation:
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def _cond(kind: ConditionType, status: bool, reason: Reason, message: str = "") -> Condition:
-    return Condition(kind, status, reason, message)
-
-
-def not_ready(
-    state: State,
-    kind: ConditionType,
-    reason: Reason,
-    message: str,
-    requeue: float | None,
-    *,
-    warn: bool = True,
-) -> Outcome:
-    """The one shape of every not-Ready outcome: `kind` True, Ready False, same reason."""
-    return Outcome(
-        state=state,
-        conditions=(
-            _cond(kind, True, reason, message),
-            _cond(ConditionType.READY, False, reason, message),
-        ),
-        requeue_after=requeue,
-        events=(Event("Warning", reason, message),) if warn else (),
-    )
-
-
-def _blocked(state: State, reason: Reason, message: str, requeue: float | None) -> Outcome:
-    return not_ready(state, ConditionType.BLOCKED, reason, message, requeue)
-
-
-def _waiting(state: State, reason: Reason, message: str, requeue: float = POLL_PENDING) -> Outcome:
-    return not_ready(state, ConditionType.RECONCILING, reason, message, requeue, warn=False)
-
-
-def degraded(state: State, reason: Reason, message: str, requeue: float | None) -> Outcome:
-    return not_ready(state, ConditionType.DEGRADED, reason, message, requeue)
-
-
-def unavailable(state: State, message: str, retry_after: float | None) -> Outcome:
-    """The host could not be asked (connection refused, timeout, 5xx): Degraded HostUnavailable,
-    every other condition as last known, retried with back-off (honouring Retry-After)."""
-    return Outcome(
-        state=state,
-        conditions=(_cond(ConditionType.DEGRADED, True, Reason.HOST_UNAVAILABLE, message),),
-        requeue_after=RETRY_LATER,
-        events=(Event("Warning", Reason.HOST_UNAVAILABLE, message),),
-        retry_after=retry_after,
-        keeps_last_known=True,
-    )
-
-
 def _host_health(state: State, resource: ResourceView) -> Outcome | None:
     """The host resource's own account, when it says the resource is not ready: its Degraded
     is True, its Ready is False, or its status reflects an older generation than the one we
@@ -230,7 +108,7 @@ def _host_health(state: State, resource: ResourceView) -> Outcome | None:
             f"the host has not yet observed generation {resource.generation} of "
             f"{resource.name} (observedGeneration {observed})"
         )
-        return _waiting(state, Reason.HOST_RECONCILING, message)
+        return waiting(state, Reason.HOST_RECONCILING, message)
     degraded_on_host = resource.condition("Degraded")
     if degraded_on_host is not None and degraded_on_host.status == "True":
         message = f"host reports Degraded: {_host_account(degraded_on_host)}"
@@ -238,7 +116,7 @@ def _host_health(state: State, resource: ResourceView) -> Outcome | None:
     ready_on_host = resource.condition("Ready")
     if ready_on_host is not None and ready_on_host.status != "True":
         message = f"host reports Ready={ready_on_host.status}: {_host_account(ready_on_host)}"
-        return _waiting(state, Reason.HOST_NOT_READY, message)
+        return waiting(state, Reason.HOST_NOT_READY, message)
     return None
 
 
@@ -253,13 +131,6 @@ def _generation(value: str) -> int:
         return int(value)
     except ValueError:
         return 0
-
-
-def _deleting(outcome: Outcome, desired: Desired) -> Outcome:
-    if not desired.deleting or outcome.finalized:
-        return outcome
-    marker = _cond(ConditionType.DELETING, True, Reason.DELETING, "deletion in progress")
-    return replace(outcome, conditions=(*outcome.conditions, marker))
 
 
 def _settled(state: State, resource: ResourceView, registry: Registry) -> State:
@@ -277,11 +148,6 @@ def _settled(state: State, resource: ResourceView, registry: Registry) -> State:
         package_digest=resource.package_digest or state.package_digest,
         outputs=MappingProxyType(outputs),
     )
-
-
-def _bound_to(state: State, target: Target, uid: str | None) -> State:
-    """State bound to the exact target a create of ours was accepted for."""
-    return replace(state, form_ref=target.form_ref, space=target.space, name=target.name, uid=uid)
 
 
 def create_ref(desired: Desired, registry: Registry) -> FormRef:
@@ -316,23 +182,23 @@ def plan(
     if rival is not None:
         if desired.deleting:
             # Not ours to delete: the owner keeps it. Released without a host call.
-            return _finalized(state, f"released without a host call: {rival.ref} owns it")
+            return finalized(state, f"released without a host call: {rival.ref} owns it")
         message = (
             f"{identity_of(desired, state)} is already managed by {rival.ref}; this CR sends "
             f"nothing while it does. Remedy: delete this CR: kubectl delete "
             f"{kubectl_object(desired)} ; or release the resource from {rival.ref} so this CR "
             f"can take it over: {_release_commands(desired, rival)}"
         )
-        return _blocked(state, Reason.ALREADY_MANAGED, message, POLL_READY)
+        return blocked(state, Reason.ALREADY_MANAGED, message, POLL_READY)
     if state.form_ref is not None:
         return _plan_claimed(desired, state, registry)
     if state.pending is not None:
         # A pending operation without a bound ref cannot be written by this operator.
         message = "status holds a pending operation but no FormRef; restore the status"
-        return _blocked(state, Reason.STATE_UNREADABLE, message, None)
+        return blocked(state, Reason.STATE_UNREADABLE, message, None)
     if desired.deleting:
         # Every request is preceded by the write that records its target: none was sent.
-        return _finalized(state, "nothing was sent to the host")
+        return finalized(state, "nothing was sent to the host")
     target = _requested_target(desired, registry)
     if isinstance(target, Outcome):
         return target
@@ -352,12 +218,6 @@ def host_of(desired: Desired, state: State) -> str:
     if state.form_ref is not None:
         return state.host or DEFAULT_HOST
     return desired.host
-
-
-def refused(desired: Desired, state: State, reason: Reason, message: str) -> Outcome:
-    """Blocked before anything is sent (tenancy: no grant, unknown host); state kept, looked
-    at again on the ready poll and whenever the policy changes."""
-    return _deleting(_blocked(state, reason, message, POLL_READY), desired)
 
 
 def _release_commands(desired: Desired, rival: Claimant) -> str:
@@ -391,7 +251,7 @@ def _plan_claimed(desired: Desired, state: State, registry: Registry) -> Plan | 
         registry.lookup(state.form_ref)
     except UnknownFormRef as exc:
         # Rule 4: nothing is read, updated or deleted under any other ref; state is kept.
-        return _deleting(_blocked(state, Reason.FORM_REF_UNSUPPORTED, str(exc), None), desired)
+        return with_deleting(blocked(state, Reason.FORM_REF_UNSUPPORTED, str(exc), None), desired)
     target = Target(state.space, state.form_ref, state.name)
     if state.pending is not None:
         return Plan(state.pending.operation_id, target)
@@ -422,7 +282,7 @@ def _identity_changed(
         f"deletionPolicy Orphan, without touching the host: {orphan_command(obj)} && kubectl "
         f"delete {obj} , then create a new CR that imports the resource (spec.importId)."
     )
-    return _deleting(_blocked(state, Reason.IDENTITY_CHANGED, message, POLL_READY), desired)
+    return with_deleting(blocked(state, Reason.IDENTITY_CHANGED, message, POLL_READY), desired)
 
 
 def _requested_target(desired: Desired, registry: Registry) -> Target | Outcome:
@@ -432,9 +292,9 @@ def _requested_target(desired: Desired, registry: Registry) -> Target | Outcome:
     try:
         ref = create_ref(desired, registry)
     except UnknownFormRef as exc:
-        return _blocked(State(), Reason.PIN_UNSUPPORTED, str(exc), None)
+        return blocked(State(), Reason.PIN_UNSUPPORTED, str(exc), None)
     except LookupError as exc:
-        return _blocked(State(), Reason.NO_DEFAULT_CREATE, str(exc), None)
+        return blocked(State(), Reason.NO_DEFAULT_CREATE, str(exc), None)
     return Target(desired.space, ref, desired.name)
 
 
@@ -453,7 +313,7 @@ def _claim(desired: Desired, state: State, target: Target) -> Outcome:
         f"claimed {target.name} under {target.form_ref} in space {target.space} "
         f"on host {desired.host}"
     )
-    return replace(_waiting(claimed, Reason.CLAIMED, message, RETRY_SOON), continue_now=True)
+    return replace(waiting(claimed, Reason.CLAIMED, message, RETRY_SOON), continue_now=True)
 
 
 def _import_target(desired: Desired, state: State, registry: Registry) -> Target | Outcome:
@@ -472,7 +332,7 @@ def _import_target(desired: Desired, state: State, registry: Registry) -> Target
         registry.lookup(wanted.form_ref)
     except UnknownFormRef as exc:
         # Rule 5: an identity the build cannot decode is refused, never rebound.
-        return _blocked(state, Reason.IMPORT_REFUSED, str(exc), None)
+        return blocked(state, Reason.IMPORT_REFUSED, str(exc), None)
     space = wanted.space if wanted.space is not None else desired.space
     if space != desired.space or wanted.name != desired.name:
         message = (
@@ -501,7 +361,7 @@ def decide(
         # Host state that does not decode under the exact ref: report, mutate nothing.
         outcome = degraded(state, Reason.HOST_STATE_UNDECODABLE, str(exc), RETRY_LATER)
         decision = Decision(outcome)
-    return replace(decision, outcome=_deleting(decision.outcome, desired))
+    return replace(decision, outcome=with_deleting(decision.outcome, desired))
 
 
 def _decide_pending(
@@ -524,10 +384,10 @@ def _decide_pending(
     resource = seen.resource
 
     if row.conclusion is Conclusion.WAIT:
-        return Decision(_waiting(base, Reason.OPERATION_RUNNING, running))
+        return Decision(waiting(base, Reason.OPERATION_RUNNING, running))
     if row.conclusion is Conclusion.GONE:
         if pending.verb is Verb.DELETE or desired.deleting:
-            return Decision(_finalized(base, "host resource deleted"))
+            return Decision(finalized(base, "host resource deleted"))
         gone = base.unbound()
         if pending.verb is Verb.CREATE and failed:
             return Decision(degraded(gone, Reason.OPERATION_FAILED, failure, RETRY_LATER))
@@ -540,17 +400,17 @@ def _decide_pending(
     assert resource is not None
     if row.conclusion is Conclusion.BLOCK:
         if expected_uid is None:
-            return Decision(_not_ours(desired, base, resource))
+            return Decision(not_ours(desired, base, resource))
         rule = uid_rule(found, resource.uid, desired.accept_uid)
         if rule is UidRule.ACCEPTED and row.marker is Marker.CLEAR:
             return _decide_bound(desired, base, resource, registry, accepted=True)
-        return Decision(_uid_mismatch(desired, base, expected_uid, resource.uid))
+        return Decision(uid_mismatch(desired, base, expected_uid, resource.uid))
     if row.conclusion is Conclusion.ADOPT_IF_PROVEN and not proves_ours(resource, desired):
-        return Decision(_not_ours(desired, base, resource))
+        return Decision(not_ours(desired, base, resource))
     # SETTLE, or ADOPT_IF_PROVEN with the proof: the exact resource is ours.
     settled = _settled(base, resource, registry)
     if row.marker is Marker.KEEP:
-        return Decision(_waiting(settled, Reason.OPERATION_RUNNING, running))
+        return Decision(waiting(settled, Reason.OPERATION_RUNNING, running))
     if failed:
         return Decision(degraded(settled, Reason.OPERATION_FAILED, failure, RETRY_LATER))
     return _decide_bound(desired, settled, resource, registry)
@@ -573,14 +433,14 @@ def _decide_bound(
     )
     if rule is UidRule.GONE:
         if desired.deleting:
-            return Decision(_finalized(state, "host resource already gone"))
+            return Decision(finalized(state, "host resource already gone"))
         # Ordinary drift repair: forget the vanished incarnation; create anew next time.
         message = f"host resource {state.name} (uid {state.uid}) is gone; it will be created again"
         return Decision(_drifted(state.unbound().fresh_attempt(), Reason.RESOURCE_DELETED, message))
     assert resource is not None
     if rule is UidRule.BLOCKED:
         assert state.uid is not None
-        return Decision(_uid_mismatch(desired, state, state.uid, resource.uid))
+        return Decision(uid_mismatch(desired, state, state.uid, resource.uid))
     if rule is UidRule.ACCEPTED:
         state = state.fresh_attempt()  # a new incarnation starts a fresh key sequence
     settled = _settled(state, resource, registry)
@@ -596,10 +456,10 @@ def _decide_bound(
     target = Target(resource.space, resource.form_ref, resource.name)
     if desired.deleting:
         if desired.deletion_policy is DeletionPolicy.ORPHAN:
-            return Decision(_finalized(settled, "orphaned"))
+            return Decision(finalized(settled, "orphaned"))
         delete = Delete(target, resource.uid, delete_key(desired, settled, resource.uid))
         return Decision(
-            _with_events(_waiting(settled, Reason.DELETE_PENDING, "deleting"), events), delete
+            _with_events(waiting(settled, Reason.DELETE_PENDING, "deleting"), events), delete
         )
     codec = registry.codec_for(resource.form_ref)
     try:
@@ -617,7 +477,9 @@ def _decide_bound(
         ready = Outcome(
             state=settled,
             conditions=(
-                _cond(ConditionType.READY, True, Reason.AVAILABLE, "host resource is up to date"),
+                Condition(
+                    ConditionType.READY, True, Reason.AVAILABLE, "host resource is up to date"
+                ),
             ),
             requeue_after=POLL_READY,
             events=events,
@@ -632,8 +494,8 @@ def _decide_bound(
     )
     changed = sorted(k for k in set(wanted) | set(current) if wanted.get(k) != current.get(k))
     message = f"updating fields {', '.join(changed)} under {resource.form_ref.definition_version}"
-    outcome = _waiting(settled, Reason.UPDATE_PENDING, message)
-    drift = _cond(ConditionType.DRIFTED, True, Reason.SPEC_DRIFT, message)
+    outcome = waiting(settled, Reason.UPDATE_PENDING, message)
+    drift = Condition(ConditionType.DRIFTED, True, Reason.SPEC_DRIFT, message)
     return Decision(
         _with_events(replace(outcome, conditions=(*outcome.conditions, drift)), events), action
     )
@@ -652,13 +514,13 @@ def _decide_claimed(
             return Decision(degraded(state, Reason.IMPORT_TARGET_NOT_FOUND, message, RETRY_LATER))
         imported = _settled(state, resource, registry)
         message = f"imported {resource.name} uid {resource.uid} under {resource.form_ref}"
-        outcome = _waiting(imported, Reason.IMPORTED, message, RETRY_SOON)
+        outcome = waiting(imported, Reason.IMPORTED, message, RETRY_SOON)
         return Decision(replace(outcome, events=(Event("Normal", Reason.IMPORTED, message),)))
     if resource is not None:
         if not proves_ours(resource, desired):
             if desired.deleting:
-                return Decision(_finalized(state, "nothing of ours exists on the host"))
-            return Decision(_not_ours(desired, state, resource))
+                return Decision(finalized(state, "nothing of ours exists on the host"))
+            return Decision(not_ours(desired, state, resource))
         # Ours (a create whose answer we lost): adopt what the host served under the exact ref.
         return _decide_bound(desired, _settled(state, resource, registry), resource, registry)
     if desired.deleting:
@@ -666,14 +528,14 @@ def _decide_claimed(
             if (
                 operation.state is OpState.RUNNING
                 and is_ours(operation, desired)
-                and _same_target(operation, Verb.CREATE, target)
+                and same_target(operation, Verb.CREATE, target)
             ):
                 # A create of ours we never recorded: wait for it, then delete what it made.
-                adopted = _bound_to(state, target, operation.resource_uid).with_pending(
+                adopted = bound_to(state, target, operation.resource_uid).with_pending(
                     Pending(operation_id, Verb.CREATE)
                 )
-                return Decision(_waiting(adopted, Reason.OPERATION_RUNNING, "create running"))
-        return Decision(_finalized(state, "nothing was created on the host"))
+                return Decision(waiting(adopted, Reason.OPERATION_RUNNING, "create running"))
+        return Decision(finalized(state, "nothing was created on the host"))
     codec = registry.codec_for(target.form_ref)
     try:
         spec = codec.encode(target.form_ref, desired.parameters)
@@ -681,77 +543,19 @@ def _decide_claimed(
         return Decision(degraded(state, Reason.INVALID_SPEC, str(exc), None))
     action = Create(target, spec, create_key(desired, state))
     message = f"creating {target.name} under {target.form_ref}"
-    return Decision(_waiting(state, Reason.CREATE_PENDING, message), action)
-
-
-def _same_target(operation: OperationView, verb: Verb, target: Target) -> bool:
-    """The operation record names exactly this request's target, member by member."""
-    return (
-        operation.verb is verb
-        and operation.space == target.space
-        and operation.form_ref == target.form_ref
-        and operation.name == target.name
-    )
+    return Decision(waiting(state, Reason.CREATE_PENDING, message), action)
 
 
 def _same_request(operation: OperationView, action: Action) -> bool:
-    if not _same_target(operation, action.verb, action.target):
+    if not same_target(operation, action.verb, action.target):
         return False
     if isinstance(action, Create):
         return True
     return operation.resource_uid == action.expected_uid
 
 
-def _uid_mismatch(desired: Desired, state: State, expected: str, current: str) -> Outcome:
-    annotation = shlex.quote(f"takoform.io/accept-uid={current}")
-    message = (
-        f"uid mismatch: state is bound to uid {expected} but the host serves uid {current} "
-        f"under the same name; nothing is mutated while blocked. "
-        + REMEDIES.format(
-            obj=kubectl_object(desired), annotation=annotation, current=current, expected=expected
-        )
-    )
-    return _blocked(state, Reason.UID_MISMATCH, message, POLL_READY)
-
-
-def _not_ours(desired: Desired, state: State, resource: ResourceView) -> Outcome:
-    import_id = canonical_import_id(resource.space, resource.name, resource.form_ref)
-    if resource.creation_key is None:
-        reason = Reason.OWNERSHIP_UNPROVABLE
-        why = "the host records no creation key, so it cannot be proven to be ours"
-    else:
-        reason = Reason.NAME_TAKEN
-        why = "it was created by someone else"
-    message = (
-        f"a resource named {resource.name} (uid {resource.uid}) already exists and {why}; "
-        f"it is never adopted by name alone. " + _import_remedy(desired, import_id)
-    )
-    return _blocked(state, reason, message, POLL_READY)
-
-
-def _import_remedy(desired: Desired, import_id: str) -> str:
-    """Import is chosen when the CR is made: its identity is fixed once a target is recorded,
-    so the remedy is this CR deleted (nothing of ours is on the host: the deletion sends
-    nothing but reads) and made again with spec.importId."""
-    return (
-        f"Remedy: import it explicitly: kubectl delete {kubectl_object(desired)} , then "
-        f"apply it again with spec.importId set to {shlex.quote(import_id)} ; or choose "
-        "another name."
-    )
-
-
 def _drifted(state: State, reason: Reason, message: str) -> Outcome:
     return not_ready(state, ConditionType.DRIFTED, reason, message, RETRY_SOON)
-
-
-def _finalized(state: State, message: str) -> Outcome:
-    return Outcome(
-        state=state,
-        conditions=(),
-        requeue_after=None,
-        events=(Event("Normal", Reason.DELETING, message),),
-        finalized=True,
-    )
 
 
 def _with_event(outcome: Outcome, event: Event | None) -> Outcome:
@@ -774,7 +578,7 @@ def accepted(
     assert action is not None
     state = decision.outcome.state
     if isinstance(action, Create):
-        state = _bound_to(state, action.target, operation.resource_uid)
+        state = bound_to(state, action.target, operation.resource_uid)
     state = state.with_pending(Pending(operation_id, action.verb))
     if operation.state is not OpState.RUNNING:
         # A replayed key returned an already-settled operation: look again at once.
@@ -817,21 +621,19 @@ def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcom
                 # Ours, for exactly this request (an earlier attempt): resume it.
                 resumed = state
                 if isinstance(action, Create):
-                    resumed = _bound_to(state, action.target, operation.resource_uid)
+                    resumed = bound_to(state, action.target, operation.resource_uid)
                 resumed = resumed.with_pending(Pending(refusal.operation_id, action.verb))
                 message = f"resuming {refusal.operation_id}"
-                return _waiting(resumed, Reason.OPERATION_RUNNING, message)
+                return waiting(resumed, Reason.OPERATION_RUNNING, message)
             if code == "idempotency_key_reused":
                 # Our key, spent on another request: never adopt that one; use a fresh key.
                 message = (
                     f"the key of this {action.verb} was spent on operation "
                     f"{refusal.operation_id} for another request; retrying with a fresh key"
                 )
-                return _waiting(
-                    state.fresh_attempt(), Reason.OPERATION_RUNNING, message, RETRY_SOON
-                )
+                return waiting(state.fresh_attempt(), Reason.OPERATION_RUNNING, message, RETRY_SOON)
         message = f"another operation ({refusal.operation_id}) is running on this name"
-        return _waiting(state, Reason.NAME_BUSY, message, RETRY_LATER)
+        return waiting(state, Reason.NAME_BUSY, message, RETRY_LATER)
     if code == "resource_exists" and isinstance(action, Create):
         message = (
             f"a resource named {action.target.name} already exists in space "
@@ -840,11 +642,11 @@ def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcom
             f"{kubectl_object(desired)} , then apply it again with spec.importId set to its "
             "canonical JSON import id; or choose another name."
         )
-        return _blocked(state, Reason.NAME_TAKEN, message, POLL_READY)
+        return blocked(state, Reason.NAME_TAKEN, message, POLL_READY)
     if code in ("resource_exists", "generation_conflict", "revision_conflict", "uid_mismatch"):
         # A fence held: someone else changed the host. Re-read and decide again; never overwrite.
         message = f"{action.verb} refused ({code}); re-reading the resource"
-        return _waiting(state, Reason.OPERATION_RUNNING, message, RETRY_SOON)
+        return waiting(state, Reason.OPERATION_RUNNING, message, RETRY_SOON)
     if code == "validation_failed":
         return degraded(state, Reason.INVALID_SPEC, refusal.message, None)
     return degraded(state, Reason.HOST_REJECTED, f"{code}: {refusal.message}", RETRY_LATER)

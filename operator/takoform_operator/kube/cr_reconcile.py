@@ -11,19 +11,13 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.connection import ConnectionSecret, connection_secret, secret_name
+from takoform_operator.core.outcome import Outcome, degraded, refused
 from takoform_operator.core.ownership import Claimant, Identity
 from takoform_operator.core.policy import hold
-from takoform_operator.core.reconcile import (
-    Action,
-    Outcome,
-    Target,
-    degraded,
-    host_of,
-    identity_of,
-    refused,
-)
+from takoform_operator.core.reconcile import host_of, identity_of
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.remedies import kubectl_object
 from takoform_operator.core.state import (
