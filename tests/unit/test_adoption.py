@@ -18,8 +18,10 @@ import pytest
 
 from takoform_operator.core.actions import Create, Update
 from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.decide import Decision, Observation, decide
+from takoform_operator.core.host_answer import accepted
 from takoform_operator.core.outcome import Outcome
-from takoform_operator.core.reconcile import Decision, Observation, Plan, accepted, decide, plan
+from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.state import Desired, OperationView, OpState, ResourceView, State
 from takoform_operator.registry_data import load_registry
 from takoform_spec.identity import FormLine

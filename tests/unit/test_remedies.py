@@ -9,17 +9,11 @@ from dataclasses import replace
 
 from takoform_operator.core.actions import Create, Target
 from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.decide import Decision, Observation, decide
+from takoform_operator.core.host_answer import Rejection, rejected
 from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.ownership import Claimant
-from takoform_operator.core.reconcile import (
-    Decision,
-    Observation,
-    Plan,
-    Rejection,
-    decide,
-    plan,
-    rejected,
-)
+from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.remedies import kubectl_object, orphan_command
 from takoform_operator.core.state import Desired, Requested, ResourceView, State
 from takoform_operator.core.tenancy import access, remedy

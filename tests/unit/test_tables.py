@@ -12,7 +12,8 @@ import pytest
 
 from takoform_operator.core.actions import Delete, Target, Update
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.reconcile import Observation, Plan, decide
+from takoform_operator.core.decide import Observation, decide
+from takoform_operator.core.plan import Plan
 from takoform_operator.core.state import (
     Desired,
     OperationView,

@@ -16,8 +16,8 @@ from takoform_operator.core.conditions import Reason
 from takoform_operator.core.connection import ConnectionSecret, connection_secret, secret_name
 from takoform_operator.core.outcome import Outcome, degraded, refused
 from takoform_operator.core.ownership import Claimant, Identity
+from takoform_operator.core.plan import host_of, identity_of
 from takoform_operator.core.policy import hold
-from takoform_operator.core.reconcile import host_of, identity_of
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.remedies import kubectl_object
 from takoform_operator.core.state import (
