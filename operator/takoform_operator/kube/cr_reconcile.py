@@ -193,7 +193,7 @@ def _gate(desired: Desired, state: State, tenancy: Tenancy) -> Outcome | tuple[D
     resolved = resolve_host(desired.host_ref, tenancy.default_host())
     desired = replace(desired, host=resolved or "")
     if desired.deleting and (desired.deletion_policy is DeletionPolicy.ORPHAN or not state.claimed):
-        # These deletions send nothing (core.reconcile.plan): no grant is needed to let go.
+        # These deletions send nothing (core.plan.plan): no grant is needed to let go.
         return desired, NoHost()
     claimed = state.claimed and state.space is not None
     host = host_of(desired, state) if claimed else resolved
