@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from takoform_operator.core.reconcile import Action, Target
+    from takoform_operator.core.actions import Action, Target
     from takoform_operator.core.state import OperationView, ResourceView
 
 

@@ -17,7 +17,7 @@ from prometheus_client import (
 )
 
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.reconcile import Outcome
+from takoform_operator.core.outcome import Outcome
 
 _HOST_TROUBLE = {Reason.HOST_UNAVAILABLE, Reason.HOST_REJECTED}
 
@@ -109,7 +109,7 @@ class Metrics:
             return  # paused: nothing was observed, the series keep their last value
         for reason in _HOST_TROUBLE & set(true.values()):
             self.host_errors.labels(kind=labels["kind"], reason=str(reason)).inc()
-        # An outage keeps the last known conditions, Blocked included (core.reconcile.unavailable).
+        # An outage keeps the last known conditions, Blocked included (core.outcome.unavailable).
         previous = None if outcome.keeps_last_known else self._blocked_reasons.pop(key, None)
         if previous is not None:
             self.blocked.remove(*key, previous)

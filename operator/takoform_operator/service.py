@@ -1,10 +1,10 @@
 """One reconcile against a host: the reads the core plans, at most one mutation, the outcome.
 
-This is the service layer between the pure core (takoform_operator.core.reconcile) and the
-adapters (the host client, kopf). It performs I/O in the order the core asks for and returns the
-Outcome whose state the caller persists. Crash safety does not depend on anything here being
-atomic: if the caller dies before persisting, the next reconcile recomputes the same idempotency
-key and the host answers with the operation it already accepted.
+This is the service layer between the pure core (takoform_operator.core: plan, decide,
+host_answer) and the adapters (the host client, kopf). It performs I/O in the order the core asks
+for and returns the Outcome whose state the caller persists. Crash safety does not depend on
+anything here being atomic: if the caller dies before persisting, the next reconcile recomputes
+the same idempotency key and the host answers with the operation it already accepted.
 """
 
 from __future__ import annotations
@@ -13,21 +13,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from takoform_operator.core.conditions import Reason
+from takoform_operator.core.decide import Decision, Observation, decide
+from takoform_operator.core.host_answer import Rejection, accepted, rejected
+from takoform_operator.core.outcome import RETRY_LATER, Outcome, degraded, unavailable
 from takoform_operator.core.ownership import Claimant
+from takoform_operator.core.plan import plan
 from takoform_operator.core.policy import hold, observe_only
-from takoform_operator.core.reconcile import (
-    RETRY_LATER,
-    Decision,
-    Observation,
-    Outcome,
-    Rejection,
-    accepted,
-    decide,
-    degraded,
-    plan,
-    rejected,
-    unavailable,
-)
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import Desired, OperationView, State
 from takoform_operator.host_port import (

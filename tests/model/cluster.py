@@ -30,7 +30,8 @@ from typing import Any
 
 import httpx
 
-from takoform_operator.core.reconcile import Action, Outcome, Target
+from takoform_operator.core.actions import Action, Target
+from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import OperationView, ResourceView
 from takoform_operator.host_client.port import HostClientPort

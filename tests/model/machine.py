@@ -40,9 +40,10 @@ from typing import Any, TypeVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from takoform_operator.core.actions import Action, Create
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.import_id import canonical_import_id
-from takoform_operator.core.reconcile import Action, Create, Outcome
+from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import ResourceView, Verb
 from takoform_operator.host_client.client import HostClient

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from takoform_operator.core.actions import Create, Update
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.reconcile import Create, Update
 
 from .cluster import creator_of
 from .machine import OwnershipModel, World

@@ -12,8 +12,9 @@ from typing import Any
 
 from waiting import TimedOut, await_for
 
+from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.reconcile import Action, Outcome, Target
+from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import Desired, OperationView, ResourceView, State
 from takoform_operator.host_client.client import HostClient

@@ -16,8 +16,9 @@ import pytest
 from processes import HostProcess
 from waiting import await_for, await_settled
 
+from takoform_operator.core.actions import Create
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.reconcile import Create, Outcome
+from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.state import Desired
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.registry_data import load_registry

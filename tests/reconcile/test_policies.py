@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from waiting import await_settled
 
+from takoform_operator.core.actions import Update
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.import_id import canonical_import_id
-from takoform_operator.core.reconcile import Update
 from takoform_operator.core.state import Desired, ManagementPolicy, State
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.registry_data import load_registry

@@ -18,9 +18,9 @@ import pytest
 import yaml
 from waiting import await_settled
 
+from takoform_operator.core.actions import Create, Delete, Update
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.import_id import canonical_import_id
-from takoform_operator.core.reconcile import Create, Delete, Update
 from takoform_operator.core.state import DeletionPolicy, Desired, State
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.registry_data import load_registry

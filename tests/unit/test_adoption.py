@@ -16,18 +16,12 @@ from typing import Any
 
 import pytest
 
+from takoform_operator.core.actions import Create, Update
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.reconcile import (
-    Create,
-    Decision,
-    Observation,
-    Outcome,
-    Plan,
-    Update,
-    accepted,
-    decide,
-    plan,
-)
+from takoform_operator.core.decide import Decision, Observation, decide
+from takoform_operator.core.host_answer import accepted
+from takoform_operator.core.outcome import Outcome
+from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.state import Desired, OperationView, OpState, ResourceView, State
 from takoform_operator.registry_data import load_registry
 from takoform_spec.identity import FormLine

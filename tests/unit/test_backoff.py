@@ -11,13 +11,7 @@ from hypothesis import strategies as st
 
 from takoform_operator.core.backoff import backoff_delay
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.reconcile import (
-    POLL_PENDING,
-    RETRY_LATER,
-    Outcome,
-    degraded,
-    unavailable,
-)
+from takoform_operator.core.outcome import POLL_PENDING, RETRY_LATER, Outcome, degraded, unavailable
 from takoform_operator.core.state import State
 from takoform_operator.kube.handlers import Runtime, _delay, next_delay
 from takoform_operator.settings import Settings

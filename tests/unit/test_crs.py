@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from takoform_operator.core.conditions import Condition, ConditionType, Reason
-from takoform_operator.core.reconcile import Outcome
+from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.state import DeletionPolicy, Pending, Requested, State, Verb
 from takoform_operator.kube.crs import (
     InvalidCustomResource,

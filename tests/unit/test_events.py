@@ -5,7 +5,7 @@ status write that records what it reports."""
 from __future__ import annotations
 
 from takoform_operator.core.conditions import Condition, ConditionType, Reason
-from takoform_operator.core.reconcile import Event, Outcome, degraded, unavailable
+from takoform_operator.core.outcome import Event, Outcome, degraded, unavailable
 from takoform_operator.core.state import State
 from takoform_operator.kube.handlers import _events_to_post
 

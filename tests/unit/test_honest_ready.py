@@ -1,4 +1,4 @@
-"""Ready reflects the host resource's own readiness (core.reconcile, docs/operator.md "Ready"):
+"""Ready reflects the host resource's own readiness (core.decide, docs/operator.md "Ready"):
 its Degraded and Ready conditions and its observedGeneration; an outage keeps the last known
 conditions (core.conditions.merge_conditions with keep_unnamed)."""
 
@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from takoform_operator.core.conditions import ConditionType, Reason, merge_conditions, transitions
-from takoform_operator.core.reconcile import Observation, Plan, decide, plan, unavailable
+from takoform_operator.core.decide import Observation, decide
+from takoform_operator.core.outcome import unavailable
+from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.state import Desired, HostCondition, Requested, ResourceView, State
 from takoform_operator.host_client.models import Resource
 from takoform_operator.registry_data import load_registry

@@ -243,7 +243,7 @@ def test_pure_module_does_no_io(path: Path) -> None:
 
 def test_the_pure_layers_are_covered() -> None:
     covered = {module_name(p) for p in _pure_sources()}
-    assert "takoform_spec.canonical" in covered and "takoform_operator.core.reconcile" in covered
+    assert "takoform_spec.canonical" in covered and "takoform_operator.core.decide" in covered
     assert "takoform_spec.catalog" not in covered, "the catalog reads files: not a pure module"
 
 

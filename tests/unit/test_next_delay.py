@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from takoform_operator.core.reconcile import POLL_PENDING, RETRY_LATER, RETRY_SOON, Outcome
+from takoform_operator.core.outcome import POLL_PENDING, RETRY_LATER, RETRY_SOON, Outcome
 from takoform_operator.core.state import State
 from takoform_operator.kube.handlers import next_delay
 from takoform_operator.settings import Settings

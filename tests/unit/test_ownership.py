@@ -10,9 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from takoform_operator.core.actions import Update
 from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.decide import Observation, decide
+from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.ownership import Claimant, owner
-from takoform_operator.core.reconcile import Observation, Outcome, Plan, Update, decide, plan
+from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.state import Desired, Requested, ResourceView, State
 from takoform_operator.registry_data import load_registry
 

@@ -12,27 +12,19 @@ from typing import Any
 
 import pytest
 
+from takoform_operator.core.actions import Create, Delete, Target, Update
 from takoform_operator.core.conditions import (
     Condition,
     ConditionType,
     Reason,
     merge_conditions,
 )
+from takoform_operator.core.decide import Decision, Observation, decide
 from takoform_operator.core.import_id import canonical_import_id
+from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.ownership import Claimant, Identity
+from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.policy import hold, observe_only
-from takoform_operator.core.reconcile import (
-    Create,
-    Decision,
-    Delete,
-    Observation,
-    Outcome,
-    Plan,
-    Target,
-    Update,
-    decide,
-    plan,
-)
 from takoform_operator.core.state import (
     DeletionPolicy,
     Desired,

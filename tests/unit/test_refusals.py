@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from takoform_operator.core.actions import Create, Target, Update
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.reconcile import (
-    Create,
-    Decision,
-    Outcome,
-    Rejection,
-    Target,
-    Update,
-    rejected,
-)
+from takoform_operator.core.decide import Decision
+from takoform_operator.core.host_answer import Rejection, rejected
+from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.state import Desired, OperationView, OpState, State, Verb
 from takoform_operator.registry_data import load_registry
 

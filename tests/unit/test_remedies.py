@@ -7,20 +7,13 @@ import json
 import shlex
 from dataclasses import replace
 
+from takoform_operator.core.actions import Create, Target
 from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.decide import Decision, Observation, decide
+from takoform_operator.core.host_answer import Rejection, rejected
+from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.ownership import Claimant
-from takoform_operator.core.reconcile import (
-    Create,
-    Decision,
-    Observation,
-    Outcome,
-    Plan,
-    Rejection,
-    Target,
-    decide,
-    plan,
-    rejected,
-)
+from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.remedies import kubectl_object, orphan_command
 from takoform_operator.core.state import Desired, Requested, ResourceView, State
 from takoform_operator.core.tenancy import access, remedy

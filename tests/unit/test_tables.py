@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from takoform_operator.core.actions import Delete, Target, Update
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.reconcile import Delete, Observation, Plan, Target, Update, decide
+from takoform_operator.core.decide import Observation, decide
+from takoform_operator.core.plan import Plan
 from takoform_operator.core.state import (
     Desired,
     OperationView,

@@ -1,6 +1,6 @@
 """What a CR allows the reconcile to send: the pause annotation and spec.managementPolicy.
 
-Pure, like the rest of the core. Two steps frame the reconcile of core.reconcile:
+Pure, like the rest of the core. Two steps frame the reconcile of core.plan and core.decide:
 
     hold()          before anything is planned: a deletion that needs no host call is let go
                     (deletionPolicy Orphan, managementPolicy Observe); a paused CR sends nothing
@@ -16,19 +16,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .actions import Create, Delete, Update
 from .conditions import Condition, ConditionType, Reason
+from .decide import Decision, Observation
 from .errors import CodecError
-from .reconcile import (
-    POLL_READY,
-    Create,
-    Decision,
-    Delete,
-    Observation,
-    Outcome,
-    Update,
-    degraded,
-    not_ready,
-)
+from .outcome import POLL_READY, Outcome, degraded, not_ready
 from .registry import Registry
 from .state import DeletionPolicy, Desired, ManagementPolicy, State
 

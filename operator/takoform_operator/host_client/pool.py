@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from takoform_operator.core.reconcile import Action, Target
+from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.state import OperationView, ResourceView
 from takoform_operator.core.tenancy import DEFAULT_HOST, HostConfig, SecretKeyRef
 from takoform_operator.host_client.client import HostClient, TokenSource

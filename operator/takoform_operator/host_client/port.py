@@ -5,7 +5,7 @@ The only place host answers meet core values: operation and resource views, acti
 
 from __future__ import annotations
 
-from takoform_operator.core.reconcile import Action, Create, Delete, Target, Update
+from takoform_operator.core.actions import Action, Create, Delete, Target, Update
 from takoform_operator.core.state import OperationView, OpState, ResourceView
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_port import OperationNotFound, ResourceNotFound

@@ -11,19 +11,13 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.connection import ConnectionSecret, connection_secret, secret_name
+from takoform_operator.core.outcome import Outcome, degraded, refused
 from takoform_operator.core.ownership import Claimant, Identity
+from takoform_operator.core.plan import host_of, identity_of
 from takoform_operator.core.policy import hold
-from takoform_operator.core.reconcile import (
-    Action,
-    Outcome,
-    Target,
-    degraded,
-    host_of,
-    identity_of,
-    refused,
-)
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.remedies import kubectl_object
 from takoform_operator.core.state import (
@@ -199,7 +193,7 @@ def _gate(desired: Desired, state: State, tenancy: Tenancy) -> Outcome | tuple[D
     resolved = resolve_host(desired.host_ref, tenancy.default_host())
     desired = replace(desired, host=resolved or "")
     if desired.deleting and (desired.deletion_policy is DeletionPolicy.ORPHAN or not state.claimed):
-        # These deletions send nothing (core.reconcile.plan): no grant is needed to let go.
+        # These deletions send nothing (core.plan.plan): no grant is needed to let go.
         return desired, NoHost()
     claimed = state.claimed and state.space is not None
     host = host_of(desired, state) if claimed else resolved

@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from takoform_operator.core.conditions import merge_conditions
+from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.ownership import Claimant, Identity
 from takoform_operator.core.policy import PAUSED_ANNOTATION, PAUSED_VALUE
-from takoform_operator.core.reconcile import Outcome
 from takoform_operator.core.state import (
     DeletionPolicy,
     Desired,

@@ -30,8 +30,8 @@ from takoform_operator.core.connection import (
     has_connection_secret,
     secret_name,
 )
+from takoform_operator.core.outcome import POLL_PENDING, RETRY_LATER, Event, Outcome
 from takoform_operator.core.policy import PAUSED_ANNOTATION
-from takoform_operator.core.reconcile import POLL_PENDING, RETRY_LATER, Event, Outcome
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import DeletionPolicy
 from takoform_operator.core.tenancy import GRANT_PLURAL, GROUP, HOST_PLURAL, VERSION

@@ -1,0 +1,318 @@
+"""Step 2 of a reconcile: what the two reads allow us to conclude, and at most one mutation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from .actions import Action, Create, Delete, Target, Update, bound_to, same_target
+from .conditions import Condition, ConditionType, Reason
+from .errors import CodecError
+from .keys import create_key, delete_key, is_ours, proves_ours, update_key
+from .outcome import (
+    POLL_READY,
+    RETRY_LATER,
+    RETRY_SOON,
+    Event,
+    Outcome,
+    degraded,
+    finalized,
+    not_ours,
+    not_ready,
+    uid_mismatch,
+    waiting,
+    with_deleting,
+)
+from .plan import Plan, importing
+from .registry import Registry
+from .state import (
+    DeletionPolicy,
+    Desired,
+    HostCondition,
+    OperationView,
+    OpState,
+    Pending,
+    ResourceView,
+    State,
+    Verb,
+)
+from .tables import DELETE_TABLE, MUTATION_TABLE, Conclusion, Marker, UidRule, presence, uid_rule
+
+
+@dataclass(frozen=True)
+class Observation:
+    operation: OperationView | None = None
+    resource: ResourceView | None = None
+    #: Operations the host retains for the target name (only when Plan.list_operations).
+    operations: tuple[tuple[str, OperationView], ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    action: Action | None = None
+
+
+def decide(
+    desired: Desired, state: State, planned: Plan, seen: Observation, registry: Registry
+) -> Decision:
+    """Conclude from one consultation of the operation and one exact resource read."""
+    try:
+        if state.pending is not None:
+            decision = _decide_pending(desired, state, seen, registry)
+        elif state.uid is None:
+            decision = _decide_claimed(desired, state, planned, seen, registry)
+        else:
+            decision = _decide_bound(desired, state, seen.resource, registry)
+    except CodecError as exc:
+        # Host state that does not decode under the exact ref: report, mutate nothing.
+        outcome = degraded(state, Reason.HOST_STATE_UNDECODABLE, str(exc), RETRY_LATER)
+        decision = Decision(outcome)
+    return replace(decision, outcome=with_deleting(decision.outcome, desired))
+
+
+def _decide_pending(
+    desired: Desired, state: State, seen: Observation, registry: Registry
+) -> Decision:
+    assert state.pending is not None and seen.operation is not None
+    pending, operation = state.pending, seen.operation
+    expected_uid = state.uid or operation.resource_uid
+    found = presence(seen.resource, expected_uid)
+    table = DELETE_TABLE if pending.verb is Verb.DELETE else MUTATION_TABLE
+    row = table[(operation.state, found)]
+    # The row alone says what happens to the marker and to the attempt counter.
+    base = state if row.marker is Marker.KEEP else state.with_pending(None)
+    if row.fresh_attempt:
+        base = base.fresh_attempt()
+    failed = operation.state is OpState.FAILED
+    opname = f"{pending.verb.lower()} operation {pending.operation_id}"
+    running = f"{opname} is running"
+    failure = f"{opname} failed ({operation.error_code}): {operation.error_message}"
+    resource = seen.resource
+
+    if row.conclusion is Conclusion.WAIT:
+        return Decision(waiting(base, Reason.OPERATION_RUNNING, running))
+    if row.conclusion is Conclusion.GONE:
+        if pending.verb is Verb.DELETE or desired.deleting:
+            return Decision(finalized(base, "host resource deleted"))
+        gone = base.unbound()
+        if pending.verb is Verb.CREATE and failed:
+            return Decision(degraded(gone, Reason.OPERATION_FAILED, failure, RETRY_LATER))
+        outcome = _drifted(
+            gone, Reason.RESOURCE_DELETED, "the host resource is gone; it will be created again"
+        )
+        if failed:
+            outcome = _with_event(outcome, Event("Warning", Reason.OPERATION_FAILED, failure))
+        return Decision(outcome)
+    assert resource is not None
+    if row.conclusion is Conclusion.BLOCK:
+        if expected_uid is None:
+            return Decision(not_ours(desired, base, resource))
+        rule = uid_rule(found, resource.uid, desired.accept_uid)
+        if rule is UidRule.ACCEPTED and row.marker is Marker.CLEAR:
+            return _decide_bound(desired, base, resource, registry, accepted=True)
+        return Decision(uid_mismatch(desired, base, expected_uid, resource.uid))
+    if row.conclusion is Conclusion.ADOPT_IF_PROVEN and not proves_ours(resource, desired):
+        return Decision(not_ours(desired, base, resource))
+    # SETTLE, or ADOPT_IF_PROVEN with the proof: the exact resource is ours.
+    settled = _settled(base, resource, registry)
+    if row.marker is Marker.KEEP:
+        return Decision(waiting(settled, Reason.OPERATION_RUNNING, running))
+    if failed:
+        return Decision(degraded(settled, Reason.OPERATION_FAILED, failure, RETRY_LATER))
+    return _decide_bound(desired, settled, resource, registry)
+
+
+def _decide_bound(
+    desired: Desired,
+    state: State,
+    resource: ResourceView | None,
+    registry: Registry,
+    *,
+    accepted: bool = False,
+) -> Decision:
+    assert state.form_ref is not None
+    found = presence(resource, state.uid)
+    rule = (
+        UidRule.ACCEPTED
+        if accepted
+        else uid_rule(found, resource.uid if resource else None, desired.accept_uid)
+    )
+    if rule is UidRule.GONE:
+        if desired.deleting:
+            return Decision(finalized(state, "host resource already gone"))
+        # Ordinary drift repair: forget the vanished incarnation; create anew next time.
+        message = f"host resource {state.name} (uid {state.uid}) is gone; it will be created again"
+        return Decision(_drifted(state.unbound().fresh_attempt(), Reason.RESOURCE_DELETED, message))
+    assert resource is not None
+    if rule is UidRule.BLOCKED:
+        assert state.uid is not None
+        return Decision(uid_mismatch(desired, state, state.uid, resource.uid))
+    if rule is UidRule.ACCEPTED:
+        state = state.fresh_attempt()  # a new incarnation starts a fresh key sequence
+    settled = _settled(state, resource, registry)
+    events: tuple[Event, ...] = ()
+    if rule is UidRule.ACCEPTED:
+        events = (
+            Event(
+                "Normal",
+                Reason.IMPORTED,
+                f"bound to the new incarnation {resource.uid} as explicitly accepted",
+            ),
+        )
+    target = Target(resource.space, resource.form_ref, resource.name)
+    if desired.deleting:
+        if desired.deletion_policy is DeletionPolicy.ORPHAN:
+            return Decision(finalized(settled, "orphaned"))
+        delete = Delete(target, resource.uid, delete_key(desired, settled, resource.uid))
+        return Decision(
+            _with_events(waiting(settled, Reason.DELETE_PENDING, "deleting"), events), delete
+        )
+    codec = registry.codec_for(resource.form_ref)
+    try:
+        wanted = codec.normalize(
+            resource.form_ref, codec.encode(resource.form_ref, desired.parameters)
+        )
+    except CodecError as exc:
+        # The desired spec does not fit the contract the resource is under (rule 3).
+        return Decision(degraded(settled, Reason.INVALID_SPEC, str(exc), None))
+    current = codec.normalize(resource.form_ref, codec.decode(resource.form_ref, resource.spec))
+    if wanted == current:
+        health = _host_health(settled, resource)
+        if health is not None:
+            return Decision(_with_events(health, events))
+        ready = Outcome(
+            state=settled,
+            conditions=(
+                Condition(
+                    ConditionType.READY, True, Reason.AVAILABLE, "host resource is up to date"
+                ),
+            ),
+            requeue_after=POLL_READY,
+            events=events,
+        )
+        return Decision(ready)
+    action = Update(
+        target,
+        wanted,
+        expected_generation=resource.generation,
+        expected_uid=resource.uid,
+        key=update_key(desired, settled, resource.uid, resource.generation),
+    )
+    changed = sorted(k for k in set(wanted) | set(current) if wanted.get(k) != current.get(k))
+    message = f"updating fields {', '.join(changed)} under {resource.form_ref.definition_version}"
+    outcome = waiting(settled, Reason.UPDATE_PENDING, message)
+    drift = Condition(ConditionType.DRIFTED, True, Reason.SPEC_DRIFT, message)
+    return Decision(
+        _with_events(replace(outcome, conditions=(*outcome.conditions, drift)), events), action
+    )
+
+
+def _decide_claimed(
+    desired: Desired, state: State, planned: Plan, seen: Observation, registry: Registry
+) -> Decision:
+    """The target is recorded but no incarnation is bound: import it, adopt our own create
+    whose answer was lost, or create it (replaying the same key, so never twice)."""
+    assert planned.target is not None
+    target, resource = planned.target, seen.resource
+    if importing(state) and not desired.deleting:
+        if resource is None:
+            message = f"nothing named {target.name} under {target.form_ref} in space {target.space}"
+            return Decision(degraded(state, Reason.IMPORT_TARGET_NOT_FOUND, message, RETRY_LATER))
+        imported = _settled(state, resource, registry)
+        message = f"imported {resource.name} uid {resource.uid} under {resource.form_ref}"
+        outcome = waiting(imported, Reason.IMPORTED, message, RETRY_SOON)
+        return Decision(replace(outcome, events=(Event("Normal", Reason.IMPORTED, message),)))
+    if resource is not None:
+        if not proves_ours(resource, desired):
+            if desired.deleting:
+                return Decision(finalized(state, "nothing of ours exists on the host"))
+            return Decision(not_ours(desired, state, resource))
+        # Ours (a create whose answer we lost): adopt what the host served under the exact ref.
+        return _decide_bound(desired, _settled(state, resource, registry), resource, registry)
+    if desired.deleting:
+        for operation_id, operation in seen.operations:
+            if (
+                operation.state is OpState.RUNNING
+                and is_ours(operation, desired)
+                and same_target(operation, Verb.CREATE, target)
+            ):
+                # A create of ours we never recorded: wait for it, then delete what it made.
+                adopted = bound_to(state, target, operation.resource_uid).with_pending(
+                    Pending(operation_id, Verb.CREATE)
+                )
+                return Decision(waiting(adopted, Reason.OPERATION_RUNNING, "create running"))
+        return Decision(finalized(state, "nothing was created on the host"))
+    codec = registry.codec_for(target.form_ref)
+    try:
+        spec = codec.encode(target.form_ref, desired.parameters)
+    except CodecError as exc:
+        return Decision(degraded(state, Reason.INVALID_SPEC, str(exc), None))
+    action = Create(target, spec, create_key(desired, state))
+    message = f"creating {target.name} under {target.form_ref}"
+    return Decision(waiting(state, Reason.CREATE_PENDING, message), action)
+
+
+def _host_health(state: State, resource: ResourceView) -> Outcome | None:
+    """The host resource's own account, when it says the resource is not ready: its Degraded
+    is True, its Ready is False, or its status reflects an older generation than the one we
+    last wrote. The host's reason and hostReason are carried in the message (the CR keeps
+    its own closed set of reasons). None: nothing the host says stands against Ready."""
+    observed = resource.observed_generation
+    if observed is not None and _generation(observed) < _generation(resource.generation):
+        message = (
+            f"the host has not yet observed generation {resource.generation} of "
+            f"{resource.name} (observedGeneration {observed})"
+        )
+        return waiting(state, Reason.HOST_RECONCILING, message)
+    degraded_on_host = resource.condition("Degraded")
+    if degraded_on_host is not None and degraded_on_host.status == "True":
+        message = f"host reports Degraded: {_host_account(degraded_on_host)}"
+        return degraded(state, Reason.HOST_DEGRADED, message, RETRY_LATER)
+    ready_on_host = resource.condition("Ready")
+    if ready_on_host is not None and ready_on_host.status != "True":
+        message = f"host reports Ready={ready_on_host.status}: {_host_account(ready_on_host)}"
+        return waiting(state, Reason.HOST_NOT_READY, message)
+    return None
+
+
+def _host_account(condition: HostCondition) -> str:
+    """`<hostReason or reason>: <message>`, as much of it as the host gave."""
+    parts = [p for p in (condition.host_reason or condition.reason, condition.message) if p]
+    return ": ".join(parts) or "no reason given"
+
+
+def _generation(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        return 0
+
+
+def _settled(state: State, resource: ResourceView, registry: Registry) -> State:
+    """State refreshed from a representation served under the exact recorded FormRef."""
+    codec = registry.codec_for(resource.form_ref)
+    outputs = codec.decode_outputs(resource.form_ref, resource.outputs)
+    return replace(
+        state,
+        form_ref=resource.form_ref,
+        space=resource.space,
+        name=resource.name,
+        uid=resource.uid,
+        generation=resource.generation,
+        revision=resource.revision,
+        package_digest=resource.package_digest or state.package_digest,
+        outputs=MappingProxyType(outputs),
+    )
+
+
+def _drifted(state: State, reason: Reason, message: str) -> Outcome:
+    return not_ready(state, ConditionType.DRIFTED, reason, message, RETRY_SOON)
+
+
+def _with_event(outcome: Outcome, event: Event | None) -> Outcome:
+    return outcome if event is None else replace(outcome, events=(*outcome.events, event))
+
+
+def _with_events(outcome: Outcome, events: tuple[Event, ...]) -> Outcome:
+    return replace(outcome, events=(*outcome.events, *events)) if events else outcome

@@ -1,0 +1,104 @@
+"""Step 3 of a reconcile: the state to persist once the host accepted or refused the mutation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .actions import Action, Create, bound_to, same_target
+from .conditions import Reason
+from .decide import Decision
+from .keys import is_ours
+from .outcome import POLL_READY, RETRY_LATER, RETRY_SOON, Event, Outcome, blocked, degraded, waiting
+from .remedies import kubectl_object
+from .state import Desired, OperationView, OpState, Pending, Verb
+
+
+def accepted(
+    decision: Decision, operation_id: str, operation: OperationView, desired: Desired
+) -> Outcome:
+    """The host accepted the decision's mutation: record the pending operation (the one write
+    that must follow the 202; if it is lost, the idempotency key replays this same operation)."""
+    action = decision.action
+    assert action is not None
+    state = decision.outcome.state
+    if isinstance(action, Create):
+        state = bound_to(state, action.target, operation.resource_uid)
+    state = state.with_pending(Pending(operation_id, action.verb))
+    if operation.state is not OpState.RUNNING:
+        # A replayed key returned an already-settled operation: look again at once.
+        return replace(decision.outcome, state=state, requeue_after=RETRY_SOON)
+    event = Event(
+        "Normal", _PENDING_REASON[action.verb], f"{action.verb} accepted as {operation_id}"
+    )
+    return replace(decision.outcome, state=state, events=(*decision.outcome.events, event))
+
+
+_PENDING_REASON = {
+    Verb.CREATE: Reason.CREATE_PENDING,
+    Verb.UPDATE: Reason.UPDATE_PENDING,
+    Verb.DELETE: Reason.DELETE_PENDING,
+}
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A host refusal of a mutation, translated once by the adapter."""
+
+    code: str
+    message: str
+    #: For operation_in_progress and idempotency_key_reused: the operation the host named,
+    #: consulted once by the adapter (None when it could not be read).
+    operation_id: str | None = None
+    operation: OperationView | None = None
+
+
+def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcome:
+    """The host refused the decision's mutation: nothing changed on the host."""
+    state = decision.outcome.state
+    action = decision.action
+    assert action is not None
+    code = refusal.code
+    if code in ("operation_in_progress", "idempotency_key_reused") and refusal.operation_id:
+        operation = refusal.operation
+        if operation is not None and is_ours(operation, desired):
+            if _same_request(operation, action):
+                # Ours, for exactly this request (an earlier attempt): resume it.
+                resumed = state
+                if isinstance(action, Create):
+                    resumed = bound_to(state, action.target, operation.resource_uid)
+                resumed = resumed.with_pending(Pending(refusal.operation_id, action.verb))
+                message = f"resuming {refusal.operation_id}"
+                return waiting(resumed, Reason.OPERATION_RUNNING, message)
+            if code == "idempotency_key_reused":
+                # Our key, spent on another request: never adopt that one; use a fresh key.
+                message = (
+                    f"the key of this {action.verb} was spent on operation "
+                    f"{refusal.operation_id} for another request; retrying with a fresh key"
+                )
+                return waiting(state.fresh_attempt(), Reason.OPERATION_RUNNING, message, RETRY_SOON)
+        message = f"another operation ({refusal.operation_id}) is running on this name"
+        return waiting(state, Reason.NAME_BUSY, message, RETRY_LATER)
+    if code == "resource_exists" and isinstance(action, Create):
+        message = (
+            f"a resource named {action.target.name} already exists in space "
+            f"{action.target.space} under another FormRef of {desired.line}; it is never adopted "
+            f"by name alone. Remedy: import it explicitly: kubectl delete "
+            f"{kubectl_object(desired)} , then apply it again with spec.importId set to its "
+            "canonical JSON import id; or choose another name."
+        )
+        return blocked(state, Reason.NAME_TAKEN, message, POLL_READY)
+    if code in ("resource_exists", "generation_conflict", "revision_conflict", "uid_mismatch"):
+        # A fence held: someone else changed the host. Re-read and decide again; never overwrite.
+        message = f"{action.verb} refused ({code}); re-reading the resource"
+        return waiting(state, Reason.OPERATION_RUNNING, message, RETRY_SOON)
+    if code == "validation_failed":
+        return degraded(state, Reason.INVALID_SPEC, refusal.message, None)
+    return degraded(state, Reason.HOST_REJECTED, f"{code}: {refusal.message}", RETRY_LATER)
+
+
+def _same_request(operation: OperationView, action: Action) -> bool:
+    if not same_target(operation, action.verb, action.target):
+        return False
+    if isinstance(action, Create):
+        return True
+    return operation.resource_uid == action.expected_uid

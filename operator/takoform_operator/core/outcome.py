@@ -1,0 +1,169 @@
+"""What one reconcile concludes (Outcome, Event), and the builders of its conditions."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, replace
+
+from .conditions import Condition, ConditionType, Reason
+from .import_id import canonical_import_id
+from .remedies import kubectl_object
+from .state import Desired, ResourceView, State
+
+#: Seconds until the next look, by situation. The adapter may scale them from settings.
+POLL_PENDING = 2.0
+POLL_READY = 60.0
+RETRY_SOON = 0.0
+#: A failure (host unavailable or refusing, a failed operation): the adapter retries it with
+#: the CR's exponential back-off (kube.handlers.next_delay); 30 s is the delay without one.
+RETRY_LATER = 30.0
+
+REMEDIES = (
+    "Remedies: (1) import the new incarnation explicitly: kubectl annotate {obj} {annotation} "
+    "--overwrite ; (2) restore the prior incarnation {expected} on the host; "
+    "(3) delete the host-side replacement {current} (the operator then re-creates the resource)."
+)
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one reconcile concluded: the state to persist and what to tell the user."""
+
+    state: State
+    conditions: tuple[Condition, ...]
+    requeue_after: float | None
+    events: tuple[Event, ...] = ()
+    #: Deletion is complete (or orphaned): the adapter may let the CR go.
+    finalized: bool = False
+    #: Nothing was sent: persist this state, then reconcile again at once (a recorded claim).
+    continue_now: bool = False
+    #: Nothing was observed (a paused CR, core.policy): conditions not named here keep their
+    #: last value, and the status does not claim to reflect the current generation.
+    holds_conditions: bool = False
+    #: Seconds the host asked to wait (Retry-After), honoured by the back-off up to its cap.
+    retry_after: float | None = None
+    #: The host could not be asked: conditions this outcome does not set keep their last known
+    #: value (an outage does not make a Ready resource not Ready).
+    keeps_last_known: bool = False
+
+    def asserted(self) -> dict[ConditionType, Reason]:
+        """The reason of every condition this outcome sets True, by type."""
+        return {c.type: c.reason for c in self.conditions if c.status}
+
+
+def _cond(kind: ConditionType, status: bool, reason: Reason, message: str = "") -> Condition:
+    return Condition(kind, status, reason, message)
+
+
+def not_ready(
+    state: State,
+    kind: ConditionType,
+    reason: Reason,
+    message: str,
+    requeue: float | None,
+    *,
+    warn: bool = True,
+) -> Outcome:
+    """The one shape of every not-Ready outcome: `kind` True, Ready False, same reason."""
+    return Outcome(
+        state=state,
+        conditions=(
+            _cond(kind, True, reason, message),
+            _cond(ConditionType.READY, False, reason, message),
+        ),
+        requeue_after=requeue,
+        events=(Event("Warning", reason, message),) if warn else (),
+    )
+
+
+def blocked(state: State, reason: Reason, message: str, requeue: float | None) -> Outcome:
+    return not_ready(state, ConditionType.BLOCKED, reason, message, requeue)
+
+
+def waiting(state: State, reason: Reason, message: str, requeue: float = POLL_PENDING) -> Outcome:
+    return not_ready(state, ConditionType.RECONCILING, reason, message, requeue, warn=False)
+
+
+def degraded(state: State, reason: Reason, message: str, requeue: float | None) -> Outcome:
+    return not_ready(state, ConditionType.DEGRADED, reason, message, requeue)
+
+
+def unavailable(state: State, message: str, retry_after: float | None) -> Outcome:
+    """The host could not be asked (connection refused, timeout, 5xx): Degraded HostUnavailable,
+    every other condition as last known, retried with back-off (honouring Retry-After)."""
+    return Outcome(
+        state=state,
+        conditions=(_cond(ConditionType.DEGRADED, True, Reason.HOST_UNAVAILABLE, message),),
+        requeue_after=RETRY_LATER,
+        events=(Event("Warning", Reason.HOST_UNAVAILABLE, message),),
+        retry_after=retry_after,
+        keeps_last_known=True,
+    )
+
+
+def finalized(state: State, message: str) -> Outcome:
+    return Outcome(
+        state=state,
+        conditions=(),
+        requeue_after=None,
+        events=(Event("Normal", Reason.DELETING, message),),
+        finalized=True,
+    )
+
+
+def with_deleting(outcome: Outcome, desired: Desired) -> Outcome:
+    if not desired.deleting or outcome.finalized:
+        return outcome
+    marker = _cond(ConditionType.DELETING, True, Reason.DELETING, "deletion in progress")
+    return replace(outcome, conditions=(*outcome.conditions, marker))
+
+
+def refused(desired: Desired, state: State, reason: Reason, message: str) -> Outcome:
+    """Blocked before anything is sent (tenancy: no grant, unknown host); state kept, looked
+    at again on the ready poll and whenever the policy changes."""
+    return with_deleting(blocked(state, reason, message, POLL_READY), desired)
+
+
+def uid_mismatch(desired: Desired, state: State, expected: str, current: str) -> Outcome:
+    annotation = shlex.quote(f"takoform.io/accept-uid={current}")
+    message = (
+        f"uid mismatch: state is bound to uid {expected} but the host serves uid {current} "
+        f"under the same name; nothing is mutated while blocked. "
+        + REMEDIES.format(
+            obj=kubectl_object(desired), annotation=annotation, current=current, expected=expected
+        )
+    )
+    return blocked(state, Reason.UID_MISMATCH, message, POLL_READY)
+
+
+def not_ours(desired: Desired, state: State, resource: ResourceView) -> Outcome:
+    import_id = canonical_import_id(resource.space, resource.name, resource.form_ref)
+    if resource.creation_key is None:
+        reason = Reason.OWNERSHIP_UNPROVABLE
+        why = "the host records no creation key, so it cannot be proven to be ours"
+    else:
+        reason = Reason.NAME_TAKEN
+        why = "it was created by someone else"
+    message = (
+        f"a resource named {resource.name} (uid {resource.uid}) already exists and {why}; "
+        f"it is never adopted by name alone. " + _import_remedy(desired, import_id)
+    )
+    return blocked(state, reason, message, POLL_READY)
+
+
+def _import_remedy(desired: Desired, import_id: str) -> str:
+    """Import is chosen when the CR is made: its identity is fixed once a target is recorded,
+    so the remedy is this CR deleted (nothing of ours is on the host: the deletion sends
+    nothing but reads) and made again with spec.importId."""
+    return (
+        f"Remedy: import it explicitly: kubectl delete {kubectl_object(desired)} , then "
+        f"apply it again with spec.importId set to {shlex.quote(import_id)} ; or choose "
+        "another name."
+    )

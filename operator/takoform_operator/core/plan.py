@@ -1,0 +1,228 @@
+"""Step 1 of a reconcile: the operation to consult and the exact resource to read, or stop."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from takoform_spec.identity import FormRef
+
+from .actions import Target
+from .conditions import Reason
+from .errors import InvalidImportId, UnknownFormRef
+from .import_id import parse_import_id
+from .outcome import (
+    POLL_READY,
+    RETRY_SOON,
+    Outcome,
+    blocked,
+    degraded,
+    finalized,
+    waiting,
+    with_deleting,
+)
+from .ownership import Claimant, Identity, owner
+from .registry import Registry
+from .remedies import kubectl_name, kubectl_object, orphan_command
+from .state import DeletionPolicy, Desired, Requested, State
+from .tenancy import DEFAULT_HOST
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The reads one reconcile makes, in order: the operation once, then the exact resource."""
+
+    operation_id: str | None
+    target: Target | None
+    #: Unbound and being deleted: look for an accepted create of ours we never recorded.
+    list_operations: bool = False
+
+
+def plan(
+    desired: Desired,
+    state: State,
+    registry: Registry,
+    claimants: Sequence[Claimant] = (),
+) -> Plan | Outcome:
+    """Which operation to consult and which exact resource to read; or an Outcome right away.
+
+    `claimants` are the CRs of the cluster that name the same identity (core.ownership)."""
+    if desired.deleting and desired.deletion_policy is DeletionPolicy.ORPHAN:
+        # Orphan: forget without a host call.
+        return Outcome(state=state, conditions=(), requeue_after=None, finalized=True)
+    rival = _rival_owner(desired, state, claimants)
+    if rival is not None:
+        if desired.deleting:
+            # Not ours to delete: the owner keeps it. Released without a host call.
+            return finalized(state, f"released without a host call: {rival.ref} owns it")
+        message = (
+            f"{identity_of(desired, state)} is already managed by {rival.ref}; this CR sends "
+            f"nothing while it does. Remedy: delete this CR: kubectl delete "
+            f"{kubectl_object(desired)} ; or release the resource from {rival.ref} so this CR "
+            f"can take it over: {_release_commands(desired, rival)}"
+        )
+        return blocked(state, Reason.ALREADY_MANAGED, message, POLL_READY)
+    if state.form_ref is not None:
+        return _plan_claimed(desired, state, registry)
+    if state.pending is not None:
+        # A pending operation without a bound ref cannot be written by this operator.
+        message = "status holds a pending operation but no FormRef; restore the status"
+        return blocked(state, Reason.STATE_UNREADABLE, message, None)
+    if desired.deleting:
+        # Every request is preceded by the write that records its target: none was sent.
+        return finalized(state, "nothing was sent to the host")
+    target = _requested_target(desired, registry)
+    if isinstance(target, Outcome):
+        return target
+    return _claim(desired, state, target)
+
+
+def identity_of(desired: Desired, state: State) -> Identity:
+    """The identity a CR stands for: its recorded target once claimed, else its spec's."""
+    if state.form_ref is not None and state.space is not None and state.name is not None:
+        return Identity(state.space, state.form_ref.line, state.name, host_of(desired, state))
+    return Identity(desired.space, desired.line, desired.name, desired.host)
+
+
+def host_of(desired: Desired, state: State) -> str:
+    """The host requests go to: the recorded one once claimed, else the spec's. A state
+    claimed before hosts were recorded belongs to the default host."""
+    if state.form_ref is not None:
+        return state.host or DEFAULT_HOST
+    return desired.host
+
+
+def create_ref(desired: Desired, registry: Registry) -> FormRef:
+    """Rule 1: create — and only create — under the default create ref, or a supported pin."""
+    if desired.pin is not None:
+        version, digest = desired.pin
+        ref = FormRef(desired.line.api_version, desired.line.kind, version, digest)
+        registry.lookup(ref)  # a pin the build cannot decode fails closed
+        return ref
+    ref_or_none = registry.default_create_ref(desired.line)
+    if ref_or_none is None:
+        raise LookupError(f"{desired.line} has no default create ref in this build")
+    return ref_or_none
+
+
+def _release_commands(desired: Desired, rival: Claimant) -> str:
+    """The owner CR released without a host call: Orphan, then deleted."""
+    owner_obj = kubectl_name(desired.line, rival.name, rival.namespace)
+    return f"{orphan_command(owner_obj)} && kubectl delete {owner_obj}"
+
+
+def _rival_owner(desired: Desired, state: State, claimants: Sequence[Claimant]) -> Claimant | None:
+    me = Claimant(
+        uid=desired.cr_uid,
+        namespace=desired.namespace,
+        name=desired.cr_name,
+        created=desired.created,
+        claimed=state.form_ref is not None,
+    )
+    winner = owner([me, *(c for c in claimants if c.uid != desired.cr_uid)])
+    return None if winner is None or winner.uid == me.uid else winner
+
+
+def _plan_claimed(desired: Desired, state: State, registry: Registry) -> Plan | Outcome:
+    assert state.form_ref is not None and state.space is not None and state.name is not None
+    changes = state.requested.changes(desired) if state.requested is not None else []
+    if changes and not desired.deleting:
+        if _import_never_bound(state):
+            # An import that never found its target sent nothing but reads: claim afresh.
+            target = _requested_target(desired, registry)
+            return target if isinstance(target, Outcome) else _claim(desired, State(), target)
+        return _identity_changed(desired, state, changes)
+    try:
+        registry.lookup(state.form_ref)
+    except UnknownFormRef as exc:
+        # Rule 4: nothing is read, updated or deleted under any other ref; state is kept.
+        return with_deleting(blocked(state, Reason.FORM_REF_UNSUPPORTED, str(exc), None), desired)
+    target = Target(state.space, state.form_ref, state.name)
+    if state.pending is not None:
+        return Plan(state.pending.operation_id, target)
+    # Claimed but not bound: a create of ours may be running that we never recorded.
+    listing = desired.deleting and state.uid is None and not importing(state)
+    return Plan(None, target, list_operations=listing)
+
+
+def importing(state: State) -> bool:
+    return state.requested is not None and state.requested.import_id is not None
+
+
+def _import_never_bound(state: State) -> bool:
+    return importing(state) and state.uid is None and state.pending is None
+
+
+def _identity_changed(
+    desired: Desired, state: State, changes: list[tuple[str, object, object]]
+) -> Outcome:
+    described = "; ".join(
+        f"{label} is bound to {recorded!r} but the spec asks for {asked!r}"
+        for label, recorded, asked in changes
+    )
+    obj = kubectl_object(desired)
+    message = (
+        f"identity changed after requests were sent: {described}. Nothing is sent while it "
+        "differs. Remedies: (1) revert the field(s) to the bound value; or (2) release it with "
+        f"deletionPolicy Orphan, without touching the host: {orphan_command(obj)} && kubectl "
+        f"delete {obj} , then create a new CR that imports the resource (spec.importId)."
+    )
+    return with_deleting(blocked(state, Reason.IDENTITY_CHANGED, message, POLL_READY), desired)
+
+
+def _requested_target(desired: Desired, registry: Registry) -> Target | Outcome:
+    """The exact target the spec asks for: the import id's, or the create ref's."""
+    if desired.import_id is not None:
+        return _import_target(desired, State(), registry)
+    try:
+        ref = create_ref(desired, registry)
+    except UnknownFormRef as exc:
+        return blocked(State(), Reason.PIN_UNSUPPORTED, str(exc), None)
+    except LookupError as exc:
+        return blocked(State(), Reason.NO_DEFAULT_CREATE, str(exc), None)
+    return Target(desired.space, ref, desired.name)
+
+
+def _claim(desired: Desired, state: State, target: Target) -> Outcome:
+    """Record the target (and the identity fields that chose it) before anything is sent: from
+    now on every request goes to this target and ownership is a persisted fact."""
+    claimed = replace(
+        state,
+        host=desired.host,
+        form_ref=target.form_ref,
+        space=target.space,
+        name=target.name,
+        requested=Requested.of(desired),
+    )
+    message = (
+        f"claimed {target.name} under {target.form_ref} in space {target.space} "
+        f"on host {desired.host}"
+    )
+    return replace(waiting(claimed, Reason.CLAIMED, message, RETRY_SOON), continue_now=True)
+
+
+def _import_target(desired: Desired, state: State, registry: Registry) -> Target | Outcome:
+    assert desired.import_id is not None
+    try:
+        wanted = parse_import_id(desired.import_id, registry.default_create_ref(desired.line))
+    except InvalidImportId as exc:
+        return degraded(state, Reason.INVALID_IMPORT_ID, str(exc), None)
+    if wanted.form_ref.line != desired.line:
+        message = (
+            f"import id names {wanted.form_ref.line}, but this resource is a {desired.line}; "
+            "use the CR kind of the imported resource"
+        )
+        return degraded(state, Reason.INVALID_IMPORT_ID, message, None)
+    try:
+        registry.lookup(wanted.form_ref)
+    except UnknownFormRef as exc:
+        # Rule 5: an identity the build cannot decode is refused, never rebound.
+        return blocked(state, Reason.IMPORT_REFUSED, str(exc), None)
+    space = wanted.space if wanted.space is not None else desired.space
+    if space != desired.space or wanted.name != desired.name:
+        message = (
+            f"import id names space {space!r} and name {wanted.name!r}, but spec.space is "
+            f"{desired.space!r} and the resource name is {desired.name!r}; make them agree"
+        )
+        return degraded(state, Reason.SPACE_MISMATCH, message, None)
+    return Target(space, wanted.form_ref, wanted.name)
