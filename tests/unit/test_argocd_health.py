@@ -13,16 +13,11 @@ from typing import Any
 import pytest
 from argocd import HEALTH_LUA, health, lua_literal
 
-from takoform_operator.core.reconcile import (
-    Create,
-    Decision,
-    Observation,
-    Outcome,
-    Plan,
-    accepted,
-    decide,
-    plan,
-)
+from takoform_operator.core.actions import Create
+from takoform_operator.core.decide import Decision, Observation, decide
+from takoform_operator.core.host_answer import accepted
+from takoform_operator.core.outcome import Outcome
+from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.state import (
     Desired,
     OperationView,

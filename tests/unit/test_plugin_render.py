@@ -13,8 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.decide import Observation, decide
 from takoform_operator.core.import_id import canonical_import_id, parse_import_id
-from takoform_operator.core.reconcile import Observation, Outcome, Plan, decide, plan
+from takoform_operator.core.outcome import Outcome
+from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.state import ResourceView, State
 from takoform_operator.kube.crs import desired_from_cr
 from takoform_operator.plugin.render import (
