@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -220,3 +221,30 @@ def test_operation_listing_never_crosses_spaces(reference_host: Any) -> None:
         answer = api.get("/v1alpha3/operations", params={"name": "anything"})
     assert answer.status_code == 400
     assert answer.json()["error"]["code"] == "invalid_request"
+
+
+@pytest.mark.host
+async def test_the_pooled_transport_keeps_timeouts_and_failures_as_the_client_expects(
+    host_factory: Any,
+) -> None:
+    """The client's own transport (http_transport, aiohttp's pool): its timeout applies, and a
+    slow, dropped or refused request is HostUnavailable, never another exception type."""
+    host = host_factory(commit_delay=0.05)
+    host.set_faults(latencyMs=2000)
+    async with HostClient(host.url, host.token, timeout=0.3, read_retries=0) as client:
+        with pytest.raises(errors.HostUnavailable, match="Timeout"):
+            await client.get_operation("op-1")
+    host.set_faults(latencyMs=0, dropRate=1.0)
+    async with HostClient(host.url, host.token, read_retries=0) as client:
+        with pytest.raises(errors.HostUnavailable):
+            await client.get_operation("op-1")
+    host.set_faults(dropRate=0.0)
+    async with HostClient(host.url, host.token, read_retries=0) as client:
+        with pytest.raises(errors.OperationNotFound):
+            await client.get_operation("op-1")
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    async with HostClient(f"http://127.0.0.1:{port}", "t", read_retries=0) as client:
+        with pytest.raises(errors.HostUnavailable, match="Connect"):
+            await client.get_operation("op-1")

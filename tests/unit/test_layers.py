@@ -64,13 +64,16 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
         ("takoform_operator.metrics",),
         frozenset({"spec", "core", "host_port", "service", "settings"}),
     ),
+    "http_transport": (("takoform_operator.http_transport",), frozenset()),
     "host_client": (
         ("takoform_operator.host_client",),
-        frozenset({"spec", "core", "host_port", "service"}),
+        frozenset({"spec", "core", "host_port", "service", "http_transport"}),
     ),
     "kube": (
         ("takoform_operator.kube",),
-        frozenset({"spec", "core", "host_port", "service", "settings", "metrics"}),
+        frozenset(
+            {"spec", "core", "host_port", "service", "settings", "metrics", "http_transport"}
+        ),
     ),
     "build": (
         (
@@ -116,7 +119,8 @@ FRAMEWORKS = {
     "kubernetes": {"kube", "plugin"},
     "prometheus_client": {"metrics", "root"},
     "pydantic_settings": {"settings"},
-    "httpx": {"host_client", "kube", "conformance"},  # kube.status: the Kubernetes API client
+    "httpx": {"http_transport", "host_client", "kube", "conformance"},  # kube.status: API writes
+    "httpx_aiohttp": {"http_transport"},
     "starlette": {"host"},
     "uvicorn": {"host"},
     "sqlite3": {"host"},

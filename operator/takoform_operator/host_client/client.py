@@ -25,6 +25,7 @@ from takoform_operator.host_port import (
     HostUnavailable,
     ResourceNotFound,
 )
+from takoform_operator.http_transport import pooled_transport
 from takoform_spec.identity import FormRef
 
 API = "/v1alpha3"
@@ -115,8 +116,8 @@ class HostClient:
             timeout=timeout,
             verify=verify,
             cert=cert,
-            limits=httpx.Limits(max_connections=max_connections),
-            transport=transport,
+            transport=transport
+            or pooled_transport(verify=verify, cert=cert, max_connections=max_connections),
         )
         self._read_retries = read_retries
         self._sleep = sleep

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from takoform_operator.http_transport import pooled_transport
+
 
 class StatusWriteFailed(Exception):
     """A write to the CR did not land (API server error, conflict, connection): retry soon."""
@@ -163,7 +165,9 @@ class HttpCrWriter:
             cert=cert,
             headers=headers,
             timeout=30,
-            limits=httpx.Limits(max_connections=self._max_connections),
+            transport=pooled_transport(
+                verify=verify, cert=cert, max_connections=self._max_connections
+            ),
         )
 
     def _file(self, data: bytes | None) -> str | None:
