@@ -199,51 +199,92 @@ class Host:
 
 
 class Operator:
-    """The operator process: SIGKILLed and started again, one log for all its lives."""
+    """The operator: one process, or replicas electing a leader with a Lease; SIGKILLed (the
+    leader, when there are replicas) and started again, one log per replica for all its lives."""
 
-    def __init__(self, kube: Kube, host: Host, workdir: Path, poll: float) -> None:
+    LEASE = "takoform-soak"
+
+    def __init__(
+        self, kube: Kube, host: Host, workdir: Path, poll: float, replicas: int = 1
+    ) -> None:
+        self.kube = kube
         self.env = {
             **os.environ,
             "KUBECONFIG": str(kube.kubeconfig),
             "TAKOFORM_HOST_URL": host.url,
             "TAKOFORM_HOST_TOKEN": TOKEN,
             "TAKOFORM_METRICS_PORT": "0",
+            "TAKOFORM_HEALTH_PORT": "0",
             "TAKOFORM_POLL_READY_SECONDS": str(poll),
             "TAKOFORM_HOST_TIMEOUT_SECONDS": "5",
         }
-        self.log = workdir / "operator.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        if replicas > 1:
+            self.env |= {
+                "TAKOFORM_LEADER_ELECTION": "true",
+                "TAKOFORM_LEASE_NAME": self.LEASE,
+                "TAKOFORM_LEASE_NAMESPACE": NAMESPACE,
+                "TAKOFORM_LEASE_SECONDS": "4",
+                "TAKOFORM_LEASE_RENEW_DEADLINE_SECONDS": "3",
+                "TAKOFORM_LEASE_RETRY_SECONDS": "0.5",
+            }
+        self.logs = [workdir / f"operator-{i}.log" for i in range(replicas)]
+        self.procs: list[subprocess.Popen[bytes] | None] = [None] * replicas
         self.kills = 0
+        self.leader_kills = 0
         self.started_at = 0.0
 
     def start(self) -> None:
-        self.started_at = time.monotonic()
-        with self.log.open("ab") as sink:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "takoform_operator.cli", "run", "--namespace", NAMESPACE],
-                env=self.env, stdout=sink, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+        """Start every replica that is not running."""
+        for i, proc in enumerate(self.procs):
+            if proc is not None and proc.poll() is None:
+                continue
+            self.started_at = time.monotonic()
+            with self.logs[i].open("ab") as sink:
+                command = [sys.executable, "-m", "takoform_operator.cli", "run"]
+                self.procs[i] = subprocess.Popen(
+                    [*command, "--namespace", NAMESPACE],
+                    env={**self.env, "TAKOFORM_POD_NAME": f"soak-replica-{i}"},
+                    stdout=sink, stderr=subprocess.STDOUT,
+                )  # fmt: skip
 
     @property
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return all(proc is not None and proc.poll() is None for proc in self.procs)
+
+    def leader(self) -> int | None:
+        """The replica holding the Lease, if one does."""
+        if len(self.procs) == 1:
+            return 0
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{self.LEASE}"
+        answer = self.kube.request("GET", path)
+        holder = (answer.json().get("spec") or {}).get("holderIdentity") or ""
+        if answer.status_code != 200 or not holder.startswith("soak-replica-"):
+            return None
+        return int(holder.removeprefix("soak-replica-"))
 
     def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=15)
+        """SIGKILL the leader (with replicas; any one while none leads): it releases nothing."""
+        victim = self.leader()
+        if victim is not None:
+            self.leader_kills += len(self.procs) > 1
+        else:
+            victim = random.randrange(len(self.procs))
+        proc = self.procs[victim]
+        if proc is not None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=15)
             self.kills += 1
-            self.proc = None
+            self.procs[victim] = None
 
     def stop(self) -> None:
-        if self.running:
-            assert self.proc is not None
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        for proc in self.procs:
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
 
 
 # -- what the soak did, and what the observer saw ----------------------------------------------
@@ -389,6 +430,7 @@ class Plan:
     converge_timeout: float
     lifetime: tuple[float, float] = (0.3, 6.0)  # a kill comes this long after the start
     poll: float = 3.0
+    replicas: int = 1  # more than one: leader election, and each kill is the leader's
 
 
 def ci_plan(seed: int) -> Plan:
@@ -409,7 +451,7 @@ class Soak:
         self.rng = random.Random(plan.seed)
         self.kube, self.host, self.cluster = kube, host, cluster
         self.journal = Journal()
-        self.operator = Operator(kube, host, workdir, plan.poll)
+        self.operator = Operator(kube, host, workdir, plan.poll, plan.replicas)
         self.serial = 0
         self.stuck_until: float | None = None
         self.slow_until: float | None = None
@@ -474,7 +516,7 @@ class Soak:
         # reconciles (0.3-6 s after it was started).
         alive = time.monotonic() - self.operator.started_at
         time.sleep(max(0.0, self.rng.uniform(*self.plan.lifetime) - alive))
-        if self.operator.running:
+        if any(p is not None and p.poll() is None for p in self.operator.procs):
             self.operator.kill()
         time.sleep(self.rng.uniform(*self.plan.down))
         self.operator.start()
@@ -618,6 +660,8 @@ class Soak:
             else:
                 self.out_of_band(what)
         self.journal.faults["operator SIGKILL"] = self.operator.kills
+        if plan.replicas > 1:
+            self.journal.faults["operator SIGKILL of the Lease holder"] = self.operator.leader_kills
 
     def settle(self) -> float:
         """Faults off, the operator up; wait until every CR converged. Returns the seconds."""
@@ -925,6 +969,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, help="override the number of operator kills")
     parser.add_argument("--crs", type=int, help="override the number of initial CRs")
     parser.add_argument("--workdir", type=Path, help="default: a fresh temporary directory")
+    parser.add_argument(
+        "--replicas", type=int, default=1,
+        help="operator replicas electing a leader (a Lease); each kill is the leader's",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     plan = ci_plan(seed) if args.ci else long_plan(seed)
@@ -932,6 +980,7 @@ def main(argv: list[str] | None = None) -> int:
         plan.kills = args.kills
     if args.crs is not None:
         plan.initial_crs = args.crs
+    plan.replicas = args.replicas
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="takoform-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
     return run(plan, workdir)

@@ -1,11 +1,13 @@
 """The chaos soak's CI variant: hack/soak.py --ci (>= 20 operator SIGKILLs, host faults, a
 kube-apiserver and an etcd restart, out-of-band recreates) must end with every invariant of
-docs/soak.md holding. The seed is printed; TAKOFORM_SOAK_SEED replays one."""
+docs/soak.md holding; once with one operator process, once with two replicas electing a leader,
+every kill the Lease holder's. The seed is printed; TAKOFORM_SOAK_SEED replays one."""
 
 from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +19,12 @@ pytestmark = [pytest.mark.kube, pytest.mark.host]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_chaos_soak_ci_variant(tmp_path: Path) -> None:
+@pytest.mark.parametrize("replicas", [1, 2], ids=["one-process", "two-replicas"])
+def test_chaos_soak_ci_variant(tmp_path: Path, replicas: int) -> None:
     seed = os.environ.get("TAKOFORM_SOAK_SEED") or str(random.SystemRandom().randrange(10**6))
     soak = subprocess.run(
         [sys.executable, str(REPO / "hack" / "soak.py"), "--ci", "--seed", seed,
-         "--workdir", str(tmp_path / "soak")],
+         "--replicas", str(replicas), "--workdir", str(tmp_path / "soak")],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     print(soak.stdout)
@@ -32,3 +35,7 @@ def test_chaos_soak_ci_variant(tmp_path: Path) -> None:
     assert "all invariants hold" in soak.stdout
     kills = int(summary.split(" operator kills")[0].rsplit(" ", 1)[1])
     assert kills >= 20, summary
+    if replicas > 1:
+        # Most kills find a leader (a kill right after the previous one may find none yet).
+        leader_kills = int(re.search(r"operator SIGKILL of the Lease holder (\d+)", summary)[1])
+        assert leader_kills >= kills // 2, summary
