@@ -120,3 +120,21 @@ async def test_a_loop_that_returns_none_ends_and_a_stopped_loop_never_runs_again
     loops.wake("u-2")  # nothing left to wake
     await loops.close()
     assert len(recorder.runs) == 2
+
+
+async def test_a_namespace_change_wakes_only_the_loops_of_that_namespace() -> None:
+    # A namespace relabelled or deleted can change only its own CRs' grants: the CRs of every
+    # other namespace must not be woken (each wake is a host read for a Ready CR).
+    recorder = _Recorder()
+    loops = _loops(recorder)
+    for uid, namespace in (("u-a", "team-a"), ("u-b", "team-b")):
+        loops.seen(uid, _body(metadata={"uid": uid, "namespace": namespace}))
+        await recorder.next_run()
+    loops.wake_namespace("team-a")
+    await recorder.next_run()
+    loops.wake("u-b")
+    await recorder.next_run()
+    namespaces = [run["metadata"]["namespace"] for run in recorder.runs]
+    assert sorted(namespaces[:2]) == ["team-a", "team-b"]
+    assert namespaces[2:] == ["team-a", "team-b"]
+    await loops.close()

@@ -435,9 +435,21 @@ def _register_tenancy(
         kopf.on.event(GROUP, VERSION, plural, id=f"gone-{plural}", registry=kopf_registry)(
             gone(forget)
         )
+
+    # A namespace's labels decide only its own CRs' grants: a relabelled or deleted namespace
+    # wakes its CRs, not every CR (each wake of a Ready CR is a host read).
+    def namespace_labels(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+        if book.observe_namespace(body):
+            loops.wake_namespace(str(body["metadata"]["name"]))
+        return {}
+
+    async def namespace_gone(type: str | None, name: str, **_: Any) -> None:
+        if type == "DELETED" and book.forget_namespace(name):
+            loops.wake_namespace(name)
+
     kopf.index("", "v1", "namespaces", id="namespace-labels", registry=kopf_registry)(
-        feed(book.observe_namespace)
+        namespace_labels
     )
     kopf.on.event("", "v1", "namespaces", id="namespace-gone", registry=kopf_registry)(
-        gone(book.forget_namespace)
+        namespace_gone
     )

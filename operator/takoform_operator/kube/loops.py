@@ -108,6 +108,12 @@ class ReconcileLoops:
         if loop is not None:
             loop.wake.set()
 
+    def wake_namespace(self, namespace: str) -> None:
+        """Reconcile every CR of this namespace now (its labels, hence its grants, changed)."""
+        for loop in self._loops.values():
+            if (loop.body.get("metadata") or {}).get("namespace") == namespace:
+                loop.wake.set()
+
     def wake_all(self) -> None:
         """Reconcile every CR now (the tenancy policy changed)."""
         for loop in self._loops.values():
