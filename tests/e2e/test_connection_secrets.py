@@ -9,54 +9,20 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fixtures_kube import KubeCluster, wait_until
-from operator_process import Operator, cr_status, is_ready, operator_process, serving
-from processes import free_port
-from tenancy import granted
+from operator_process import Operator, cr_status, is_ready
 
-pytestmark = [pytest.mark.kube, pytest.mark.host]
+pytestmark = [
+    pytest.mark.kube,
+    pytest.mark.host,
+    pytest.mark.host_args("--access-log"),
+    pytest.mark.operator_settings(POLL_READY_SECONDS="1"),
+]
 
 GROUP = "database.takoform.io/v1"
-
-
-@pytest.fixture
-def running(
-    kube_cluster: KubeCluster,
-    kube_crds: list[Any],
-    kube_namespace: str,
-    host_factory: Any,
-    tmp_path: Path,
-) -> Iterator[tuple[Operator, Any, str]]:
-    """The operator for the test's namespace (re-observing every second) and a host that logs
-    every request, the namespace granted space team-a on it."""
-    host = host_factory(commit_delay=0.1, extra_args=("--access-log",))
-    with host.api() as api:
-        api.put("/v1alpha3/spaces/team-a").raise_for_status()
-    port = free_port()
-    log = tmp_path / "operator.log"
-    with (
-        granted(kube_cluster, kube_namespace, ["team-a"]),
-        operator_process(
-            kube_cluster.kubeconfig,
-            host,
-            kube_namespace,
-            log,
-            METRICS_PORT=str(port),
-            POLL_READY_SECONDS="1",
-        ) as process,
-    ):
-        operator = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
-        try:
-            wait_until(lambda: serving(operator), "the operator's metrics endpoint", timeout=30)
-            yield operator, host, kube_namespace
-        except BaseException:
-            print(operator.log_tail())
-            raise
 
 
 def _manifest(kind: str, name: str, parameters: dict[str, Any], **spec: Any) -> str:
@@ -115,9 +81,9 @@ def _reads_of(host: Any, kind: str, name: str) -> int:
 
 
 def test_sensitive_outputs_go_to_an_owned_secret_and_nowhere_else(
-    running: tuple[Operator, Any, str], kube_cluster: KubeCluster
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
 ) -> None:
-    operator, host, namespace = running
+    operator, host, namespace = operator
     kube_cluster.apply(_manifest("PostgresInstance", "orders", POSTGRES), namespace=namespace)
     wait_until(
         lambda: is_ready(kube_cluster, namespace, "orders", "postgresinstance"), "orders Ready"
@@ -215,9 +181,9 @@ def _secret_version(cluster: KubeCluster, namespace: str, name: str) -> str:
 
 
 def test_a_named_secret_is_kept_on_orphan_and_collected_on_delete(
-    running: tuple[Operator, Any, str], kube_cluster: KubeCluster
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
 ) -> None:
-    _, host, namespace = running
+    _, host, namespace = operator
     # A custom name, deletionPolicy Orphan.
     kube_cluster.apply(
         _manifest(
@@ -265,9 +231,9 @@ def test_a_named_secret_is_kept_on_orphan_and_collected_on_delete(
 
 
 def test_a_secret_that_is_not_ours_is_left_alone(
-    running: tuple[Operator, Any, str], kube_cluster: KubeCluster
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
 ) -> None:
-    _, _, namespace = running
+    _, _, namespace = operator
     kube_cluster.kubectl(
         "create", "secret", "generic", "app-credentials", "--from-literal=password=mine",
         namespace=namespace,

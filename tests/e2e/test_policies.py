@@ -6,61 +6,27 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fixtures_kube import KubeCluster, wait_until
-from operator_process import Operator, condition_of, cr_status, is_ready, operator_process, serving
-from processes import free_port
-from tenancy import granted
+from operator_process import Operator, condition_of, cr_status, is_ready
 
 from takoform_operator.registry_data import load_registry
 from takoform_spec.identity import FormLine
 
-pytestmark = [pytest.mark.kube, pytest.mark.host]
+pytestmark = [
+    pytest.mark.kube,
+    pytest.mark.host,
+    pytest.mark.host_args("--access-log"),
+]
 
 REF = load_registry().default_create_ref(FormLine("storage.takoform.io/v1", "Bucket"))
 assert REF is not None
 EXACT = {"definitionVersion": REF.definition_version, "schemaDigest": REF.schema_digest}
 RESOURCES = "/v1alpha3/spaces/team-a/forms/storage.takoform.io/v1/Bucket/resources"
 PAUSED = "takoform.io/paused"
-
-
-@pytest.fixture
-def watched(
-    kube_cluster: KubeCluster,
-    kube_crds: list[Any],
-    kube_namespace: str,
-    host_factory: Any,
-    tmp_path: Path,
-) -> Iterator[tuple[Operator, Any, str]]:
-    """The operator for the test's namespace (re-observing every 2 s) over a reference host
-    that logs every request; the namespace is granted space team-a on it."""
-    host = host_factory(commit_delay=0.1, extra_args=("--access-log",))
-    with host.api() as api:
-        api.put("/v1alpha3/spaces/team-a").raise_for_status()
-    port = free_port()
-    log = tmp_path / "operator.log"
-    with (
-        granted(kube_cluster, kube_namespace, ["team-a"]),
-        operator_process(
-            kube_cluster.kubeconfig,
-            host,
-            kube_namespace,
-            log,
-            METRICS_PORT=str(port),
-            POLL_READY_SECONDS="2",
-        ) as process,
-    ):
-        running = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
-        try:
-            wait_until(lambda: serving(running), "the operator's metrics endpoint", timeout=30)
-            yield running, host, kube_namespace
-        except BaseException:
-            print(running.log_tail())
-            raise
 
 
 def bucket(name: str, size: int = 10, **spec: Any) -> str:
@@ -124,9 +90,9 @@ def events(cluster: KubeCluster, namespace: str, name: str) -> list[tuple[str, s
 
 
 def test_a_pause_stops_every_host_request_and_unpausing_resumes(
-    watched: tuple[Operator, Any, str], kube_cluster: KubeCluster
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
 ) -> None:
-    running, host, namespace = watched
+    running, host, namespace = operator
     log = RequestLog(host)
     kube_cluster.apply(bucket("quiet"), namespace=namespace)
     wait_until(lambda: is_ready(kube_cluster, namespace, "quiet"), "Bucket quiet Ready", timeout=60)
@@ -204,9 +170,9 @@ def test_a_pause_stops_every_host_request_and_unpausing_resumes(
 
 
 def test_an_orphan_deletion_of_a_paused_cr_sends_nothing(
-    watched: tuple[Operator, Any, str], kube_cluster: KubeCluster
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
 ) -> None:
-    _running, host, namespace = watched
+    _running, host, namespace = operator
     log = RequestLog(host)
     kube_cluster.apply(bucket("kept", deletionPolicy="Orphan"), namespace=namespace)
     wait_until(lambda: is_ready(kube_cluster, namespace, "kept"), "Bucket kept Ready", timeout=60)
@@ -222,9 +188,9 @@ def test_an_orphan_deletion_of_a_paused_cr_sends_nothing(
 
 
 def test_observe_reports_drift_without_a_mutation_and_full_then_updates_once(
-    watched: tuple[Operator, Any, str], kube_cluster: KubeCluster
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
 ) -> None:
-    _running, host, namespace = watched
+    _running, host, namespace = operator
     log = RequestLog(host)
     with host.api() as api:
         api.put(
@@ -272,9 +238,9 @@ def test_observe_reports_drift_without_a_mutation_and_full_then_updates_once(
 
 
 def test_observe_neither_creates_nor_deletes(
-    watched: tuple[Operator, Any, str], kube_cluster: KubeCluster
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
 ) -> None:
-    _running, host, namespace = watched
+    _running, host, namespace = operator
     log = RequestLog(host)
     log.mark()
     kube_cluster.apply(bucket("absent", managementPolicy="Observe"), namespace=namespace)
