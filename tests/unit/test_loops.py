@@ -138,3 +138,27 @@ async def test_a_namespace_change_wakes_only_the_loops_of_that_namespace() -> No
     assert sorted(namespaces[:2]) == ["team-a", "team-b"]
     assert namespaces[2:] == ["team-a", "team-b"]
     await loops.close()
+
+
+async def test_a_watch_event_older_than_our_own_write_neither_wakes_nor_replaces_it() -> None:
+    # The watch can lag behind the operator's own writes (a new leader's watch, a busy API
+    # server): the event of the finalizer it added arrives after it recorded the target. Acting
+    # on that event would decide from a status without the target, and send the create again.
+    recorder = _Recorder()
+    loops = _loops(recorder)
+    loops.seen("u-1", _body(metadata={"resourceVersion": "10", "finalizers": []}))
+    await recorder.next_run()
+    recorded = {"observedGeneration": 1, "space": "team-a", "name": "logs"}
+    written = _body(metadata={"resourceVersion": "12"}, status=recorded)
+    loops.wrote("u-1", written)
+    loops.seen("u-1", _body(metadata={"resourceVersion": "11"}))  # the finalizer's event, late
+    loops.wake("u-1")  # e.g. its pending operation's next look
+    await recorder.next_run()
+    assert recorder.runs[1].get("status") == recorded, "decided from the stale body"
+    loops.seen("u-1", {**written, "status": {**recorded, "revision": "3"}})  # the echo
+    newer = _body(2, metadata={"resourceVersion": "13"}, status=recorded)  # a spec edit
+    loops.seen("u-1", newer)
+    await recorder.next_run()
+    assert recorder.runs[2]["metadata"]["generation"] == 2
+    assert len(recorder.runs) == 3
+    await loops.close()

@@ -14,6 +14,7 @@ from typing import Any
 from takoform_operator.core.ownership import Claimant, Identity, owner
 from takoform_operator.core.tenancy import DEFAULT_HOST
 from takoform_operator.kube.crs import ANY_DEFAULT, claimant_of
+from takoform_operator.kube.freshness import older, resource_version
 
 
 class ClaimBook:
@@ -26,11 +27,19 @@ class ClaimBook:
         self._default_host = default_host
         self._by_uid: dict[str, tuple[Identity, Claimant]] = {}
         self._by_identity: dict[Identity, dict[str, Claimant]] = {}
+        #: CR uid -> the resourceVersion of the newest body seen (kube.freshness).
+        self._versions: dict[str, str] = {}
 
     def observe(self, body: Mapping[str, Any]) -> None:
-        """Record what this CR body names now (replacing what it named before)."""
+        """Record what this CR body names now (replacing what it named before), unless the
+        body is older than the last one seen: a late watch event must not undo a claim the
+        operator has just written (kube.freshness)."""
         uid = str((body.get("metadata") or {}).get("uid", ""))
+        version = resource_version(body)
+        if older(version, self._versions.get(uid, "")):
+            return
         self.forget(uid)
+        self._versions[uid] = version
         entry = claimant_of(body)
         if entry is None:
             return
@@ -42,6 +51,7 @@ class ClaimBook:
         """The CR is gone (or names nothing any more): it releases what it named. Returns the
         CRs that may own the identity now: the others naming it, when the CR that went was
         its owner; nobody's standing changes when a non-owner goes."""
+        self._versions.pop(uid, None)
         old = self._by_uid.pop(uid, None)
         if old is None:
             return ()

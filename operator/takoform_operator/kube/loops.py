@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from takoform_operator.kube.freshness import older, resource_version
+
 logger = logging.getLogger("takoform_operator")
 
 #: What a loop runs: one reconcile of this body; returns seconds until the next one, or None to
@@ -80,11 +82,15 @@ class ReconcileLoops:
         return len(self._loops)
 
     def seen(self, uid: str, body: Mapping[str, Any]) -> None:
-        """A watch event (or the listing at start-up) delivered this body."""
+        """A watch event (or the listing at start-up) delivered this body. One older than the
+        body the loop holds (its echo lags behind a write of ours) is dropped: a reconcile of it
+        would decide from a status without what was just recorded."""
+        loop = self._loops.get(uid)
+        if loop is not None and older(resource_version(body), resource_version(loop.body)):
+            return
         trigger = Trigger.of(body, self._watched, self._finalizer)
         changed = self._triggers.get(uid) != trigger
         self._triggers[uid] = trigger
-        loop = self._loops.get(uid)
         if loop is None:
             loop = self._loops[uid] = _Loop(body)
             loop.task = asyncio.get_running_loop().create_task(
