@@ -14,7 +14,6 @@ the port and resolves no name)."""
 from __future__ import annotations
 
 import base64
-import ipaddress
 import json
 import os
 import re
@@ -32,6 +31,7 @@ import pytest
 import yaml
 from fixtures_helm import CHART
 from fixtures_kube import KubeCluster, localcluster, wait_until
+from loopback import sockets_of
 from operator_process import Operator, operator_process, serving
 from processes import free_port
 from tenancy import granted
@@ -367,33 +367,6 @@ def _ready(url: str) -> bool:
         return False
 
 
-def sockets_of(pid: int) -> list[tuple[str, str, str]]:
-    """(state, local, peer) of every TCP and UDP socket of process `pid` (`ss`)."""
-    out = subprocess.run(["ss", "-tuanpH"], capture_output=True, text=True, check=True).stdout
-    found = []
-    for line in out.splitlines():
-        fields = line.split()
-        if len(fields) >= 7 and f"pid={pid}," in line:
-            found.append((fields[1], fields[4], fields[5]))
-    return found
-
-
-def _on_loopback(socket: tuple[str, str, str]) -> bool:
-    """Bound to loopback, and either listening (no peer: port `*`) or talking to loopback."""
-    _state, local, peer = socket
-    return _loopback(local) and (peer.endswith(":*") or _loopback(peer))
-
-
-def _loopback(address: str) -> bool:
-    host = address.rsplit(":", 1)[0].strip("[]").split("%", 1)[0]
-    if host == "*":
-        return False
-    ip = ipaddress.ip_address(host)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
-
-
 # -- the test ------------------------------------------------------------------------------------
 
 
@@ -499,10 +472,10 @@ def test_prometheus_discovers_the_operator_and_the_blocked_alert_names_the_cr(
             raise
         api_server = kube.server.removeprefix("https://")
         for pid in (prom.pid, control.pid, process.pid):
-            sockets = sockets_of(pid)
-            off = [s for s in sockets if not _on_loopback(s)]
+            sockets = sockets_of([pid])
+            off = [s.line for s in sockets if not s.on_loopback]
             assert off == [], f"sockets of pid {pid} off loopback: {off}"
-            assert any(s[0] == "ESTAB" and s[2] == api_server for s in sockets), (
+            assert any(s.state == "ESTAB" and s.peer == api_server for s in sockets), (
                 f"pid {pid} holds no connection to the API server {api_server}: {sockets}"
             )
 

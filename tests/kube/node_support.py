@@ -3,14 +3,12 @@ check (every socket of the cluster and its pods on loopback)."""
 
 from __future__ import annotations
 
-import ipaddress
-import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fixtures_kube import KubeCluster
+from loopback import off_loopback
 
 
 @dataclass
@@ -48,36 +46,7 @@ def _our_pids(node: NodeCluster) -> set[int]:
     return pids
 
 
-def _loopback(address: str) -> bool:
-    host = address.rsplit(":", 1)[0].strip("[]")
-    if host in ("*", "0.0.0.0", "::"):
-        return False
-    host = host.split("%", 1)[0]
-    ip = ipaddress.ip_address(host)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
-
-
 def assert_loopback_only(node: NodeCluster) -> None:
     """Every TCP/UDP socket of ours (`ss`) is bound to, and talks to, loopback only."""
-    out = subprocess.run(["ss", "-tunapH"], capture_output=True, text=True, check=True).stdout
-    ours = _our_pids(node)
-    offending = []
-    for line in out.splitlines():
-        fields = line.split()
-        if len(fields) < 6:
-            continue
-        local, peer = fields[4], fields[5]
-        pids = {int(p) for p in re.findall(r"pid=(\d+)", line)}
-        if not pids & ours:
-            continue
-        peer_ok = peer.rsplit(":", 1)[0] in (
-            "*",
-            "0.0.0.0",
-            "[::]",
-            "[::ffff:0.0.0.0]",
-        ) or _loopback(peer)
-        if not (_loopback(local) and peer_ok):
-            offending.append(line)
+    offending = [s.line for s in off_loopback(_our_pids(node))]
     assert offending == [], "sockets off loopback:\n" + "\n".join(offending)
