@@ -61,7 +61,8 @@ class Metrics:
         )
         self.pending = Gauge(
             "takoform_resource_pending_operation",
-            "1 while the resource has a host operation accepted and not yet seen settled.",
+            "1 while the resource has a host operation accepted and not yet seen settled (no "
+            "series otherwise).",
             ["namespace", "name", "kind"],
             registry=self.registry,
         )
@@ -124,7 +125,12 @@ class Metrics:
             degraded_reason = str(true[ConditionType.DEGRADED])
             self.degraded.labels(*key, degraded_reason).set(1)
             self._degraded_reasons[key] = degraded_reason
-        self.pending.labels(*key).set(1 if outcome.state.pending else 0)
+        if outcome.state.pending:
+            self.pending.labels(*key).set(1)
+        else:
+            # No series while nothing is pending: a zero per settled resource is only load.
+            with contextlib.suppress(KeyError):
+                self.pending.remove(*key)
 
     def loop_lagged(self, seconds: float) -> None:
         self.loop_lag.observe(seconds)

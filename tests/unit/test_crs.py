@@ -120,6 +120,23 @@ def test_metrics_series_of_a_resource_go_away_with_it() -> None:
     assert metrics.registry.get_sample_value("takoform_resource_pending_operation", labels) is None
 
 
+def test_the_pending_series_exists_only_while_an_operation_is_pending() -> None:
+    # A series per settled resource would be thousands of zeros for Prometheus to store, and
+    # memory in the operator; the alert asks for == 1 only.
+    metrics = Metrics(CollectorRegistry())
+    labels = {"namespace": "demo", "name": "logs", "kind": "Bucket"}
+    pending = Outcome(State(pending=Pending("op", Verb.CREATE)), (), 2.0)
+    settled = Outcome(
+        State(uid="u"), (Condition(ConditionType.READY, True, Reason.AVAILABLE, "ok"),), None
+    )
+    metrics.reconciled(_body(), settled, 0.1)
+    assert metrics.registry.get_sample_value("takoform_resource_pending_operation", labels) is None
+    metrics.reconciled(_body(), pending, 0.1)
+    assert metrics.registry.get_sample_value("takoform_resource_pending_operation", labels) == 1.0
+    metrics.reconciled(_body(), settled, 0.1)
+    assert metrics.registry.get_sample_value("takoform_resource_pending_operation", labels) is None
+
+
 def test_a_deletion_reads_the_recorded_identity_when_the_spec_no_longer_parses() -> None:
     """A CR that claimed its target and then got a malformed pin must still finish deleting:
     deletion goes to what was recorded and needs nothing else from the spec."""
