@@ -162,3 +162,23 @@ async def test_a_watch_event_older_than_our_own_write_neither_wakes_nor_replaces
     assert recorder.runs[2]["metadata"]["generation"] == 2
     assert len(recorder.runs) == 3
     await loops.close()
+
+
+async def test_idle_loops_hold_no_task_and_still_come_back_on_time_or_when_woken() -> None:
+    # Thousands of settled CRs wait at once: each must cost a timer, not a task.
+    recorder = _Recorder()
+    loops = _loops(recorder)
+    before = asyncio.all_tasks()
+    for i in range(50):
+        loops.seen(f"u-{i}", _body(metadata={"uid": f"u-{i}"}))
+    started = asyncio.all_tasks() - before
+    assert len(started) == 50
+    await asyncio.wait(started, timeout=TIMEOUT)  # every CR ran once and went idle
+    assert len(recorder.runs) == 50
+    assert asyncio.all_tasks() == before
+    recorder.delay = 0.01
+    loops.wake("u-7")
+    await recorder.next_run()
+    await recorder.next_run()  # its own short delay brought it back, from a timer
+    assert {run["metadata"]["uid"] for run in recorder.runs[50:]} == {"u-7"}
+    await loops.close()

@@ -1,7 +1,8 @@
 """Level-triggered reconcile loops: one per CR, woken by what the CR says, not by kopf's memory.
 
-Each CR has at most one loop task. A loop reconciles the CR's latest body, then waits for the
-delay its outcome asked for, or for a kick, whichever comes first. A watch event kicks the loop
+Each CR runs at most one reconcile at a time. A loop reconciles the CR's latest body, then
+waits for the delay its outcome asked for, or for a kick, whichever comes first; while it waits
+it holds a timer, not a task. A watch event kicks the loop
 at once only when it carries something a reconcile must act on (`Trigger`): a new generation,
 an annotation the operator reads, a status that is missing or lags, a finalizer just added. The
 echo of the operator's own status write carries nothing new and wakes nobody.
@@ -53,11 +54,25 @@ class Trigger:
         )
 
 
+def kept(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What a loop keeps of a CR body: all of it but metadata.managedFields (the API server's
+    field ownership, never read here, and about 40 % of a CR's JSON: thousands of CRs are held
+    at once)."""
+    metadata = body.get("metadata") or {}
+    if "managedFields" not in metadata:
+        return dict(body)
+    return {**body, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
+
+
 class _Loop:
+    """A CR's loop. Between two reconciles it holds no task, only a timer: thousands of idle
+    CRs cost a timer each, not a task, a coroutine and a waiter each."""
+
     def __init__(self, body: Mapping[str, Any]) -> None:
         self.body = body
-        self.wake = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[None] | None = None  # a reconcile running or waiting for a slot
+        self.timer: asyncio.TimerHandle | None = None  # the next reconcile, when idle
+        self.kicked = False  # woken while its task ran: run again right after
 
 
 class ReconcileLoops:
@@ -88,67 +103,93 @@ class ReconcileLoops:
         loop = self._loops.get(uid)
         if loop is not None and older(resource_version(body), resource_version(loop.body)):
             return
+        body = kept(body)
         trigger = Trigger.of(body, self._watched, self._finalizer)
         changed = self._triggers.get(uid) != trigger
         self._triggers[uid] = trigger
         if loop is None:
             loop = self._loops[uid] = _Loop(body)
-            loop.task = asyncio.get_running_loop().create_task(
-                self._forever(uid, loop), name=f"reconcile {uid}"
-            )
+            self._start(uid, loop)
             return
         loop.body = body
         if changed:
-            loop.wake.set()
+            self._start(uid, loop)
 
     def wrote(self, uid: str, body: Mapping[str, Any]) -> None:
         """The operator itself wrote this body: its echo must not wake the loop again."""
         self._triggers[uid] = Trigger.of(body, self._watched, self._finalizer)
         loop = self._loops.get(uid)
         if loop is not None:
-            loop.body = body
+            loop.body = kept(body)
 
     def wake(self, uid: str) -> None:
         """Reconcile this CR now (something it depends on changed, e.g. an owner went away)."""
         loop = self._loops.get(uid)
         if loop is not None:
-            loop.wake.set()
+            self._start(uid, loop)
 
     def wake_namespace(self, namespace: str) -> None:
         """Reconcile every CR of this namespace now (its labels, hence its grants, changed)."""
-        for loop in self._loops.values():
+        for uid, loop in list(self._loops.items()):
             if (loop.body.get("metadata") or {}).get("namespace") == namespace:
-                loop.wake.set()
+                self._start(uid, loop)
 
     def wake_all(self) -> None:
         """Reconcile every CR now (the tenancy policy changed)."""
-        for loop in self._loops.values():
-            loop.wake.set()
+        for uid, loop in list(self._loops.items()):
+            self._start(uid, loop)
 
     def stop(self, uid: str) -> None:
         """The CR is gone or being deleted: its loop ends. A reconcile already running is not
         cancelled (the per-CR lock orders it before the delete handler's)."""
         self._triggers.pop(uid, None)
         loop = self._loops.pop(uid, None)
-        if loop is not None:
-            loop.wake.set()
+        if loop is not None and loop.timer is not None:
+            loop.timer.cancel()
 
     async def close(self) -> None:
-        tasks = [loop.task for loop in self._loops.values() if loop.task is not None]
+        loops = list(self._loops.values())
         self._loops.clear()
+        tasks = [loop.task for loop in loops if loop.task is not None]
+        for loop in loops:
+            if loop.timer is not None:
+                loop.timer.cancel()
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _forever(self, uid: str, loop: _Loop) -> None:
-        while self._loops.get(uid) is loop:
-            loop.wake.clear()
-            async with self._slots:
-                delay = await self._run(loop.body)
-            if delay is None:
-                self._loops.pop(uid, None)
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(loop.wake.wait(), timeout=delay)
+    def _start(self, uid: str, loop: _Loop) -> None:
+        """Reconcile now: a task if none runs, else one more run right after the current one."""
+        if self._loops.get(uid) is not loop:
+            return
+        if loop.task is not None:
+            loop.kicked = True
+            return
+        if loop.timer is not None:
+            loop.timer.cancel()
+            loop.timer = None
+        loop.task = asyncio.get_running_loop().create_task(
+            self._turns(uid, loop), name=f"reconcile {uid}"
+        )
+
+    async def _turns(self, uid: str, loop: _Loop) -> None:
+        """Reconcile until no kick is left, then leave a timer for the next look."""
+        try:
+            while self._loops.get(uid) is loop:
+                async with self._slots:
+                    loop.kicked = False  # a wake while waiting for the slot is served by this run
+                    delay = await self._run(loop.body)
+                if delay is None:
+                    if self._loops.get(uid) is loop:
+                        self._loops.pop(uid, None)
+                    return
+                if not loop.kicked:
+                    if self._loops.get(uid) is loop:
+                        loop.timer = asyncio.get_running_loop().call_later(
+                            delay, self._start, uid, loop
+                        )
+                    return
+        finally:
+            loop.task = None
