@@ -5,7 +5,8 @@ acting on it would mean deciding from a status that lacks what was just recorded
 The API conventions call resourceVersion opaque; the kube-apiserver's etcd3 storage makes it
 the object's modification revision, a decimal integer that grows with every write. Two versions
 are compared only when both are such integers; anything else is never called older (the body
-is taken, as it would be without this check).
+is taken, as it would be without this check). An etcd restored from a backup starts over at
+older revisions: as for every controller, the operator is restarted after such a restore.
 """
 
 from __future__ import annotations
