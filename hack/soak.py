@@ -236,7 +236,7 @@ class Operator:
     def start(self) -> None:
         """Start every replica that is not running."""
         for i, proc in enumerate(self.procs):
-            if proc is not None and proc.poll() is None:
+            if self._alive(proc):
                 continue
             self.started_at = time.monotonic()
             with self.logs[i].open("ab") as sink:
@@ -249,7 +249,16 @@ class Operator:
 
     @property
     def running(self) -> bool:
-        return all(proc is not None and proc.poll() is None for proc in self.procs)
+        """Every replica runs."""
+        return all(self._alive(proc) for proc in self.procs)
+
+    @property
+    def any_running(self) -> bool:
+        return any(self._alive(proc) for proc in self.procs)
+
+    @staticmethod
+    def _alive(proc: subprocess.Popen[bytes] | None) -> bool:
+        return proc is not None and proc.poll() is None
 
     def leader(self) -> int | None:
         """The replica holding the Lease, if one does."""
@@ -278,7 +287,7 @@ class Operator:
 
     def stop(self) -> None:
         for proc in self.procs:
-            if proc is not None and proc.poll() is None:
+            if proc is not None and self._alive(proc):
                 proc.terminate()
                 try:
                     proc.wait(timeout=20)
@@ -516,7 +525,7 @@ class Soak:
         # reconciles (0.3-6 s after it was started).
         alive = time.monotonic() - self.operator.started_at
         time.sleep(max(0.0, self.rng.uniform(*self.plan.lifetime) - alive))
-        if any(p is not None and p.poll() is None for p in self.operator.procs):
+        if self.operator.any_running:
             self.operator.kill()
         time.sleep(self.rng.uniform(*self.plan.down))
         self.operator.start()

@@ -408,48 +408,39 @@ def _register_tenancy(
     book: TenancyBook, loops: ReconcileLoops, kopf_registry: kopf.OperatorRegistry
 ) -> None:
     """Hosts, grants and namespace labels: indexed (complete before any CR is reconciled);
-    a change that may decide a reconcile differently wakes every CR's loop."""
+    a change that may decide a reconcile differently wakes the loops it may concern: a host
+    or grant every CR's, a namespace's labels only its own CRs' (each wake of a Ready CR is a
+    host read)."""
 
-    def feed(observe: Callable[[Any], bool]) -> Callable[..., dict[Any, Any]]:
+    def feed(
+        observe: Callable[[Any], bool], wake: Callable[[str], None]
+    ) -> Callable[..., dict[Any, Any]]:
         def index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
             if observe(body):
-                loops.wake_all()
+                wake(str(body["metadata"]["name"]))
             return {}
 
         return index
 
-    def gone(forget: Callable[[str], bool]) -> Callable[..., Any]:
+    def gone(forget: Callable[[str], bool], wake: Callable[[str], None]) -> Callable[..., Any]:
         async def event(type: str | None, name: str, **_: Any) -> None:
             if type == "DELETED" and forget(name):
-                loops.wake_all()
+                wake(name)
 
         return event
 
-    for plural, observe, forget in (
-        (HOST_PLURAL, book.observe_host, book.forget_host),
-        (GRANT_PLURAL, book.observe_grant, book.forget_grant),
-    ):
-        kopf.index(GROUP, VERSION, plural, id=f"policy-{plural}", registry=kopf_registry)(
-            feed(observe)
+    def everyone(_name: str) -> None:
+        loops.wake_all()
+
+    for group, version, plural, observe, forget, wake in (
+        (GROUP, VERSION, HOST_PLURAL, book.observe_host, book.forget_host, everyone),
+        (GROUP, VERSION, GRANT_PLURAL, book.observe_grant, book.forget_grant, everyone),
+        ("", "v1", "namespaces", book.observe_namespace, book.forget_namespace,
+         loops.wake_namespace),
+    ):  # fmt: skip
+        kopf.index(group, version, plural, id=f"policy-{plural}", registry=kopf_registry)(
+            feed(observe, wake)
         )
-        kopf.on.event(GROUP, VERSION, plural, id=f"gone-{plural}", registry=kopf_registry)(
-            gone(forget)
+        kopf.on.event(group, version, plural, id=f"gone-{plural}", registry=kopf_registry)(
+            gone(forget, wake)
         )
-
-    # A namespace's labels decide only its own CRs' grants: a relabelled or deleted namespace
-    # wakes its CRs, not every CR (each wake of a Ready CR is a host read).
-    def namespace_labels(body: kopf.Body, **_: Any) -> dict[Any, Any]:
-        if book.observe_namespace(body):
-            loops.wake_namespace(str(body["metadata"]["name"]))
-        return {}
-
-    async def namespace_gone(type: str | None, name: str, **_: Any) -> None:
-        if type == "DELETED" and book.forget_namespace(name):
-            loops.wake_namespace(name)
-
-    kopf.index("", "v1", "namespaces", id="namespace-labels", registry=kopf_registry)(
-        namespace_labels
-    )
-    kopf.on.event("", "v1", "namespaces", id="namespace-gone", registry=kopf_registry)(
-        namespace_gone
-    )
