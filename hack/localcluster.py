@@ -274,7 +274,7 @@ def _ec_key(name: str, cwd: Path) -> None:
     _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", name, cwd=cwd)
 
 
-def _signed_cert(
+def signed_cert(
     cwd: Path, name: str, subject: str, extensions: str, days: int = 7
 ) -> tuple[Path, Path]:
     """Make <name>.key and <name>.crt signed by ca.key; `extensions` is an x509v3 section."""
@@ -292,62 +292,74 @@ def _signed_cert(
     return cwd / f"{name}.crt", cwd / f"{name}.key"
 
 
-def make_pki(pki: Path) -> None:
-    """A throwaway CA; the API server's serving cert; client certs for the admin (in
-    system:masters) and for the controller-manager; the ServiceAccount token signing key."""
+CLIENT_CERT = (
+    "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n"
+)
+
+
+def server_cert(*addresses: str) -> str:
+    """The x509v3 section of a serving certificate for these IP addresses and DNS names."""
+    names = ",".join(
+        ("IP:" if address[:1].isdigit() else "DNS:") + address for address in addresses
+    )
+    return (
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+        f"extendedKeyUsage=serverAuth\nsubjectAltName={names}\n"
+    )
+
+
+def make_ca(pki: Path, subject: str = "/CN=takoform-local-ca") -> Path:
+    """A throwaway CA: pki/ca.key and pki/ca.crt, which `signed_cert(pki, ...)` signs with."""
     pki.mkdir(parents=True, exist_ok=True)
     _ec_key("ca.key", pki)
     _openssl(
-        "req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=takoform-local-ca",
+        "req", "-x509", "-new", "-key", "ca.key", "-subj", subject,
         "-days", "7", "-sha256", "-out", "ca.crt",
         "-addext", "basicConstraints=critical,CA:TRUE",
         "-addext", "keyUsage=critical,keyCertSign,cRLSign",
         cwd=pki,
     )  # fmt: skip
-    client = (
-        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
-        "extendedKeyUsage=clientAuth\n"
-    )
-    _signed_cert(
+    return pki / "ca.crt"
+
+
+def make_pki(pki: Path) -> None:
+    """A throwaway CA; the API server's serving cert; client certs for the admin (in
+    system:masters) and for the controller-manager; the ServiceAccount token signing key."""
+    make_ca(pki)
+    signed_cert(
         pki,
         "apiserver",
         "/CN=kube-apiserver",
-        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
-        "extendedKeyUsage=serverAuth\n"
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes,"
-        "DNS:kubernetes.default,DNS:kubernetes.default.svc\n",
-    )
-    _signed_cert(pki, "admin", "/O=system:masters/CN=takoform-admin", client)
+        server_cert(
+            "127.0.0.1", "localhost", "10.0.0.1", "kubernetes", "kubernetes.default",
+            "kubernetes.default.svc",
+        ),
+    )  # fmt: skip
+    signed_cert(pki, "admin", "/O=system:masters/CN=takoform-admin", CLIENT_CERT)
     # The built-in RBAC role system:kube-controller-manager is bound to this user name.
-    _signed_cert(pki, "controller-manager", "/CN=system:kube-controller-manager", client)
+    signed_cert(pki, "controller-manager", "/CN=system:kube-controller-manager", CLIENT_CERT)
     # The API server's client certificate towards kubelets (logs, exec, port-forward).
-    _signed_cert(pki, "apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver", client)
+    signed_cert(pki, "apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver", CLIENT_CERT)
     _ec_key("sa.key", pki)
     _openssl("ec", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
 
 
-_CLIENT_CERT = (
-    "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n"
-)
-
-
 def make_scheduler_pki(pki: Path) -> None:
-    _signed_cert(pki, "scheduler", "/CN=system:kube-scheduler", _CLIENT_CERT)
+    signed_cert(pki, "scheduler", "/CN=system:kube-scheduler", CLIENT_CERT)
 
 
 def make_node_pki(pki: Path, node: NodeSpec) -> None:
     """Certificates of a node's kubelet: its client certificate (the Node authorizer's
     system:node:<name> in system:nodes) and its serving certificate for its address."""
-    _signed_cert(
+    signed_cert(
         pki, f"kubelet-client{node.cert_suffix}",
-        f"/O=system:nodes/CN=system:node:{node.name}", _CLIENT_CERT,
+        f"/O=system:nodes/CN=system:node:{node.name}", CLIENT_CERT,
     )  # fmt: skip
-    _signed_cert(
+    signed_cert(
         pki,
         f"kubelet-serving{node.cert_suffix}",
         f"/CN={node.name}",
-        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
-        f"extendedKeyUsage=serverAuth\nsubjectAltName=IP:{node.name}\n",
+        server_cert(node.name),
     )
 
 

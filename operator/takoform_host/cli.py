@@ -3,6 +3,7 @@
     takoform-host serve --db PATH --listen 127.0.0.1:PORT [--token-file F] [--admin-token-file F]
                         [--package FILE ...] [--commit-delay S] [--retention S]
                         [--misbehave NAME ...] [--max-body BYTES] [--space NAME ...]
+                        [--tls-cert F --tls-key F [--tls-client-ca F]]
 
 Tokens also come from the environment: TAKOFORM_HOST_TOKENS (comma separated) and
 TAKOFORM_HOST_ADMIN_TOKEN. See docs/reference-host.md.
@@ -14,8 +15,10 @@ import argparse
 import logging
 import os
 import sqlite3
+import ssl
 import sys
 from pathlib import Path
+from typing import Any
 
 from takoform_spec.errors import TakoformError
 
@@ -99,6 +102,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="create this space at start-up if missing (repeatable)",
     )
+    serve.add_argument(
+        "--tls-cert", type=Path, metavar="FILE", help="serve HTTPS with this certificate (PEM)"
+    )
+    serve.add_argument("--tls-key", type=Path, metavar="FILE", help="the certificate's key (PEM)")
+    serve.add_argument(
+        "--tls-client-ca",
+        type=Path,
+        metavar="FILE",
+        help="require a client certificate signed by a CA of this bundle (PEM; needs --tls-cert)",
+    )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--access-log", action="store_true", help="log every request")
     return parser
@@ -120,6 +133,32 @@ def _read_tokens(path: Path | None, env: str, *, split: bool) -> list[str]:
 def fail(message: str) -> int:
     print(f"takoform-host: error: {message}", file=sys.stderr)
     return 2
+
+
+def _tls_options(args: argparse.Namespace) -> dict[str, Any]:
+    """uvicorn's TLS settings from the flags; ValueError names what is wrong."""
+    if args.tls_cert is None and args.tls_key is None:
+        if args.tls_client_ca is not None:
+            raise ValueError("--tls-client-ca needs --tls-cert and --tls-key")
+        return {}
+    if args.tls_cert is None or args.tls_key is None:
+        raise ValueError("--tls-cert and --tls-key go together")
+    files = [args.tls_cert, args.tls_key] + ([args.tls_client_ca] if args.tls_client_ca else [])
+    for path in files:
+        if not path.is_file():
+            raise ValueError(f"{path}: no such file")
+    # Load once here so a bad certificate or key is one clear line, not uvicorn's traceback.
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.tls_client_ca is not None:
+            context.load_verify_locations(args.tls_client_ca)
+    except ssl.SSLError as exc:
+        raise ValueError(f"cannot load the TLS files: {exc}") from None
+    options: dict[str, Any] = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key}
+    if args.tls_client_ca is not None:
+        options |= {"ssl_ca_certs": str(args.tls_client_ca), "ssl_cert_reqs": ssl.CERT_REQUIRED}
+    return options
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -153,6 +192,10 @@ def serve(args: argparse.Namespace) -> int:
         if not path.is_file():
             return fail(f"--package {path}: no such file")
     try:
+        tls = _tls_options(args)
+    except ValueError as exc:
+        return fail(str(exc))
+    try:
         forms = install(args.package)
     except (TakoformError, OSError) as exc:
         return fail(f"cannot install Form Definitions: {exc}")
@@ -176,10 +219,13 @@ def serve(args: argparse.Namespace) -> int:
     if misbehaviours:
         log.warning("MISBEHAVING on purpose: %s", ", ".join(sorted(misbehaviours)))
     log.info(
-        "%d FormRefs installed; database %s; listening on %s",
+        "%d FormRefs installed; database %s; listening on %s (%s)",
         len(forms.all_refs()),
         args.db,
         args.listen,
+        ("HTTPS, client certificates required" if args.tls_client_ca else "HTTPS")
+        if tls
+        else "plain HTTP",
     )
     app = HostApp(host, Auth(tokens, admin_tokens), args.max_body).build()
     config = uvicorn.Config(
@@ -193,6 +239,7 @@ def serve(args: argparse.Namespace) -> int:
         log_config=None,
         lifespan="on",
         timeout_graceful_shutdown=5,
+        **tls,
     )
     uvicorn.Server(config).run()
     return 0

@@ -46,6 +46,25 @@ def test_refuses_to_start(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--tls-cert", "PEM"), "--tls-cert and --tls-key go together"),
+        (("--tls-client-ca", "PEM"), "--tls-client-ca needs --tls-cert and --tls-key"),
+        (("--tls-cert", "/nonexistent.crt", "--tls-key", "PEM"), "/nonexistent.crt: no such file"),
+        (("--tls-cert", "PEM", "--tls-key", "PEM"), "cannot load the TLS files"),
+    ],
+)
+def test_bad_tls_flags_are_refused(tmp_path: Path, flags: tuple[str, ...], message: str) -> None:
+    not_pem = tmp_path / "not.pem"
+    not_pem.write_text("not a certificate\n", encoding="utf-8")
+    args = [str(not_pem) if flag == "PEM" else flag for flag in flags]
+    result = _serve(tmp_path, *args, tokens="t")
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_a_broken_package_file_is_refused(tmp_path: Path) -> None:
     package = tmp_path / "broken.yaml"
     package.write_text("apiVersion: x\nkind: [\n", encoding="utf-8")

@@ -1,9 +1,9 @@
 """pytest fixtures for tests that need the reference host as a real process.
 
 - ``host_factory`` (function): ``host_factory(misbehaviours=(), commit_delay=0.05,
-  retention=3600, packages=(), extra_args=())`` starts a ``takoform-host serve`` subprocess on a
-  free loopback port with a fresh database and returns a ``HostProcess``. Every host it started is
-  stopped at teardown; when the test failed, the host's log tail is printed.
+  retention=3600, packages=(), extra_args=(), tls=None)`` starts a ``takoform-host serve``
+  subprocess on a free loopback port with a fresh database and returns a ``HostProcess``. Every
+  host it started is stopped at teardown; when the test failed, the host's log tail is printed.
 - ``reference_host`` (session): one shared conforming host (commit delay 0.05 s). Tests must not
   change its misbehaviours or faults: use ``host_factory`` for that.
 
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from processes import HostProcess
+from processes import HostProcess, HostTls
 
 _FAILED = pytest.StashKey[bool]()
 
@@ -43,6 +43,7 @@ def host_factory(
         retention: float = 3600,
         packages: Sequence[Path | str] = (),
         extra_args: Sequence[str] = (),
+        tls: HostTls | None = None,
     ) -> HostProcess:
         host = HostProcess(
             tmp_path_factory.mktemp("host"),
@@ -51,6 +52,7 @@ def host_factory(
             retention=retention,
             packages=packages,
             extra_args=extra_args,
+            tls=tls,
         )
         started.append(host)
         host.start()

@@ -2,9 +2,10 @@
 
 - ``free_port()``: a loopback TCP port nobody listens on right now.
 - ``HostProcess``: a real ``takoform-host serve`` subprocess on a free loopback port, with its own
-  database, tokens and log file; ``start()`` returns once /healthz answers. On Linux a host gets
-  SIGKILL when the process that started it dies, and every host still running at exit is killed,
-  so no host outlives a test run.
+  database, tokens and log file; ``start()`` returns once /healthz answers. With a ``HostTls``
+  it serves HTTPS (and may require client certificates); the test's own clients use its CA.
+  On Linux a host gets SIGKILL when the process that started it dies, and every host still
+  running at exit is killed, so no host outlives a test run.
 
 The pytest fixtures around them are in fixtures_host.
 """
@@ -17,9 +18,11 @@ import os
 import secrets
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +47,29 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+@dataclass(frozen=True)
+class HostTls:
+    """What a host process serves over TLS, and what the test's own clients use with it."""
+
+    cert: Path
+    key: Path
+    ca: Path  # signed `cert`: the clients verify with it
+    client_ca: Path | None = None  # set: the host requires client certificates it signed
+    client_cert: tuple[Path, Path] | None = None  # what the test's clients present
+
+    def args(self) -> list[str]:
+        args = ["--tls-cert", str(self.cert), "--tls-key", str(self.key)]
+        return args + (["--tls-client-ca", str(self.client_ca)] if self.client_ca else [])
+
+    def context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.ca))
+        if self.client_cert is not None:
+            context.load_cert_chain(*self.client_cert)
+        return context
+
+
 class HostProcess:
-    """A real ``takoform-host serve`` subprocess on a loopback port."""
+    """A real ``takoform-host serve`` subprocess on a loopback port (HTTPS with `tls`)."""
 
     def __init__(
         self,
@@ -56,13 +80,14 @@ class HostProcess:
         retention: float = 3600,
         packages: Sequence[Path | str] = (),
         extra_args: Sequence[str] = (),
+        tls: HostTls | None = None,
     ) -> None:
         self.workdir = workdir
+        self.tls = tls  # read at every start: replace it and restart to rotate certificates
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.db_path = workdir / "host.sqlite"
         self.log_path = workdir / "host.log"
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.token = "tok-" + secrets.token_hex(12)
         self.admin_token = "adm-" + secrets.token_hex(12)
         self.args = [
@@ -85,10 +110,19 @@ class HostProcess:
     def __repr__(self) -> str:
         return f"<HostProcess {self.url} db={self.db_path}>"
 
+    @property
+    def url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    def _http(self) -> dict[str, Any]:
+        """httpx options for the test's own clients of this host."""
+        return {"verify": self.tls.context()} if self.tls else {}
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "takoform_host.cli", "serve", *self.args]
+        tls = self.tls.args() if self.tls else []
+        return [sys.executable, "-m", "takoform_host.cli", "serve", *self.args, *tls]
 
     def start(self) -> None:
         """(Re)start on the same database and port; wait until /healthz answers."""
@@ -127,7 +161,8 @@ class HostProcess:
                 + self.log_tail()
             )
         with contextlib.suppress(httpx.HTTPError):
-            return httpx.get(self.url + "/healthz", timeout=1.0).status_code == 200
+            answer = httpx.get(self.url + "/healthz", timeout=1.0, **self._http())
+            return answer.status_code == 200
         return False
 
     def kill(self) -> None:
@@ -164,7 +199,10 @@ class HostProcess:
     def api(self) -> httpx.Client:
         """A client for the host API (base_url set, bearer token set). Close it (or `with`)."""
         return httpx.Client(
-            base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=10.0
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=10.0,
+            **self._http(),
         )
 
     def admin(self, method: str, path: str, json: object | None = None) -> httpx.Response:
@@ -175,6 +213,7 @@ class HostProcess:
             json=json,
             headers={"Authorization": f"Bearer {self.admin_token}"},
             timeout=10.0,
+            **self._http(),
         )
         if not response.is_success:
             raise RuntimeError(
