@@ -43,7 +43,7 @@ def _conditions() -> dict[str, Any]:
     return {
         "type": "array",
         "description": "Ready: the host answers and accepts the token (reasons Reachable, "
-        "Unreachable, Unauthenticated, SecretNotFound, InvalidHost).",
+        "Unreachable, CertificateUntrusted, Unauthenticated, SecretNotFound, InvalidHost).",
         "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": ["type"],
         "items": {

@@ -55,6 +55,13 @@ class SecretNotFound(HostUnavailable):
     code = "secret_not_found"
 
 
+class HostCertificateUntrusted(HostUnavailable):
+    """The host's TLS certificate did not verify against the CA bundle in use: the host may have
+    moved to a new CA, so the bundle is worth reading again before the next attempt."""
+
+    code = "certificate_untrusted"
+
+
 class HostProtocolError(HostError):
     code = "protocol_error"
 

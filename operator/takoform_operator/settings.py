@@ -99,7 +99,10 @@ class Settings(BaseSettings):
         description="Serve the host_* settings as the host named `default` (docs/tenancy.md).",
     )
     token_refresh_seconds: float = Field(
-        default=30.0, gt=0, description="Re-read host tokens this often (and after a 401)."
+        default=30.0,
+        gt=0,
+        description="Re-read host Secrets (token, CA bundle, client certificate) this often "
+        "(a token also after a 401, the CA bundle after a certificate failed to verify).",
     )
     host_status_seconds: float = Field(
         default=60.0, gt=0, description="Probe each TakoformHost and write its status this often."

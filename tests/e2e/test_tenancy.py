@@ -1,6 +1,7 @@
 """Hosts and tenancy on the real API server with RBAC, against real host processes
-(docs/tenancy.md): two TakoformHosts, token rotation without a restart, namespace users who
-reach only the spaces granted to their namespace, a grant removed while CRs exist."""
+(docs/tenancy.md): two TakoformHosts, token rotation without a restart, a TLS host moved to a
+new CA without a restart, namespace users who reach only the spaces granted to their namespace,
+a grant removed while CRs exist."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from fixtures_helm import CHART
 from fixtures_host import HostProcess
 from fixtures_kube import KubeCluster, wait_until
 from operator_process import condition_of, cr_status, is_ready, operator_process
-from tenancy import grant_manifest, host_manifest, token_secret
+from tenancy import grant_manifest, host_manifest, tls_secrets, token_secret
+from tls import Pki
 
 from takoform_operator.registry_data import load_registry
 from takoform_spec.identity import FormLine
@@ -205,6 +207,67 @@ def test_two_hosts_and_a_token_rotated_without_a_restart(
         for obj in ("takoformhost", "events"):
             dump = kube_cluster.kubectl("get", obj, "-A", "-o", "json").stdout
             assert old not in dump and new not in dump and prod.token not in dump
+
+
+def test_a_host_on_tls_moved_to_a_new_ca_without_a_restart(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    kube_namespace: str,
+    namespaces: Callable[[str], str],
+    policy: Callable[[str], None],
+    host_factory: Any,
+    tmp_path: Path,
+) -> None:
+    """CA bundle and client certificate from Secrets; the host switches to a certificate of a
+    new CA, then the admin updates the bundle: the CRs recover, nothing restarts."""
+    ops, team, pki = kube_namespace, namespaces("tls"), Pki(tmp_path / "pki")
+    host = host_factory(tls=pki.host_tls("server-ca-1", client_ca="client-ca"))
+    with host.api() as api:
+        api.put("/v1alpha3/spaces/team-a").raise_for_status()
+    client = pki.client("client-ca", "operator")
+    token_secret(kube_cluster, ops, "tls-token", host.token)
+    tls_secrets(kube_cluster, ops, ("tls-ca", pki.ca("server-ca-1")), ("tls-client", client))
+    name = f"tls-{uuid.uuid4().hex[:6]}"
+    policy(
+        host_manifest(name, host.url, "tls-token", ca_secret="tls-ca", client_secret="tls-client")
+    )
+    policy(grant_manifest(f"{team}-{name}", name, ["team-a"], [team]))
+
+    def host_reason() -> str | None:
+        found = kube_cluster.kubectl_json("get", "takoformhost", name)
+        return condition_of(found.get("status") or {}, "Ready").get("reason")
+
+    log = tmp_path / "operator.log"
+    with cluster_operator(kube_cluster, host, ops, log, team) as process:
+        kube_cluster.apply(bucket("over-tls", "team-a", hostRef=name), namespace=team)
+        wait_until(lambda: is_ready(kube_cluster, team, "over-tls"), "over-tls Ready")
+        assert host_names(host, "team-a") == {"over-tls"}
+
+        host.stop()
+        host.tls = pki.host_tls("server-ca-2", client_ca="client-ca")
+        host.start()
+        wait_until(lambda: host_reason() == "CertificateUntrusted", "the host's Ready reason")
+        message = condition_of(
+            kube_cluster.kubectl_json("get", "takoformhost", name)["status"], "Ready"
+        )["message"]
+        assert "certificate is not trusted: unable to get local issuer" in message
+
+        patch = {"spec": {"parameters": {"region": "eu-west-1", "sizeGiB": 30}}}
+        kube_cluster.kubectl(
+            "patch", "bucket", "over-tls", "--type=merge", "-p", json.dumps(patch), namespace=team
+        )
+        tls_secrets(kube_cluster, ops, ("tls-ca", pki.ca("server-ca-2")), ("tls-client", client))
+
+        def resized() -> bool:
+            ready = condition_of(cr_status(kube_cluster, team, "over-tls"), "Ready")
+            return ready.get("status") == "True" and ready.get("observedGeneration") == 2
+
+        wait_until(resized, "the update sent over the new CA", timeout=90)
+        assert host_spec(host, "team-a", "over-tls")["sizeGiB"] == 30
+        wait_until(lambda: host_reason() == "Reachable", "the host Ready again")
+        assert process.poll() is None, "the operator did not restart"
+        key = client[1].read_text()
+        assert key.split("\n")[1] not in log.read_text(errors="replace")
 
 
 def _user(cluster: KubeCluster, namespace: str, name: str) -> str:

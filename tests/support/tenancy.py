@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 GROUP_VERSION = "operator.takoform.io/v1alpha1"
@@ -56,17 +57,50 @@ def token_secret(cluster: Any, namespace: str, name: str, token: str) -> None:
     cluster.apply(json.dumps(secret))
 
 
-def host_manifest(name: str, url: str, secret: str, *, default: bool = False) -> str:
+def tls_secrets(
+    cluster: Any, namespace: str, ca: tuple[str, Path], client: tuple[str, tuple[Path, Path]]
+) -> None:
+    """Create or replace a host's CA bundle Secret (key ca.crt) and client certificate Secret
+    (kubernetes.io/tls) from PEM files."""
+    (ca_name, ca_file), (client_name, (cert, key)) = ca, client
+    for name, kind, data in (
+        (ca_name, "Opaque", {"ca.crt": ca_file}),
+        (client_name, "kubernetes.io/tls", {"tls.crt": cert, "tls.key": key}),
+    ):
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": kind,
+            "metadata": {"name": name, "namespace": namespace},
+            "stringData": {key_: path.read_text() for key_, path in data.items()},
+        }
+        cluster.apply(json.dumps(secret))
+
+
+def host_manifest(
+    name: str,
+    url: str,
+    secret: str,
+    *,
+    default: bool = False,
+    ca_secret: str | None = None,
+    client_secret: str | None = None,
+) -> str:
+    spec: dict[str, Any] = {
+        "url": url,
+        "tokenSecretRef": {"name": secret, "key": "token"},
+        "timeoutSeconds": 5,
+        "default": default,
+    }
+    if ca_secret is not None:
+        spec["caBundleSecretRef"] = {"name": ca_secret}
+    if client_secret is not None:
+        spec["clientCertSecretRef"] = {"name": client_secret}
     return json.dumps(
         {
             "apiVersion": GROUP_VERSION,
             "kind": "TakoformHost",
             "metadata": {"name": name},
-            "spec": {
-                "url": url,
-                "tokenSecretRef": {"name": secret, "key": "token"},
-                "timeoutSeconds": 5,
-                "default": default,
-            },
+            "spec": spec,
         }
     )

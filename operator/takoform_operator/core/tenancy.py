@@ -234,6 +234,10 @@ class HostConfig:
         """What a client is built from: a change here means a new client."""
         return (self.url, self.token, self.ca_bundle, self.client_cert, self.timeout)
 
+    def has_tls(self) -> bool:
+        """Names TLS Secrets (a CA bundle or a client certificate) to read and keep current."""
+        return self.ca_bundle is not None or self.client_cert is not None
+
 
 def host_config_from_body(body: Mapping[str, Any]) -> HostConfig:
     """A TakoformHost object as a HostConfig; raises InvalidPolicy when unreadable."""

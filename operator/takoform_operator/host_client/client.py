@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 from takoform_operator.host_client.models import Operation, Resource
 from takoform_operator.host_port import (
     ERROR_CLASSES,
+    HostCertificateUntrusted,
     HostError,
     HostProtocolError,
     HostRejected,
@@ -229,7 +231,8 @@ class HostClient:
             try:
                 return await self._send(method, path, body=None, headers={}, params=params)
             except HostUnavailable as exc:
-                if attempt >= self._read_retries:
+                # The same client would meet the same untrusted certificate: no retry.
+                if attempt >= self._read_retries or isinstance(exc, HostCertificateUntrusted):
                     raise
                 attempt += 1
                 await self._sleep(exc.retry_after or min(0.2 * 2**attempt, 5.0))
@@ -252,10 +255,28 @@ class HostClient:
                 method, path, content=content, headers=headers, params=params
             )
         except httpx.TransportError as exc:
-            raise HostUnavailable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            raise _transport_failure(f"{method} {path}", exc) from exc
         if response.status_code < 400:
             return response
         raise _translate(response)
+
+
+def _transport_failure(request: str, exc: httpx.TransportError) -> HostUnavailable:
+    """Name what failed by its cause: the transport's own class is not reliable (aiohttp's
+    refused connections and TLS failures arrive as httpx.ConnectTimeout)."""
+    cause: BaseException | None = exc
+    verify_failure: ssl.SSLCertVerificationError | None = None
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            verify_failure = cause  # the innermost is ssl's own, with the verify message
+        cause = cause.__cause__ or cause.__context__
+    if verify_failure is not None:
+        reason = getattr(verify_failure, "verify_message", None) or str(verify_failure)
+        return HostCertificateUntrusted(
+            f"{request}: the host's TLS certificate is not trusted: {reason}"
+        )
+    named: BaseException = exc.__cause__ or exc
+    return HostUnavailable(f"{request}: {type(named).__name__}: {named}")
 
 
 def _retry_after(response: httpx.Response) -> float | None:

@@ -5,27 +5,30 @@ is complete before any CR is reconciled) and reads Secrets through a `SecretRead
 (kube.secrets: only `get` of named Secrets in the operator's own namespace).
 A client is built on first use; a host whose connection settings change gets a new client.
 Tokens come from a `SecretToken` source: re-read on an interval and at once after a 401, so a
-rotated Secret is used without a restart. Token values are never logged.
+rotated Secret is used without a restart. The TLS Secrets (CA bundle, client certificate) are
+re-read on the same interval and soon after the host's certificate failed to verify; when they
+changed, the host gets a new client. Secret values are never logged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import ssl
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.state import OperationView, ResourceView
 from takoform_operator.core.tenancy import DEFAULT_HOST, HostConfig, SecretKeyRef
 from takoform_operator.host_client.client import HostClient, TokenSource
 from takoform_operator.host_client.port import HostClientPort
-from takoform_operator.host_port import HostUnavailable, SecretNotFound
+from takoform_operator.host_port import HostCertificateUntrusted, HostUnavailable, SecretNotFound
 from takoform_spec.identity import FormRef
 
 logger = logging.getLogger("takoform_operator")
@@ -78,11 +81,50 @@ class SecretToken:
             return value
 
 
+#: After the host's certificate failed to verify, the TLS Secrets are read again, at most this
+#: often (a host that moved to a new CA fails every request until its bundle is read).
+DOUBT_RECHECK_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class TlsMaterial:
+    """The PEM data a host's client was built with (compared, never logged)."""
+
+    ca_bundle: bytes | None
+    cert: bytes | None
+    key: bytes | None
+
+    def context(self) -> ssl.SSLContext:
+        if self.ca_bundle is not None:
+            context = ssl.create_default_context(cadata=self.ca_bundle.decode("utf-8"))
+        else:
+            context = ssl.create_default_context()
+        if self.cert is not None and self.key is not None:
+            _load_cert_chain(context, self.cert, self.key)
+        return context
+
+
+async def read_tls(reader: SecretReader, config: HostConfig) -> TlsMaterial | None:
+    """The TLS Secrets a TakoformHost names; None when it names none."""
+    if config.ca_bundle is None and config.client_cert is None:
+        return None
+    where = f"host {config.name!r}"
+    ca = await _secret_value(reader, config.ca_bundle, where) if config.ca_bundle else None
+    cert = key = None
+    if config.client_cert is not None:
+        cert = await _secret_value(reader, SecretKeyRef(config.client_cert, "tls.crt"), where)
+        key = await _secret_value(reader, SecretKeyRef(config.client_cert, "tls.key"), where)
+    return TlsMaterial(ca, cert, key)
+
+
 @dataclass
 class _Entry:
     config: HostConfig
     client: HostClient | None = None
     lock: asyncio.Lock | None = None
+    tls: TlsMaterial | None = None
+    tls_read_at: float = 0.0
+    doubted: bool = False  # the host's certificate failed to verify since the last read
 
 
 class HostPool:
@@ -96,8 +138,10 @@ class HostPool:
         read_retries: int = 3,
         max_connections: int = 20,
         implicit: HostClient | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._reader = reader
+        self._clock = clock
         self._refresh = refresh_seconds
         self._read_retries = read_retries
         self._max_connections = max_connections
@@ -162,43 +206,63 @@ class HostPool:
             if name == DEFAULT_HOST and self._implicit is not None:
                 return self._implicit
             raise HostUnavailable(f"no TakoformHost {name!r} is known")
-        if entry.client is None:
+        if entry.client is None or self._tls_due(entry):
             if entry.lock is None:
                 entry.lock = asyncio.Lock()
             async with entry.lock:
                 if entry.client is None:
-                    entry.client = await self._build(entry.config)
+                    entry.client = await self._build(entry)
+                elif self._tls_due(entry):
+                    await self._reread_tls(entry)
+        assert entry.client is not None
         return entry.client
 
-    async def _build(self, config: HostConfig) -> HostClient:
-        where = f"host {config.name!r}"
+    def doubt(self, name: str) -> None:
+        """The host's certificate failed to verify: read its TLS Secrets again soon."""
+        entry = self._entries.get(name)
+        if entry is not None and entry.config.has_tls():
+            entry.doubted = True
+
+    def _tls_due(self, entry: _Entry) -> bool:
+        if entry.client is None or not entry.config.has_tls():
+            return False
+        age = self._clock() - entry.tls_read_at
+        return age >= self._refresh or (entry.doubted and age >= DOUBT_RECHECK_SECONDS)
+
+    async def _reread_tls(self, entry: _Entry) -> None:
+        assert self._reader is not None and entry.client is not None
+        # Timed before the read: a Secret that cannot be read fails this request, and is
+        # tried again on the next interval, not on every request in between.
+        entry.tls_read_at, entry.doubted = self._clock(), False
+        material = await read_tls(self._reader, entry.config)
+        if material != entry.tls:
+            logger.info(
+                "host %s: its TLS Secrets changed; new connections use them", entry.config.name
+            )
+            self._retired.append(entry.client)
+            entry.client, entry.tls = self._new_client(entry.config, material), material
+
+    async def _build(self, entry: _Entry) -> HostClient:
+        config = entry.config
+        if self._reader is None and (config.token is not None or config.has_tls()):
+            raise HostUnavailable(f"host {config.name!r}: the operator cannot read Secrets")
+        if self._reader is not None:
+            entry.tls = await read_tls(self._reader, config)
+        entry.tls_read_at, entry.doubted = self._clock(), False
+        return self._new_client(config, entry.tls)
+
+    def _new_client(self, config: HostConfig, tls: TlsMaterial | None) -> HostClient:
         token: TokenSource | None = None
         if config.token is not None:
-            if self._reader is None:
-                raise HostUnavailable(f"{where}: the operator cannot read Secrets")
-            token = SecretToken(self._reader, config.token, config.name, self._refresh)
-        verify: Any = True
-        if config.ca_bundle is not None or config.client_cert is not None:
             assert self._reader is not None
-            verify = ssl.create_default_context()
-            if config.ca_bundle is not None:
-                pem = await _secret_value(self._reader, config.ca_bundle, where)
-                verify = ssl.create_default_context(cadata=pem.decode("utf-8"))
-            if config.client_cert is not None:
-                cert = await _secret_value(
-                    self._reader, SecretKeyRef(config.client_cert, "tls.crt"), where
-                )
-                key = await _secret_value(
-                    self._reader, SecretKeyRef(config.client_cert, "tls.key"), where
-                )
-                _load_cert_chain(verify, cert, key)
+            token = SecretToken(self._reader, config.token, config.name, self._refresh)
         return HostClient(
             config.url,
             token,
             timeout=config.timeout,
             read_retries=self._read_retries,
             max_connections=self._max_connections,
-            verify=verify,
+            verify=tls.context() if tls is not None else True,
         )
 
     async def aclose(self) -> None:
@@ -233,16 +297,29 @@ class PooledPort:
         return HostClientPort(await self._pool.client(self._name))
 
     async def get_operation(self, operation_id: str) -> OperationView:
-        return await (await self._port()).get_operation(operation_id)
+        with self._doubting():
+            return await (await self._port()).get_operation(operation_id)
 
     async def read(self, target: Target) -> ResourceView | None:
-        return await (await self._port()).read(target)
+        with self._doubting():
+            return await (await self._port()).read(target)
 
     async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]:
-        return await (await self._port()).list_operations(target)
+        with self._doubting():
+            return await (await self._port()).list_operations(target)
 
     async def execute(self, action: Action) -> tuple[str, OperationView]:
-        return await (await self._port()).execute(action)
+        with self._doubting():
+            return await (await self._port()).execute(action)
 
     async def list_forms(self) -> list[FormRef]:
-        return await (await self._pool.client(self._name)).list_forms()
+        with self._doubting():
+            return await (await self._pool.client(self._name)).list_forms()
+
+    @contextlib.contextmanager
+    def _doubting(self) -> Iterator[None]:
+        try:
+            yield
+        except HostCertificateUntrusted:
+            self._pool.doubt(self._name)
+            raise

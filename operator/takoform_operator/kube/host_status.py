@@ -16,7 +16,13 @@ from typing import Any, Protocol
 
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.tenancy import GROUP, HOST_PLURAL, VERSION, HostConfig
-from takoform_operator.host_port import HostError, HostRejected, HostUnavailable, SecretNotFound
+from takoform_operator.host_port import (
+    HostCertificateUntrusted,
+    HostError,
+    HostRejected,
+    HostUnavailable,
+    SecretNotFound,
+)
 from takoform_operator.kube.client_config import load_kube_config
 from takoform_spec.identity import FormRef
 
@@ -40,6 +46,8 @@ async def probe(pool: Hosts, config: HostConfig) -> tuple[bool, str, str, list[F
         served = await pool.prober(config.name).list_forms()
     except SecretNotFound as exc:
         return False, "SecretNotFound", str(exc), []
+    except HostCertificateUntrusted as exc:
+        return False, "CertificateUntrusted", str(exc)[:300], []
     except HostRejected as exc:
         if exc.code == "unauthenticated":
             return False, "Unauthenticated", "the host refused the token (401)", []
