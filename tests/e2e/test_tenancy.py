@@ -62,6 +62,18 @@ def host_spec(host: HostProcess, space: str, name: str) -> dict[str, Any]:
         return dict(answer.json()["spec"])
 
 
+def patch_size(cluster: KubeCluster, namespace: str, name: str, size: int) -> None:
+    patch = {"spec": {"parameters": {"region": "eu-west-1", "sizeGiB": size}}}
+    cluster.kubectl(
+        "patch", "bucket", name, "--type=merge", "-p", json.dumps(patch), namespace=namespace
+    )
+
+
+def ready_at(cluster: KubeCluster, namespace: str, name: str, generation: int) -> bool:
+    ready = condition_of(cr_status(cluster, namespace, name), "Ready")
+    return ready.get("status") == "True" and ready.get("observedGeneration") == generation
+
+
 def blocked_reason(cluster: KubeCluster, namespace: str, name: str) -> str | None:
     blocked = condition_of(cr_status(cluster, namespace, name), "Blocked")
     return blocked.get("reason") if blocked.get("status") == "True" else None
@@ -181,18 +193,13 @@ def test_two_hosts_and_a_token_rotated_without_a_restart(
         staging.stop()
         staging.token = new
         staging.start()
-        patch = {"spec": {"parameters": {"region": "eu-west-1", "sizeGiB": 20}}}
-        kube_cluster.kubectl(
-            "patch", "bucket", "on-staging", "--type=merge", "-p", json.dumps(patch), namespace=team
-        )
-
-        def resized() -> bool:
-            status = cr_status(kube_cluster, team, "on-staging")
-            ready = condition_of(status, "Ready")
-            return ready.get("status") == "True" and ready.get("observedGeneration") == 2
-
+        patch_size(kube_cluster, team, "on-staging", 20)
         try:
-            wait_until(resized, "the update sent with the rotated token", timeout=90)
+            wait_until(
+                lambda: ready_at(kube_cluster, team, "on-staging", 2),
+                "the update sent with the rotated token",
+                timeout=90,
+            )
         except BaseException:
             found = kube_cluster.kubectl_json("get", "bucket", "on-staging", namespace=team)
             print(json.dumps(found, indent=1))
@@ -252,17 +259,20 @@ def test_a_host_on_tls_moved_to_a_new_ca_without_a_restart(
         )["message"]
         assert "certificate is not trusted: unable to get local issuer" in message
 
-        patch = {"spec": {"parameters": {"region": "eu-west-1", "sizeGiB": 30}}}
-        kube_cluster.kubectl(
-            "patch", "bucket", "over-tls", "--type=merge", "-p", json.dumps(patch), namespace=team
-        )
+        patch_size(kube_cluster, team, "over-tls", 30)
+
+        def degraded() -> str | None:
+            found = condition_of(cr_status(kube_cluster, team, "over-tls"), "Degraded")
+            return found.get("reason") if found.get("status") == "True" else None
+
+        wait_until(lambda: degraded() == "HostUnavailable", "the CR Degraded HostUnavailable")
+        assert not ready_at(kube_cluster, team, "over-tls", 2)
         tls_secrets(kube_cluster, ops, ("tls-ca", pki.ca("server-ca-2")), ("tls-client", client))
-
-        def resized() -> bool:
-            ready = condition_of(cr_status(kube_cluster, team, "over-tls"), "Ready")
-            return ready.get("status") == "True" and ready.get("observedGeneration") == 2
-
-        wait_until(resized, "the update sent over the new CA", timeout=90)
+        wait_until(
+            lambda: ready_at(kube_cluster, team, "over-tls", 2),
+            "the update sent over the new CA",
+            timeout=90,
+        )
         assert host_spec(host, "team-a", "over-tls")["sizeGiB"] == 30
         wait_until(lambda: host_reason() == "Reachable", "the host Ready again")
         assert process.poll() is None, "the operator did not restart"

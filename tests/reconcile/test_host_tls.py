@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
-from processes import HostProcess
+from processes import HostProcess, HostTls
 from tls import Pki
 
 from takoform_operator.core.tenancy import HostConfig, SecretKeyRef
+from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.pool import DOUBT_RECHECK_SECONDS, HostPool
 from takoform_operator.host_port import HostCertificateUntrusted, HostUnavailable
 
@@ -48,22 +48,36 @@ class Clock:
         return self.now
 
 
-def _pool(host: HostProcess, secrets: Secrets, clock: Clock) -> HostPool:
-    secrets.data["host-token"] = {"token": host.token.encode()}
-    pool = HostPool(secrets, refresh_seconds=REFRESH, read_retries=0, clock=clock)
-    pool.observe(
-        HostConfig(
-            "tls-host",
-            host.url,
-            SecretKeyRef("host-token", "token"),
-            SecretKeyRef("host-ca", "ca.crt"),
-            "host-client",
+class Setup:
+    """A host over TLS, its Secrets as the operator would read them, and a pool on a clock."""
+
+    def __init__(
+        self, host_factory: Callable[..., HostProcess], root: Path, server_ca: str, client_ca: str
+    ) -> None:
+        self.pki, self.secrets, self.clock = Pki(root), Secrets(), Clock()
+        self.host = host_factory(tls=self.pki.host_tls(server_ca, client_ca=client_ca))
+        self.secrets.put_ca(self.pki.ca(server_ca))
+        self.secrets.put_client(self.pki.client(client_ca, "operator"))
+        self.secrets.data["host-token"] = {"token": self.host.token.encode()}
+        self.pool = HostPool(
+            self.secrets, refresh_seconds=REFRESH, read_retries=0, clock=self.clock
         )
-    )
-    return pool
+        self.pool.observe(
+            HostConfig(
+                "tls-host",
+                self.host.url,
+                SecretKeyRef("host-token", "token"),
+                SecretKeyRef("host-ca", "ca.crt"),
+                "host-client",
+            )
+        )
+        self.port = self.pool.prober("tls-host")
+
+    async def client(self) -> HostClient:
+        return await self.pool.client("tls-host")
 
 
-def _restart(host: HostProcess, tls: Any) -> None:
+def _restart(host: HostProcess, tls: HostTls) -> None:
     host.stop()
     host.tls = tls
     host.start()
@@ -72,67 +86,55 @@ def _restart(host: HostProcess, tls: Any) -> None:
 async def test_a_host_moved_to_a_new_ca_is_reached_once_the_bundle_names_it(
     host_factory: Callable[..., HostProcess], tmp_path: Path
 ) -> None:
-    pki, secrets, clock = Pki(tmp_path), Secrets(), Clock()
-    host = host_factory(tls=pki.host_tls("server-ca-1", client_ca="client-ca"))
-    secrets.put_ca(pki.ca("server-ca-1"))
-    secrets.put_client(pki.client("client-ca", "operator"))
-    pool = _pool(host, secrets, clock)
-    port = pool.prober("tls-host")
+    t = Setup(host_factory, tmp_path, "server-ca-1", "client-ca")
     try:
-        assert await port.list_forms()
-        first = await pool.client("tls-host")
+        assert await t.port.list_forms()
+        first = await t.client()
 
-        _restart(host, pki.host_tls("server-ca-2", client_ca="client-ca"))
+        _restart(t.host, t.pki.host_tls("server-ca-2", client_ca="client-ca"))
         with pytest.raises(HostCertificateUntrusted, match="TLS certificate is not trusted"):
-            await port.list_forms()
-        secrets.put_ca(pki.ca("server-ca-2"))
-        clock.now += DOUBT_RECHECK_SECONDS / 2  # read at most every DOUBT_RECHECK_SECONDS
-        assert await pool.client("tls-host") is first
-        clock.now += DOUBT_RECHECK_SECONDS  # long before the refresh interval
-        assert await port.list_forms()
-        assert await pool.client("tls-host") is not first
+            await t.port.list_forms()
+        t.secrets.put_ca(t.pki.ca("server-ca-2"))
+        t.clock.now += DOUBT_RECHECK_SECONDS / 2  # read at most every DOUBT_RECHECK_SECONDS
+        assert await t.client() is first
+        t.clock.now += DOUBT_RECHECK_SECONDS  # long before the refresh interval
+        assert await t.port.list_forms()
+        assert await t.client() is not first
     finally:
-        await pool.aclose()
+        await t.pool.aclose()
 
 
 async def test_a_rotated_client_certificate_is_used_after_the_interval(
     host_factory: Callable[..., HostProcess], tmp_path: Path
 ) -> None:
-    pki, secrets, clock = Pki(tmp_path), Secrets(), Clock()
-    host = host_factory(tls=pki.host_tls("server-ca", client_ca="client-ca-1"))
-    secrets.put_ca(pki.ca("server-ca"))
-    secrets.put_client(pki.client("client-ca-1", "operator"))
-    pool = _pool(host, secrets, clock)
-    port = pool.prober("tls-host")
+    t = Setup(host_factory, tmp_path, "server-ca", "client-ca-1")
     try:
-        assert await port.list_forms()
-        first = await pool.client("tls-host")
-        reads = secrets.reads
-        clock.now += REFRESH  # unchanged Secrets: read again, same client
-        assert await port.list_forms()
-        assert await pool.client("tls-host") is first and secrets.reads > reads
+        assert await t.port.list_forms()
+        first = await t.client()
+        reads = t.secrets.reads
+        t.clock.now += REFRESH  # unchanged Secrets: read again, same client
+        assert await t.port.list_forms()
+        assert await t.client() is first and t.secrets.reads > reads
 
-        _restart(host, pki.host_tls("server-ca", client_ca="client-ca-2"))
-        secrets.put_client(pki.client("client-ca-2", "operator"))
+        _restart(t.host, t.pki.host_tls("server-ca", client_ca="client-ca-2"))
+        t.secrets.put_client(t.pki.client("client-ca-2", "operator"))
         with pytest.raises(HostUnavailable) as refused:
-            await port.list_forms()  # the host refuses the old certificate
+            await t.port.list_forms()  # the host refuses the old certificate
         assert not isinstance(refused.value, HostCertificateUntrusted)
-        clock.now += REFRESH
-        assert await port.list_forms()
-        assert await pool.client("tls-host") is not first
+        t.clock.now += REFRESH
+        assert await t.port.list_forms()
+        assert await t.client() is not first
     finally:
-        await pool.aclose()
+        await t.pool.aclose()
 
 
 async def test_a_missing_tls_secret_is_named(
     host_factory: Callable[..., HostProcess], tmp_path: Path
 ) -> None:
-    pki, secrets, clock = Pki(tmp_path), Secrets(), Clock()
-    host = host_factory(tls=pki.host_tls("server-ca"))
-    secrets.put_ca(pki.ca("server-ca"))
-    pool = _pool(host, secrets, clock)
+    t = Setup(host_factory, tmp_path, "server-ca", "client-ca")
+    del t.secrets.data["host-client"]
     try:
         with pytest.raises(HostUnavailable, match="'host-client' not found"):
-            await pool.prober("tls-host").list_forms()
+            await t.port.list_forms()
     finally:
-        await pool.aclose()
+        await t.pool.aclose()
