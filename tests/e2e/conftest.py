@@ -3,12 +3,14 @@ one namespace, the reference host as a real process, a real kube-apiserver."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fixtures_kube import KubeCluster, wait_until
+from lagging_proxy import STASHED, lagging_watches
 from operator_process import Operator, operator_process, serving
 from processes import free_port
 from tenancy import granted
@@ -25,8 +27,10 @@ def operator(
 ) -> Iterator[tuple[Operator, Any, str]]:
     """The operator for the test's namespace; `@pytest.mark.operator_settings(NAME="value")`
     overrides TAKOFORM_* settings (default: re-observe every 2 s), `@pytest.mark.host_args(...)`
-    adds arguments of the host (e.g. "--access-log"). The namespace is granted space team-a on
-    the implicit host `default` (the reference host of the fixture)."""
+    adds arguments of the host (e.g. "--access-log"), `@pytest.mark.lagging_watches(SECONDS)`
+    puts the API server behind a proxy that delivers watch streams that late (lagging_proxy).
+    The namespace is granted space team-a on the implicit host `default` (the reference host of
+    the fixture)."""
     marker = request.node.get_closest_marker("operator_settings")
     settings = {"POLL_READY_SECONDS": "2", **(marker.kwargs if marker else {})}
     host_args = request.node.get_closest_marker("host_args")
@@ -35,17 +39,21 @@ def operator(
         api.put("/v1alpha3/spaces/team-a")
     port = free_port()
     log = tmp_path / "operator.log"
-    with (
-        granted(kube_cluster, kube_namespace, ["team-a"]),
-        operator_process(
-            kube_cluster.kubeconfig,
-            host,
-            kube_namespace,
-            log,
-            METRICS_PORT=str(port),
-            **settings,
-        ) as process,
-    ):
+    lagging = request.node.get_closest_marker("lagging_watches")
+    with contextlib.ExitStack() as stack:
+        kubeconfig = kube_cluster.kubeconfig
+        if lagging:
+            proxy = stack.enter_context(
+                lagging_watches(kube_cluster, lagging.args[0], tmp_path / "proxy")
+            )
+            request.node.stash[STASHED] = proxy
+            kubeconfig = proxy.kubeconfig
+        stack.enter_context(granted(kube_cluster, kube_namespace, ["team-a"]))
+        process = stack.enter_context(
+            operator_process(
+                kubeconfig, host, kube_namespace, log, METRICS_PORT=str(port), **settings
+            )
+        )
         running = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
         try:
             wait_until(lambda: serving(running), "the operator's metrics endpoint", timeout=30)
