@@ -179,11 +179,7 @@ async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics
 
 def host_client(settings: Settings) -> HostClient:
     """The host client configured from the settings (the client itself knows no settings)."""
-    verify: Any = str(settings.host_ca_bundle) if settings.host_ca_bundle else True
-    cert: Any = None
-    if settings.host_client_cert:
-        key = str(settings.host_client_key) if settings.host_client_key else None
-        cert = (str(settings.host_client_cert), key) if key else str(settings.host_client_cert)
+    verify, cert = settings.host_tls()
     token: TokenSource | str | None = settings.token()
     if settings.host_token_file is not None:
         # Re-read on change: a mounted Secret is updated in place.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -125,6 +125,15 @@ class Settings(BaseSettings):
         if mounted.is_file():
             return mounted.read_text(encoding="utf-8").strip()
         return self.namespace or "default"
+
+    def host_tls(self) -> tuple[Any, Any]:
+        """httpx's `verify` and `cert` for the implicit host (file paths, read at start)."""
+        verify: Any = str(self.host_ca_bundle) if self.host_ca_bundle else True
+        cert: Any = None
+        if self.host_client_cert:
+            key = str(self.host_client_key) if self.host_client_key else None
+            cert = (str(self.host_client_cert), key) if key else str(self.host_client_cert)
+        return verify, cert
 
     def token(self) -> str | None:
         if self.host_token_file is not None:

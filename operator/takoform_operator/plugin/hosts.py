@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from takoform_operator.core.tenancy import DEFAULT_HOST, InvalidPolicy, host_config_from_body
 from takoform_operator.host_client.client import HostClient
@@ -35,11 +34,7 @@ class _ClusterSecrets:
 
 def implicit_client(settings: Settings) -> HostClient:
     """The implicit host `default` from the single-host settings."""
-    verify: Any = str(settings.host_ca_bundle) if settings.host_ca_bundle else True
-    cert: Any = None
-    if settings.host_client_cert:
-        key = str(settings.host_client_key) if settings.host_client_key else None
-        cert = (str(settings.host_client_cert), key) if key else str(settings.host_client_cert)
+    verify, cert = settings.host_tls()
     try:
         token = settings.token()
     except OSError as exc:
