@@ -15,6 +15,8 @@ Which of our modules may import which (same-layer imports are always allowed):
     kube         takoform_operator.kube                    spec, core, host_port, service, settings,
                                                            metrics
     build        takoform_operator.generator,              spec, catalog, core
+                 takoform_operator.generator_crd,
+                 takoform_operator.generator_docs,
                  takoform_operator.generator_tenancy,
                  takoform_operator.generator_argocd,
                  takoform_operator.registry_data
@@ -78,6 +80,8 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "build": (
         (
             "takoform_operator.generator",
+            "takoform_operator.generator_crd",
+            "takoform_operator.generator_docs",
             "takoform_operator.generator_tenancy",
             "takoform_operator.generator_argocd",
             "takoform_operator.registry_data",
