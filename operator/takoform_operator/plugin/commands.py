@@ -56,9 +56,10 @@ Blocked CRs with their remedies, trace one CR down to its host resource.
 
 The cluster is read with your kubeconfig (--kubeconfig, KUBECONFIG, ~/.kube/config). The host
 is reached with the credentials of the host configuration: the TakoformHost named by --host
-(else the one marked default) and its token Secret in the operator's namespace; the single-host
-settings TAKOFORM_HOST_URL and TAKOFORM_HOST_TOKEN / TAKOFORM_HOST_TOKEN_FILE are the implicit
-host named `default`, as for the operator. Nothing is ever written.
+(else the one marked default) and its token, CA bundle and client certificate Secrets in the
+operator's namespace; the single-host settings TAKOFORM_HOST_URL and TAKOFORM_HOST_TOKEN /
+TAKOFORM_HOST_TOKEN_FILE are the implicit host named `default`, as for the operator. Nothing is
+ever written.
 
 Exit status: 0 done, 1 the cluster or the host failed or refused, 2 invalid command line."""
 
