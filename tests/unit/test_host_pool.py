@@ -124,6 +124,23 @@ def test_observing_reports_only_real_changes_and_a_new_url_gets_a_new_client() -
     asyncio.run(scenario())
 
 
+def test_a_replaced_client_is_closed_after_the_grace_and_the_current_one_is_not() -> None:
+    pool = HostPool(FakeSecrets({"prod-token": {"token": b"t"}}), retire_after=0.0)
+
+    async def scenario() -> None:
+        pool.observe(_config("prod"))
+        first = await pool.client("prod")
+        pool.observe(_config("prod", url="http://elsewhere"))
+        second = await pool.client("prod")
+        assert not first.closed
+        await asyncio.gather(*pool.closing())
+        assert first.closed and not second.closed
+        await pool.aclose()
+        assert second.closed
+
+    asyncio.run(scenario())
+
+
 def test_host_objects_are_read_with_their_secret_references() -> None:
     body = {
         "metadata": {"name": "prod"},

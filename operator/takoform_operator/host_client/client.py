@@ -133,6 +133,10 @@ class HostClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
+    @property
+    def closed(self) -> bool:
+        return self._http.is_closed
+
     # -- reads (retried) -------------------------------------------------------------------------
 
     async def get_resource(self, space: str, ref: FormRef, name: str) -> Resource:

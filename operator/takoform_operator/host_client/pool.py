@@ -81,6 +81,10 @@ class SecretToken:
             return value
 
 
+#: A replaced client (new URL, token Secret reference or TLS material) is closed this long after
+#: it was replaced: far beyond any request it may still carry (timeouts plus read retries).
+RETIRE_AFTER_SECONDS = 300.0
+
 #: After the host's certificate failed to verify, the TLS Secrets are read again, at most this
 #: often (a host that moved to a new CA fails every request until its bundle is read).
 DOUBT_RECHECK_SECONDS = 2.0
@@ -139,6 +143,7 @@ class HostPool:
         max_connections: int = 20,
         implicit: HostClient | None = None,
         clock: Callable[[], float] = time.monotonic,
+        retire_after: float = RETIRE_AFTER_SECONDS,
     ) -> None:
         self._reader = reader
         self._clock = clock
@@ -147,7 +152,9 @@ class HostPool:
         self._max_connections = max_connections
         self._implicit = implicit
         self._entries: dict[str, _Entry] = {}
-        self._retired: list[HostClient] = []
+        self._retire_after = retire_after
+        self._retired: list[HostClient] = []  # replaced clients not closed yet
+        self._closing: set[asyncio.Task[None]] = set()
 
     # -- the policy side (fed by kube.tenancy) --------------------------------------------------
 
@@ -160,14 +167,14 @@ class HostPool:
             if old.config.connection() == config.connection():
                 old.config = config  # only `default` changed: keep the client
                 return True
-            self._retired.append(old.client)
+            self._retire(old.client)
         self._entries[config.name] = _Entry(config)
         return True
 
     def forget(self, name: str) -> bool:
         old = self._entries.pop(name, None)
         if old is not None and old.client is not None:
-            self._retired.append(old.client)
+            self._retire(old.client)
         return old is not None
 
     def names(self) -> list[str]:
@@ -239,7 +246,7 @@ class HostPool:
             logger.info(
                 "host %s: its TLS Secrets changed; new connections use them", entry.config.name
             )
-            self._retired.append(entry.client)
+            self._retire(entry.client)
             entry.client, entry.tls = self._new_client(entry.config, material), material
 
     async def _build(self, entry: _Entry) -> HostClient:
@@ -265,7 +272,29 @@ class HostPool:
             verify=tls.context() if tls is not None else True,
         )
 
+    def _retire(self, client: HostClient) -> None:
+        """Close a replaced client once the requests it may still carry are over."""
+        self._retired.append(client)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # not within the event loop (tests): closed by aclose()
+        task = loop.create_task(self._close_later(client))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _close_later(self, client: HostClient) -> None:
+        await asyncio.sleep(self._retire_after)
+        await client.aclose()
+        self._retired.remove(client)
+
+    def closing(self) -> list[asyncio.Task[None]]:
+        """The replaced clients' pending closes (for tests and shutdown)."""
+        return list(self._closing)
+
     async def aclose(self) -> None:
+        for task in self.closing():
+            task.cancel()
         clients = [e.client for e in self._entries.values() if e.client is not None]
         for client in [*clients, *self._retired]:
             await client.aclose()
