@@ -138,3 +138,38 @@ async def test_a_missing_tls_secret_is_named(
             await t.port.list_forms()
     finally:
         await t.pool.aclose()
+
+
+async def test_a_broken_bundle_keeps_the_working_client_and_is_warned_once(
+    host_factory: Callable[..., HostProcess], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    t = Setup(host_factory, tmp_path, "server-ca", "client-ca")
+    try:
+        assert await t.port.list_forms()
+        first = await t.client()
+        t.secrets.data["host-ca"] = {"ca.crt": b"not a certificate"}
+        for _ in range(2):
+            t.clock.now += REFRESH
+            assert await t.port.list_forms()  # still served over the client that works
+        assert await t.client() is first
+        warnings = [r.getMessage() for r in caplog.records if "keeping its current" in r.message]
+        assert len(warnings) == 1 and "not usable PEM" in warnings[0]
+
+        t.secrets.put_ca(t.pki.ca("server-ca"))  # mended (the same CA): warned problem cleared
+        t.clock.now += REFRESH
+        assert await t.port.list_forms()
+        assert await t.client() is first
+    finally:
+        await t.pool.aclose()
+
+
+async def test_a_bundle_that_is_not_pem_is_named_at_the_first_build(
+    host_factory: Callable[..., HostProcess], tmp_path: Path
+) -> None:
+    t = Setup(host_factory, tmp_path, "server-ca", "client-ca")
+    t.secrets.data["host-ca"] = {"ca.crt": b"not a certificate"}
+    try:
+        with pytest.raises(HostUnavailable, match="'tls-host'.*not usable PEM"):
+            await t.port.list_forms()
+    finally:
+        await t.pool.aclose()

@@ -129,6 +129,7 @@ class _Entry:
     tls: TlsMaterial | None = None
     tls_read_at: float = 0.0
     doubted: bool = False  # the host's certificate failed to verify since the last read
+    tls_problem: str | None = None  # why the last re-read was not used (warned once)
 
 
 class HostPool:
@@ -237,17 +238,24 @@ class HostPool:
         return age >= self._refresh or (entry.doubted and age >= DOUBT_RECHECK_SECONDS)
 
     async def _reread_tls(self, entry: _Entry) -> None:
+        """Read the TLS Secrets again; when they changed, the host gets a new client. A Secret
+        gone or not PEM keeps the client that works, with a warning (once per problem)."""
         assert self._reader is not None and entry.client is not None
-        # Timed before the read: a Secret that cannot be read fails this request, and is
-        # tried again on the next interval, not on every request in between.
         entry.tls_read_at, entry.doubted = self._clock(), False
-        material = await read_tls(self._reader, entry.config)
-        if material != entry.tls:
-            logger.info(
-                "host %s: its TLS Secrets changed; new connections use them", entry.config.name
-            )
+        name = entry.config.name
+        try:
+            material = await read_tls(self._reader, entry.config)
+            client = None if material == entry.tls else self._new_client(entry.config, material)
+        except HostUnavailable as exc:
+            if str(exc) != entry.tls_problem:
+                logger.warning("host %s: keeping its current TLS settings: %s", name, exc)
+            entry.tls_problem = str(exc)
+            return
+        entry.tls_problem = None
+        if client is not None:
+            logger.info("host %s: its TLS Secrets changed; new connections use them", name)
             self._retire(entry.client)
-            entry.client, entry.tls = self._new_client(entry.config, material), material
+            entry.client, entry.tls = client, material
 
     async def _build(self, entry: _Entry) -> HostClient:
         config = entry.config
@@ -263,13 +271,20 @@ class HostPool:
         if config.token is not None:
             assert self._reader is not None
             token = SecretToken(self._reader, config.token, config.name, self._refresh)
+        try:
+            verify = tls.context() if tls is not None else True
+        except (ssl.SSLError, ValueError) as exc:
+            raise HostUnavailable(
+                f"host {config.name!r}: its CA bundle or client certificate Secret is not "
+                f"usable PEM: {exc}"
+            ) from None
         return HostClient(
             config.url,
             token,
             timeout=config.timeout,
             read_retries=self._read_retries,
             max_connections=self._max_connections,
-            verify=tls.context() if tls is not None else True,
+            verify=verify,
         )
 
     def _retire(self, client: HostClient) -> None:
