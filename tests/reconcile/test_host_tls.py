@@ -169,7 +169,7 @@ async def test_a_bundle_that_is_not_pem_is_named_at_the_first_build(
     t = Setup(host_factory, tmp_path, "server-ca", "client-ca")
     t.secrets.data["host-ca"] = {"ca.crt": b"not a certificate"}
     try:
-        with pytest.raises(HostUnavailable, match="'tls-host'.*not usable PEM"):
+        with pytest.raises(HostUnavailable, match=r"'tls-host'.*not usable PEM"):
             await t.port.list_forms()
     finally:
         await t.pool.aclose()
