@@ -88,6 +88,10 @@ def test_a_missing_secret_or_key_names_it_and_never_a_value() -> None:
     with pytest.raises(SecretNotFound, match="no key 'token'") as caught:
         asyncio.run(read("tok"))
     assert "s3cr3t" not in str(caught.value)
+    secrets.data["bin"] = {"token": b"\xff\xfes3cr3t"}
+    with pytest.raises(SecretNotFound, match="'bin' key 'token' is not UTF-8 text") as caught:
+        asyncio.run(read("bin"))
+    assert "s3cr3t" not in str(caught.value) and "xff" not in str(caught.value)
 
 
 def _config(name: str, *, default: bool = False, url: str = "http://h") -> HostConfig:

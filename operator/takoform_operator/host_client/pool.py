@@ -73,8 +73,14 @@ class SecretToken:
 
     async def refresh(self) -> str | None:
         async with self._lock:
-            raw = await _secret_value(self._reader, self._ref, f"host {self._host!r}")
-            value = raw.decode("utf-8").strip()
+            where = f"host {self._host!r}"
+            raw = await _secret_value(self._reader, self._ref, where)
+            try:
+                value = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                raise SecretNotFound(
+                    f"{where}: Secret {self._ref.name!r} key {self._ref.key!r} is not UTF-8 text"
+                ) from None
             if self._value is not None and value != self._value:
                 logger.info("host %s: token Secret %s changed", self._host, self._ref.name)
             self._value, self._read_at = value, self._clock()
