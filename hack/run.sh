@@ -19,6 +19,12 @@ log "cluster: $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.
 kubectl apply --server-side --force-conflicts -f crds/ >/dev/null
 kubectl wait --for=condition=Established crd -l app.kubernetes.io/part-of=takoform-operator \
   --timeout=60s >/dev/null
+# Established comes a moment before the API server serves the new kinds ("storage is
+# (re)initializing"): the operator's first lists would fail and be retried with ERROR lines.
+for _ in $(seq 100); do
+  kubectl get takoform,takoformhosts,takoformspacegrants -A >/dev/null 2>&1 && break
+  sleep 0.2
+done
 
 host_pid=""
 operator_pid=""
