@@ -182,3 +182,25 @@ async def test_idle_loops_hold_no_task_and_still_come_back_on_time_or_when_woken
     await recorder.next_run()  # its own short delay brought it back, from a timer
     assert {run["metadata"]["uid"] for run in recorder.runs[50:]} == {"u-7"}
     await loops.close()
+
+
+async def test_a_step_that_raises_does_not_end_the_loop() -> None:
+    """A defect in a step is logged and the CR is looked at again, not dropped for good."""
+    recorder = _Recorder(delay=0.01)
+    failures = [RuntimeError("a defect")]
+
+    async def step(body: Mapping[str, Any]) -> float | None:
+        if failures:
+            recorder.ran.set()
+            raise failures.pop()
+        return await recorder(body)
+
+    loops = ReconcileLoops(
+        step, concurrency=2, watched_annotations=(ACCEPT,), finalizer=FINALIZER,
+        failed_step_delay=0.01,
+    )  # fmt: skip
+    loops.seen("u-1", _body())
+    await recorder.next_run()  # the step that raised
+    await recorder.next_run()  # looked at again after it
+    assert len(recorder.runs) == 1
+    await loops.close()

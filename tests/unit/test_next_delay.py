@@ -19,6 +19,13 @@ def test_a_pending_operation_is_looked_at_fast_first_then_slower() -> None:
     assert looks == [0.25, 0.5, 1.0, 2.0, 2.0, 2.0]
 
 
+def test_an_operation_pending_for_hours_is_still_looked_at() -> None:
+    # 2**1024 no longer fits a float: a host operation (or a host resource not ready) looked at
+    # that many times in a row, about 34 minutes at 2 s, must not end the CR's loop.
+    for looks in (1023, 1024, 100_000):
+        assert next_delay(_asking(POLL_PENDING), SETTINGS, looks) == 2.0
+
+
 def test_other_delays_are_kept_within_bounds() -> None:
     assert next_delay(_asking(None), SETTINGS) == 60.0, "nothing asked: the ready poll"
     assert next_delay(_asking(RETRY_SOON), SETTINGS) == 0.2, "at once, but never a busy loop"

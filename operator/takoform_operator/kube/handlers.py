@@ -119,7 +119,8 @@ def next_delay(
     if asked is None:
         return settings.poll_ready_seconds
     if asked == POLL_PENDING:
-        asked = min(_FIRST_LOOK * 2**pending_looks, POLL_PENDING)
+        # The doublings are capped: 2**1024 does not fit a float, and beyond a few the cap wins.
+        asked = min(_FIRST_LOOK * 2.0 ** min(pending_looks, 16), POLL_PENDING)
     return min(max(asked, _MIN_DELAY), settings.poll_ready_seconds)
 
 

@@ -24,6 +24,9 @@ from takoform_operator.kube.freshness import older, resource_version
 
 logger = logging.getLogger("takoform_operator")
 
+#: When a step ends on an unexpected exception (a defect), its CR is looked at again this late.
+FAILED_STEP_DELAY = 30.0
+
 #: What a loop runs: one reconcile of this body; returns seconds until the next one, or None to
 #: stop the loop (the CR is being deleted: the delete handler takes over).
 Run = Callable[[Mapping[str, Any]], Awaitable[float | None]]
@@ -85,8 +88,10 @@ class ReconcileLoops:
         concurrency: int,
         watched_annotations: tuple[str, ...],
         finalizer: str,
+        failed_step_delay: float = FAILED_STEP_DELAY,
     ) -> None:
         self._run = run
+        self._failed_step_delay = failed_step_delay
         self._slots = asyncio.Semaphore(concurrency)
         self._watched = watched_annotations
         self._finalizer = finalizer
@@ -174,13 +179,26 @@ class ReconcileLoops:
             self._turns(uid, loop), name=f"reconcile {uid}"
         )
 
+    async def _step(self, uid: str, loop: _Loop) -> float | None:
+        # The step handles its own failures; one escaping it is a defect, and a CR whose loop
+        # ended on it would never be looked at again: log it and look again later.
+        try:
+            return await self._run(loop.body)
+        except Exception:
+            logger.exception(
+                "reconcile loop of CR %s failed; looking again in %.0f s",
+                uid,
+                self._failed_step_delay,
+            )
+            return self._failed_step_delay
+
     async def _turns(self, uid: str, loop: _Loop) -> None:
         """Reconcile until no kick is left, then leave a timer for the next look."""
         try:
             while self._loops.get(uid) is loop:
                 async with self._slots:
                     loop.kicked = False  # a wake while waiting for the slot is served by this run
-                    delay = await self._run(loop.body)
+                    delay = await self._step(uid, loop)
                 if delay is None:
                     if self._loops.get(uid) is loop:
                         self._loops.pop(uid, None)
