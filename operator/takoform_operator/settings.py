@@ -32,6 +32,12 @@ class Settings(BaseSettings):
     poll_ready_seconds: float = Field(
         default=60.0, gt=0, description="Re-observe a ready resource this often (drift)."
     )
+    poll_pending_max_seconds: float = Field(
+        default=8.0,
+        gt=0,
+        description="A pending operation (or a host resource not ready yet) is looked at after "
+        "0.25 s, then twice as late each time, up to this.",
+    )
     backoff_base_seconds: float = Field(
         default=1.0,
         gt=0,

@@ -125,8 +125,8 @@ def test_an_outage_keeps_the_last_known_conditions_and_asserts_degraded() -> Non
 def test_pending_operations_keep_the_fast_to_slow_poll() -> None:
     runtime = _runtime()
     pending = Outcome(State(), (), POLL_PENDING)
-    looks = [_delay(runtime, "cr", pending) for _ in range(5)]
-    assert looks == [0.25, 0.5, 1.0, 2.0, 2.0]
+    looks = [_delay(runtime, "cr", pending) for _ in range(7)]
+    assert looks == [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
 
 
 def test_a_cap_below_the_base_is_refused() -> None:

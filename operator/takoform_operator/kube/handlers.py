@@ -101,8 +101,9 @@ def next_delay(
     jitter: Callable[[], float] = random.random,
 ) -> float:
     """When to look again: what the outcome asked for, within [0.2 s, the ready poll]. A
-    pending operation is looked at fast first, then slower: 0.25, 0.5, 1, 2 s (`pending_looks`
-    is how many times in a row this CR was found waiting on one). A failure -- an outcome
+    pending operation is looked at fast first, then slower: 0.25, 0.5, 1, 2, 4 s ... up to
+    poll_pending_max_seconds (`pending_looks` is how many times in a row this CR was found
+    waiting on one). A failure -- an outcome
     asking for RETRY_LATER, or None: the look ended before an outcome was written -- waits the
     exponential back-off of the `failures` that came right before it, honouring the host's
     Retry-After, within [0.2 s, backoff_cap_seconds]."""
@@ -119,8 +120,9 @@ def next_delay(
     if asked is None:
         return settings.poll_ready_seconds
     if asked == POLL_PENDING:
-        # The doublings are capped: 2**1024 does not fit a float, and beyond a few the cap wins.
-        asked = min(_FIRST_LOOK * 2.0 ** min(pending_looks, 16), POLL_PENDING)
+        # The doublings are capped: 2**1024 does not fit a float, and long before the cap wins.
+        first_looks = _FIRST_LOOK * 2.0 ** min(pending_looks, 40)
+        asked = min(first_looks, settings.poll_pending_max_seconds)
     return min(max(asked, _MIN_DELAY), settings.poll_ready_seconds)
 
 
