@@ -12,6 +12,11 @@ from collections.abc import Callable
 _MAX_DOUBLINGS = 62
 
 
+def doubled(base: float, times: int, cap: float) -> float:
+    """`base` doubled `times` times, at most `cap` (any count: 2**1024 would not fit a float)."""
+    return min(cap, base * 2.0 ** min(max(times, 0), _MAX_DOUBLINGS))
+
+
 def backoff_delay(
     failures: int,
     *,
@@ -26,8 +31,7 @@ def backoff_delay(
     outage) spread their retries instead of coming back in step. A host's Retry-After is a
     lower bound, itself capped at `cap`: a host cannot park a CR for longer than the cap.
     `random` returns a float in [0, 1)."""
-    ceiling = min(cap, base * 2.0 ** min(max(failures, 0), _MAX_DOUBLINGS))
-    delay = ceiling * random()
+    delay = doubled(base, failures, cap) * random()
     if retry_after is not None and retry_after > 0:
         delay = max(delay, min(retry_after, cap))
     return delay

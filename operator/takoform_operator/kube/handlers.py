@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import kopf
 
-from takoform_operator.core.backoff import backoff_delay
+from takoform_operator.core.backoff import backoff_delay, doubled
 from takoform_operator.core.conditions import ConditionType, Reason, transitions
 from takoform_operator.core.connection import (
     ConnectionSecret,
@@ -103,10 +103,9 @@ def next_delay(
     """When to look again: what the outcome asked for, within [0.2 s, the ready poll]. A
     pending operation is looked at fast first, then slower: 0.25, 0.5, 1, 2, 4 s ... up to
     poll_pending_max_seconds (`pending_looks` is how many times in a row this CR was found
-    waiting on one). A failure -- an outcome
-    asking for RETRY_LATER, or None: the look ended before an outcome was written -- waits the
-    exponential back-off of the `failures` that came right before it, honouring the host's
-    Retry-After, within [0.2 s, backoff_cap_seconds]."""
+    waiting on one). A failure -- an outcome asking for RETRY_LATER, or None: the look ended
+    before an outcome was written -- waits the exponential back-off of the `failures` that came
+    right before it, honouring the host's Retry-After, within [0.2 s, backoff_cap_seconds]."""
     if outcome is None or failed(outcome):
         delay = backoff_delay(
             failures,
@@ -120,9 +119,7 @@ def next_delay(
     if asked is None:
         return settings.poll_ready_seconds
     if asked == POLL_PENDING:
-        # The doublings are capped: 2**1024 does not fit a float, and long before the cap wins.
-        first_looks = _FIRST_LOOK * 2.0 ** min(pending_looks, 40)
-        asked = min(first_looks, settings.poll_pending_max_seconds)
+        asked = doubled(_FIRST_LOOK, pending_looks, settings.poll_pending_max_seconds)
     return min(max(asked, _MIN_DELAY), settings.poll_ready_seconds)
 
 
