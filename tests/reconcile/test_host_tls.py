@@ -3,7 +3,7 @@ certificate come from Secrets and are read again when they change, without a new
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -77,6 +77,25 @@ class Setup:
         return await self.pool.client("tls-host")
 
 
+Make = Callable[[str, str], Setup]
+
+
+@pytest.fixture
+async def tls_setup(
+    host_factory: Callable[..., HostProcess], tmp_path: Path
+) -> AsyncIterator[Make]:
+    """Setup(server CA, client CA) for the test; every pool made is closed afterwards."""
+    made: list[Setup] = []
+
+    def make(server_ca: str, client_ca: str) -> Setup:
+        made.append(Setup(host_factory, tmp_path, server_ca, client_ca))
+        return made[-1]
+
+    yield make
+    for setup in made:
+        await setup.pool.aclose()
+
+
 def _restart(host: HostProcess, tls: HostTls) -> None:
     host.stop()
     host.tls = tls
@@ -84,92 +103,71 @@ def _restart(host: HostProcess, tls: HostTls) -> None:
 
 
 async def test_a_host_moved_to_a_new_ca_is_reached_once_the_bundle_names_it(
-    host_factory: Callable[..., HostProcess], tmp_path: Path
+    tls_setup: Make,
 ) -> None:
-    t = Setup(host_factory, tmp_path, "server-ca-1", "client-ca")
-    try:
-        assert await t.port.list_forms()
-        first = await t.client()
+    t = tls_setup("server-ca-1", "client-ca")
+    assert await t.port.list_forms()
+    first = await t.client()
 
-        _restart(t.host, t.pki.host_tls("server-ca-2", client_ca="client-ca"))
-        with pytest.raises(HostCertificateUntrusted, match="TLS certificate is not trusted"):
-            await t.port.list_forms()
-        t.secrets.put_ca(t.pki.ca("server-ca-2"))
-        t.clock.now += DOUBT_RECHECK_SECONDS / 2  # read at most every DOUBT_RECHECK_SECONDS
-        assert await t.client() is first
-        t.clock.now += DOUBT_RECHECK_SECONDS  # long before the refresh interval
-        assert await t.port.list_forms()
-        assert await t.client() is not first
-    finally:
-        await t.pool.aclose()
+    _restart(t.host, t.pki.host_tls("server-ca-2", client_ca="client-ca"))
+    with pytest.raises(HostCertificateUntrusted, match="TLS certificate is not trusted"):
+        await t.port.list_forms()
+    t.secrets.put_ca(t.pki.ca("server-ca-2"))
+    t.clock.now += DOUBT_RECHECK_SECONDS / 2  # read at most every DOUBT_RECHECK_SECONDS
+    assert await t.client() is first
+    t.clock.now += DOUBT_RECHECK_SECONDS  # long before the refresh interval
+    assert await t.port.list_forms()
+    assert await t.client() is not first
 
 
-async def test_a_rotated_client_certificate_is_used_after_the_interval(
-    host_factory: Callable[..., HostProcess], tmp_path: Path
-) -> None:
-    t = Setup(host_factory, tmp_path, "server-ca", "client-ca-1")
-    try:
-        assert await t.port.list_forms()
-        first = await t.client()
-        reads = t.secrets.reads
-        t.clock.now += REFRESH  # unchanged Secrets: read again, same client
-        assert await t.port.list_forms()
-        assert await t.client() is first and t.secrets.reads > reads
+async def test_a_rotated_client_certificate_is_used_after_the_interval(tls_setup: Make) -> None:
+    t = tls_setup("server-ca", "client-ca-1")
+    assert await t.port.list_forms()
+    first = await t.client()
+    reads = t.secrets.reads
+    t.clock.now += REFRESH  # unchanged Secrets: read again, same client
+    assert await t.port.list_forms()
+    assert await t.client() is first and t.secrets.reads > reads
 
-        _restart(t.host, t.pki.host_tls("server-ca", client_ca="client-ca-2"))
-        t.secrets.put_client(t.pki.client("client-ca-2", "operator"))
-        with pytest.raises(HostUnavailable) as refused:
-            await t.port.list_forms()  # the host refuses the old certificate
-        assert not isinstance(refused.value, HostCertificateUntrusted)
-        t.clock.now += REFRESH
-        assert await t.port.list_forms()
-        assert await t.client() is not first
-    finally:
-        await t.pool.aclose()
+    _restart(t.host, t.pki.host_tls("server-ca", client_ca="client-ca-2"))
+    t.secrets.put_client(t.pki.client("client-ca-2", "operator"))
+    with pytest.raises(HostUnavailable) as refused:
+        await t.port.list_forms()  # the host refuses the old certificate
+    assert not isinstance(refused.value, HostCertificateUntrusted)
+    t.clock.now += REFRESH
+    assert await t.port.list_forms()
+    assert await t.client() is not first
 
 
-async def test_a_missing_tls_secret_is_named(
-    host_factory: Callable[..., HostProcess], tmp_path: Path
-) -> None:
-    t = Setup(host_factory, tmp_path, "server-ca", "client-ca")
+async def test_a_missing_tls_secret_is_named(tls_setup: Make) -> None:
+    t = tls_setup("server-ca", "client-ca")
     del t.secrets.data["host-client"]
-    try:
-        with pytest.raises(HostUnavailable, match="'host-client' not found"):
-            await t.port.list_forms()
-    finally:
-        await t.pool.aclose()
+    with pytest.raises(HostUnavailable, match="'host-client' not found"):
+        await t.port.list_forms()
 
 
 async def test_a_broken_bundle_keeps_the_working_client_and_is_warned_once(
-    host_factory: Callable[..., HostProcess], tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tls_setup: Make, caplog: pytest.LogCaptureFixture
 ) -> None:
-    t = Setup(host_factory, tmp_path, "server-ca", "client-ca")
-    try:
-        assert await t.port.list_forms()
-        first = await t.client()
-        t.secrets.data["host-ca"] = {"ca.crt": b"not a certificate"}
-        for _ in range(2):
-            t.clock.now += REFRESH
-            assert await t.port.list_forms()  # still served over the client that works
-        assert await t.client() is first
-        warnings = [r.getMessage() for r in caplog.records if "keeping its current" in r.message]
-        assert len(warnings) == 1 and "not usable PEM" in warnings[0]
-
-        t.secrets.put_ca(t.pki.ca("server-ca"))  # mended (the same CA): warned problem cleared
-        t.clock.now += REFRESH
-        assert await t.port.list_forms()
-        assert await t.client() is first
-    finally:
-        await t.pool.aclose()
-
-
-async def test_a_bundle_that_is_not_pem_is_named_at_the_first_build(
-    host_factory: Callable[..., HostProcess], tmp_path: Path
-) -> None:
-    t = Setup(host_factory, tmp_path, "server-ca", "client-ca")
+    t = tls_setup("server-ca", "client-ca")
+    assert await t.port.list_forms()
+    first = await t.client()
     t.secrets.data["host-ca"] = {"ca.crt": b"not a certificate"}
-    try:
-        with pytest.raises(HostUnavailable, match=r"'tls-host'.*not usable PEM"):
-            await t.port.list_forms()
-    finally:
-        await t.pool.aclose()
+    for _ in range(2):
+        t.clock.now += REFRESH
+        assert await t.port.list_forms()  # still served over the client that works
+    assert await t.client() is first
+    warnings = [r.getMessage() for r in caplog.records if "keeping its current" in r.message]
+    assert len(warnings) == 1 and "not usable PEM" in warnings[0]
+
+    t.secrets.put_ca(t.pki.ca("server-ca"))  # mended (the same CA): warned problem cleared
+    t.clock.now += REFRESH
+    assert await t.port.list_forms()
+    assert await t.client() is first
+
+
+async def test_a_bundle_that_is_not_pem_is_named_at_the_first_build(tls_setup: Make) -> None:
+    t = tls_setup("server-ca", "client-ca")
+    t.secrets.data["host-ca"] = {"ca.crt": b"not a certificate"}
+    with pytest.raises(HostUnavailable, match=r"'tls-host'.*not usable PEM"):
+        await t.port.list_forms()

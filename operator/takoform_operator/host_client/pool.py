@@ -116,7 +116,7 @@ class TlsMaterial:
 
 async def read_tls(reader: SecretReader, config: HostConfig) -> TlsMaterial | None:
     """The TLS Secrets a TakoformHost names; None when it names none."""
-    if config.ca_bundle is None and config.client_cert is None:
+    if not config.has_tls():
         return None
     where = f"host {config.name!r}"
     ca = await _secret_value(reader, config.ca_bundle, where) if config.ca_bundle else None
