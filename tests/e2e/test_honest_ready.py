@@ -6,7 +6,6 @@ the host's request log); a remedy printed in a condition runs as printed with th
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import shlex
@@ -16,26 +15,13 @@ from typing import Any
 
 import pytest
 from fixtures_kube import KubeCluster, wait_until
+from manifests import bucket
 from operator_process import Operator, condition_of, cr_status, is_ready
 from tenancy import grant_manifest
 
 pytestmark = [pytest.mark.kube, pytest.mark.host]
 
 BUCKET = {"apiVersion": "storage.takoform.io/v1", "kind": "Bucket"}
-
-
-def _bucket(name: str, space: str = "team-a", **spec: Any) -> str:
-    return json.dumps(
-        {
-            **BUCKET,
-            "metadata": {"name": name},
-            "spec": {
-                "space": space,
-                "parameters": {"region": "eu-west-1", "sizeGiB": 10},
-                **spec,
-            },
-        }
-    )
 
 
 def _condition(cluster: KubeCluster, namespace: str, name: str, kind: str) -> dict[str, Any]:
@@ -78,7 +64,7 @@ def test_a_host_outage_keeps_idle_crs_ready_with_one_warning_each(
     running, host, namespace = operator
     names = ("idle-a", "idle-b")
     for name in names:
-        kube_cluster.apply(_bucket(name), namespace=namespace)
+        kube_cluster.apply(bucket(name), namespace=namespace)
     for name in names:
         wait_until(lambda n=name: is_ready(kube_cluster, namespace, n), f"{name} Ready", 60)  # type: ignore[misc]
     ready_since = {n: _condition(kube_cluster, namespace, n, "Ready") for n in names}
@@ -131,7 +117,7 @@ def test_a_host_resource_degraded_on_the_host_makes_its_cr_not_ready(
     operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
 ) -> None:
     _running, host, namespace = operator
-    kube_cluster.apply(_bucket("sick"), namespace=namespace)
+    kube_cluster.apply(bucket("sick"), namespace=namespace)
     wait_until(lambda: is_ready(kube_cluster, namespace, "sick"), "sick Ready", 60)
     target = {"space": "team-a", **BUCKET, "name": "sick"}
     degraded = {
@@ -186,7 +172,7 @@ def test_failures_back_off_exponentially(
     grant = f"{namespace}-nowhere"
     kube_cluster.apply(grant_manifest(grant, "default", ["nowhere"], [namespace]))
     try:
-        kube_cluster.apply(_bucket("lost", space="nowhere"), namespace=namespace)
+        kube_cluster.apply(bucket("lost", space="nowhere"), namespace=namespace)
         path = "/spaces/nowhere/forms/storage.takoform.io/v1/Bucket/resources/lost"
 
         def looks() -> list[float]:
@@ -215,7 +201,7 @@ def test_the_uid_mismatch_remedy_runs_as_printed(
     """The CR `archive` manages the host resource `vault` (spec.resourceName): the remedy must
     name the CR, fully qualified, with its namespace -- and do what it says."""
     _running, host, namespace = operator
-    kube_cluster.apply(_bucket("archive", resourceName="vault"), namespace=namespace)
+    kube_cluster.apply(bucket("archive", resourceName="vault"), namespace=namespace)
     wait_until(lambda: is_ready(kube_cluster, namespace, "archive"), "archive Ready", 60)
     replacement = host.admin(
         "POST",
@@ -261,14 +247,14 @@ def test_the_name_taken_remedy_runs_as_printed(
     _running, host, namespace = operator
     with host.api() as api:
         forms = api.get("/v1alpha3/forms").json()["items"]
-        bucket = next(
+        ref = next(
             f["formRef"]
             for f in forms
             if f["formRef"]["kind"] == "Bucket" and f["formRef"]["definitionVersion"] == "1.1.0"
         )
         api.put(
             "/v1alpha3/spaces/team-a/forms/storage.takoform.io/v1/Bucket/resources/taken",
-            params={k: bucket[k] for k in ("definitionVersion", "schemaDigest")},
+            params={k: ref[k] for k in ("definitionVersion", "schemaDigest")},
             json={"spec": {"region": "eu-west-1", "sizeGiB": 10}},
             headers={"If-None-Match": "*", "Idempotency-Key": "someone-else:create:0"},
         ).raise_for_status()
@@ -276,13 +262,13 @@ def test_the_name_taken_remedy_runs_as_printed(
             lambda: (
                 api.get(
                     "/v1alpha3/spaces/team-a/forms/storage.takoform.io/v1/Bucket/resources/taken",
-                    params={k: bucket[k] for k in ("definitionVersion", "schemaDigest")},
+                    params={k: ref[k] for k in ("definitionVersion", "schemaDigest")},
                 ).status_code
                 == 200
             ),
             "the foreign resource committed",
         )
-    kube_cluster.apply(_bucket("taken"), namespace=namespace)
+    kube_cluster.apply(bucket("taken"), namespace=namespace)
     wait_until(
         lambda: (
             _condition(kube_cluster, namespace, "taken", "Blocked").get("reason") == "NameTaken"
@@ -309,11 +295,11 @@ def test_the_name_taken_remedy_runs_as_printed(
     )
     assert ran.returncode == 0, f"{printed!r} failed: {ran.stderr}"
     import_id = shlex.split(message.split("spec.importId set to ")[1].split(" ;")[0])[0]
-    kube_cluster.apply(_bucket("taken", importId=import_id), namespace=namespace)
+    kube_cluster.apply(bucket("taken", importId=import_id), namespace=namespace)
     wait_until(lambda: is_ready(kube_cluster, namespace, "taken"), "taken imported and Ready", 60)
     with host.api() as api:
         served = api.get(
             "/v1alpha3/spaces/team-a/forms/storage.takoform.io/v1/Bucket/resources/taken",
-            params={k: bucket[k] for k in ("definitionVersion", "schemaDigest")},
+            params={k: ref[k] for k in ("definitionVersion", "schemaDigest")},
         ).json()
     assert cr_status(kube_cluster, namespace, "taken")["uid"] == served["metadata"]["uid"]

@@ -10,13 +10,13 @@ recorded target and pending operation and send the create a second time.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import pytest
 from fixtures_kube import KubeCluster, wait_until
 from lagging_proxy import STASHED
+from manifests import bucket
 from operator_process import Operator, condition_of, cr_status
 
 LAG = 1.5
@@ -33,18 +33,6 @@ pytestmark = [
     pytest.mark.operator_settings(POLL_READY_SECONDS="600"),
     pytest.mark.lagging_watches(LAG),
 ]
-
-
-def _bucket(name: str, size: int) -> str:
-    spec = {"space": "team-a", "parameters": {"region": "eu-west-1", "sizeGiB": size}}
-    return json.dumps(
-        {
-            "apiVersion": "storage.takoform.io/v1",
-            "kind": "Bucket",
-            "metadata": {"name": name},
-            "spec": spec,
-        }
-    )
 
 
 def _puts(host: Any) -> dict[str, int]:
@@ -69,12 +57,12 @@ def test_late_watch_events_never_send_a_change_twice(
 ) -> None:
     _running, host, namespace = operator
     for name in NAMES:
-        kube_cluster.apply(_bucket(name, 10), namespace=namespace)
+        kube_cluster.apply(bucket(name, 10), namespace=namespace)
     wait_until(lambda: _all_ready(kube_cluster, namespace, 1), "every Bucket Ready", timeout=120)
     assert _puts(host) == dict.fromkeys(NAMES, 1), "a create sent twice"
 
     for name in NAMES:
-        kube_cluster.apply(_bucket(name, 20), namespace=namespace)
+        kube_cluster.apply(bucket(name, 20), namespace=namespace)
     wait_until(lambda: _all_ready(kube_cluster, namespace, 2), "every Bucket resized", timeout=120)
     assert _puts(host) == dict.fromkeys(NAMES, 2), "an update sent twice"
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from admission import refused_status_writes
 from fixtures_kube import KubeCluster, apply_crds, crd_files, wait_until
+from manifests import bucket
 from operator_process import Operator, condition_of, cr_status, is_ready
 
 from takoform_operator.registry_data import load_registry
@@ -42,21 +43,6 @@ def _volume(name: str, **spec: Any) -> str:
             "spec": {
                 "space": SPACE,
                 "parameters": {"zone": "eu-west-1a", "sizeGiB": 10},
-                **spec,
-            },
-        }
-    )
-
-
-def _bucket(name: str, size: int, **spec: Any) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "storage.takoform.io/v1",
-            "kind": "Bucket",
-            "metadata": {"name": name},
-            "spec": {
-                "space": SPACE,
-                "parameters": {"region": "eu-west-1", "sizeGiB": size},
                 **spec,
             },
         }
@@ -173,12 +159,12 @@ def test_second_cr_importing_an_owned_resource_is_blocked_and_touches_nothing(
     operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
 ) -> None:
     _running, host, namespace = operator
-    kube_cluster.kubectl("apply", "-f", "-", input=_bucket("owner", 10, resourceName="shared"),
+    kube_cluster.kubectl("apply", "-f", "-", input=bucket("owner", 10, resourceName="shared"),
                          namespace=namespace)  # fmt: skip
     wait_until(lambda: is_ready(kube_cluster, namespace, "owner"), "owner Ready")
     uid = cr_status(kube_cluster, namespace, "owner")["uid"]
 
-    intruder = _bucket("intruder", 99, resourceName="shared", importId=f"{SPACE}/shared")
+    intruder = bucket("intruder", 99, resourceName="shared", importId=f"{SPACE}/shared")
     kube_cluster.kubectl("apply", "-f", "-", input=intruder, namespace=namespace)
 
     def blocked() -> dict[str, Any]:

@@ -4,13 +4,13 @@ sent is counted in the host's request log, never taken from the operator's word.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fixtures_kube import KubeCluster, wait_until
+from manifests import bucket
 from operator_process import Operator, condition_of, cr_status, is_ready
 
 from takoform_operator.registry_data import load_registry
@@ -27,21 +27,6 @@ assert REF is not None
 EXACT = {"definitionVersion": REF.definition_version, "schemaDigest": REF.schema_digest}
 RESOURCES = "/v1alpha3/spaces/team-a/forms/storage.takoform.io/v1/Bucket/resources"
 PAUSED = "takoform.io/paused"
-
-
-def bucket(name: str, size: int = 10, **spec: Any) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "storage.takoform.io/v1",
-            "kind": "Bucket",
-            "metadata": {"name": name},
-            "spec": {
-                "space": "team-a",
-                "parameters": {"region": "eu-west-1", "sizeGiB": size},
-                **spec,
-            },
-        }
-    )
 
 
 class RequestLog:

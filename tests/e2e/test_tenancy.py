@@ -16,6 +16,7 @@ import pytest
 from fixtures_helm import CHART
 from fixtures_host import HostProcess
 from fixtures_kube import KubeCluster, wait_until
+from manifests import bucket
 from operator_process import condition_of, cr_status, is_ready, operator_process
 from tenancy import grant_manifest, host_manifest, tls_secrets, token_secret
 from tls import Pki
@@ -26,21 +27,6 @@ from takoform_spec.identity import FormLine
 pytestmark = pytest.mark.kube
 REGISTRY = load_registry()
 BUCKETS = "/v1alpha3/spaces/{space}/forms/storage.takoform.io/v1/Bucket/resources"
-
-
-def bucket(name: str, space: str, **spec: Any) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "storage.takoform.io/v1",
-            "kind": "Bucket",
-            "metadata": {"name": name},
-            "spec": {
-                "space": space,
-                "parameters": {"region": "eu-west-1", "sizeGiB": 10},
-                **spec,
-            },
-        }
-    )
 
 
 REF = REGISTRY.default_create_ref(FormLine("storage.takoform.io/v1", "Bucket"))
@@ -72,6 +58,17 @@ def patch_size(cluster: KubeCluster, namespace: str, name: str, size: int) -> No
 def ready_at(cluster: KubeCluster, namespace: str, name: str, generation: int) -> bool:
     ready = condition_of(cr_status(cluster, namespace, name), "Ready")
     return ready.get("status") == "True" and ready.get("observedGeneration") == generation
+
+
+def host_condition(cluster: KubeCluster, name: str) -> dict[str, Any]:
+    """The Ready condition of TakoformHost `name` (empty before the first probe)."""
+    found = cluster.kubectl_json("get", "takoformhost", name)
+    return dict(condition_of(found.get("status") or {}, "Ready"))
+
+
+def host_ready(cluster: KubeCluster, name: str) -> bool:
+    ready = host_condition(cluster, name)
+    return ready.get("status") == "True" and ready.get("reason") == "Reachable"
 
 
 def blocked_reason(cluster: KubeCluster, namespace: str, name: str) -> str | None:
@@ -165,8 +162,10 @@ def test_two_hosts_and_a_token_rotated_without_a_restart(
 
     log = tmp_path / "operator.log"
     with cluster_operator(kube_cluster, prod, ops, log, team, POLL_READY_SECONDS="2") as process:
-        kube_cluster.apply(bucket("on-prod", "team-a"), namespace=team)
-        kube_cluster.apply(bucket("on-staging", "team-a", hostRef=staging_name), namespace=team)
+        kube_cluster.apply(bucket("on-prod", space="team-a"), namespace=team)
+        kube_cluster.apply(
+            bucket("on-staging", space="team-a", hostRef=staging_name), namespace=team
+        )
         for name in ("on-prod", "on-staging"):
             wait_until(lambda n=name: is_ready(kube_cluster, team, n), f"{name} Ready")  # type: ignore[misc]
         assert host_names(prod, "team-a") == {"on-prod"}
@@ -174,13 +173,8 @@ def test_two_hosts_and_a_token_rotated_without_a_restart(
         assert cr_status(kube_cluster, team, "on-prod")["host"] == prod_name
         assert cr_status(kube_cluster, team, "on-staging")["host"] == staging_name
 
-        def host_ready(name: str) -> bool:
-            found = kube_cluster.kubectl_json("get", "takoformhost", name)
-            ready = condition_of(found.get("status") or {}, "Ready")
-            return ready.get("status") == "True" and ready.get("reason") == "Reachable"
-
         for name in (prod_name, staging_name):
-            wait_until(lambda n=name: host_ready(n), f"TakoformHost {name} Ready")  # type: ignore[misc]
+            wait_until(lambda n=name: host_ready(kube_cluster, n), f"TakoformHost {name} Ready")  # type: ignore[misc]
         forms = kube_cluster.kubectl_json("get", "takoformhost", prod_name)["status"]["forms"]
         assert any(f["kind"] == "Bucket" and f["served"] and f["supported"] for f in forms)
 
@@ -206,7 +200,7 @@ def test_two_hosts_and_a_token_rotated_without_a_restart(
             print(staging.log_tail())
             raise
         assert host_spec(staging, "team-a", "on-staging")["sizeGiB"] == 20
-        wait_until(lambda: host_ready(staging_name), "the staging host Ready again")
+        wait_until(lambda: host_ready(kube_cluster, staging_name), "the staging host Ready again")
         assert process.poll() is None, "the operator did not restart"
         assert is_ready(kube_cluster, team, "on-prod")
         text = log.read_text(errors="replace")
@@ -240,23 +234,20 @@ def test_a_host_on_tls_moved_to_a_new_ca_without_a_restart(
     )
     policy(grant_manifest(f"{team}-{name}", name, ["team-a"], [team]))
 
-    def host_reason() -> str | None:
-        found = kube_cluster.kubectl_json("get", "takoformhost", name)
-        return condition_of(found.get("status") or {}, "Ready").get("reason")
-
     log = tmp_path / "operator.log"
     with cluster_operator(kube_cluster, host, ops, log, team) as process:
-        kube_cluster.apply(bucket("over-tls", "team-a", hostRef=name), namespace=team)
+        kube_cluster.apply(bucket("over-tls", space="team-a", hostRef=name), namespace=team)
         wait_until(lambda: is_ready(kube_cluster, team, "over-tls"), "over-tls Ready")
         assert host_names(host, "team-a") == {"over-tls"}
 
         host.stop()
         host.tls = pki.host_tls("server-ca-2", client_ca="client-ca")
         host.start()
-        wait_until(lambda: host_reason() == "CertificateUntrusted", "the host's Ready reason")
-        message = condition_of(
-            kube_cluster.kubectl_json("get", "takoformhost", name)["status"], "Ready"
-        )["message"]
+        wait_until(
+            lambda: host_condition(kube_cluster, name).get("reason") == "CertificateUntrusted",
+            "the host's Ready reason",
+        )
+        message = host_condition(kube_cluster, name)["message"]
         assert "certificate is not trusted: unable to get local issuer" in message
 
         patch_size(kube_cluster, team, "over-tls", 30)
@@ -274,7 +265,7 @@ def test_a_host_on_tls_moved_to_a_new_ca_without_a_restart(
             timeout=90,
         )
         assert host_spec(host, "team-a", "over-tls")["sizeGiB"] == 30
-        wait_until(lambda: host_reason() == "Reachable", "the host Ready again")
+        wait_until(lambda: host_ready(kube_cluster, name), "the host Ready again")
         assert process.poll() is None, "the operator did not restart"
         key = client[1].read_text()
         assert key.split("\n")[1] not in log.read_text(errors="replace")
@@ -346,7 +337,7 @@ def test_a_namespace_reaches_only_the_spaces_granted_to_it(
         # Bob, an editor of B, manages a bucket in B's space.
         assert (
             as_user(
-                bob, "apply", "-f", "-", namespace=ns_b, stdin=bucket("data", "team-b")
+                bob, "apply", "-f", "-", namespace=ns_b, stdin=bucket("data", space="team-b")
             ).returncode
             == 0
         )
@@ -370,8 +361,8 @@ def test_a_namespace_reaches_only_the_spaces_granted_to_it(
         # ...and what she can create in her namespace never reaches space team-b: a create,
         # an import of B's resource, an update of it and a delete of it all stay Blocked.
         attempts = {
-            "steal": bucket("steal", "team-b"),
-            "adopt": bucket("adopt", "team-b", importId="team-b/data", resourceName="data"),
+            "steal": bucket("steal", space="team-b"),
+            "adopt": bucket("adopt", space="team-b", importId="team-b/data", resourceName="data"),
         }
         for manifest in attempts.values():
             assert (
