@@ -130,7 +130,16 @@ build helm "$HELM_VERSION" "$hdir" "$hldflags" helm=helm.sh/helm/v3/cmd/helm
 # the cloud SDKs; the web UI assets are not embedded (the HTTP API is all the tests use).
 pdir="$repo/hack/go/prometheus"
 check_wrapper "$pdir" github.com/prometheus/prometheus "$PROMETHEUS_MODULE_VERSION"
-pversion="$(cat "$(cd "$pdir" && go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)/VERSION")"
+# Its VERSION file is read from the module's sources, which are only in the module cache once
+# downloaded (`go list -m` reads go.mod and never fetches them): download first, and only when the
+# build is not cached, so a warm run stays offline.
+pversion=unused
+if [[ ! -f "$bindir/prometheus-$PROMETHEUS_MODULE_VERSION/.complete" ]]; then
+  (cd "$pdir" && go mod download github.com/prometheus/prometheus) ||
+    die "downloading github.com/prometheus/prometheus $PROMETHEUS_MODULE_VERSION failed"
+  pversion="$(cat "$(cd "$pdir" && go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)/VERSION")" ||
+    die "no VERSION file in github.com/prometheus/prometheus $PROMETHEUS_MODULE_VERSION"
+fi
 pldflags="-s -w"
 for kv in Version="$pversion" Revision="$PROMETHEUS_MODULE_VERSION" Branch=HEAD \
   BuildUser=takoform-operator BuildDate="$(date -u +%Y%m%d-%H:%M:%S)"; do
