@@ -53,12 +53,12 @@ def _run(args: argparse.Namespace) -> int:
 
     from takoform_operator.kube.selector import parse_selector
     from takoform_operator.main import main as run_operator
-    from takoform_operator.settings import Settings
+    from takoform_operator.settings import Settings, settings_error
 
     try:
         settings = Settings()
     except ValidationError as exc:
-        print(f"error: invalid TAKOFORM_* settings:\n{exc}", file=sys.stderr)
+        print(f"error: invalid settings: {settings_error(exc)}", file=sys.stderr)
         return 2
     if args.namespace:
         settings = settings.model_copy(update={"namespace": args.namespace})
@@ -69,12 +69,31 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: TAKOFORM_SHARD_SELECTOR / --selector: {exc}", file=sys.stderr)
         return 2
-    if settings.token() is None:
-        print(
-            "error: no host token: set TAKOFORM_HOST_TOKEN or TAKOFORM_HOST_TOKEN_FILE",
-            file=sys.stderr,
-        )
-        return 2
+    # Only the implicit host (the host_* settings) needs a token from the settings: TakoformHosts
+    # name their own token Secrets.
+    if settings.implicit_host:
+        try:
+            token = settings.token()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            print(
+                f"error: TAKOFORM_HOST_TOKEN_FILE: cannot read {settings.host_token_file}: "
+                f"{reason or exc}",
+                file=sys.stderr,
+            )
+            return 2
+        for name in ("host_ca_bundle", "host_client_cert", "host_client_key"):
+            path = getattr(settings, name)
+            if path is not None and not path.is_file():
+                print(f"error: TAKOFORM_{name.upper()}: no such file: {path}", file=sys.stderr)
+                return 2
+        if token is None:
+            print(
+                "error: no host token: set TAKOFORM_HOST_TOKEN or TAKOFORM_HOST_TOKEN_FILE, or "
+                "TAKOFORM_IMPLICIT_HOST=false to use TakoformHosts only",
+                file=sys.stderr,
+            )
+            return 2
     return run_operator(settings)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -52,7 +52,9 @@ class Settings(BaseSettings):
     max_concurrent_reconciles: int = Field(
         default=16, ge=1, description="Reconciles running at once (each makes host requests)."
     )
-    metrics_port: int = Field(default=8000, ge=0, description="Prometheus metrics port (0: off).")
+    metrics_port: int = Field(
+        default=8000, ge=0, le=65535, description="Prometheus metrics port (0: off)."
+    )
     namespace: str | None = Field(
         default=None, description="Watch only this namespace (default: all namespaces)."
     )
@@ -65,7 +67,10 @@ class Settings(BaseSettings):
         default="0.0.0.0", description="Address the metrics and health endpoints listen on."
     )
     health_port: int = Field(
-        default=0, ge=0, description="Port of /healthz and /readyz for the kubelet (0: off)."
+        default=0,
+        ge=0,
+        le=65535,
+        description="Port of /healthz and /readyz for the kubelet (0: off).",
     )
     log_format: Literal["text", "json"] = Field(
         default="text", description="Log lines as plain text or one JSON object per line."
@@ -115,12 +120,34 @@ class Settings(BaseSettings):
     )
 
     @model_validator(mode="after")
-    def _cap_above_base(self) -> Settings:
-        if self.backoff_cap_seconds < self.backoff_base_seconds:
-            raise ValueError(
-                f"backoff_cap_seconds ({self.backoff_cap_seconds}) is below "
-                f"backoff_base_seconds ({self.backoff_base_seconds})"
-            )
+    def _settings_that_can_work(self) -> Settings:
+        """Combinations that each look valid alone but cannot work together; every message names
+        the settings as a user sets them (TAKOFORM_*)."""
+        problems = [
+            f"{_env('backoff_cap_seconds')} ({self.backoff_cap_seconds}) is below "
+            f"{_env('backoff_base_seconds')} ({self.backoff_base_seconds})"
+            if self.backoff_cap_seconds < self.backoff_base_seconds
+            else "",
+            f"{_env('metrics_port')} and {_env('health_port')} are both {self.metrics_port}"
+            if self.metrics_port and self.metrics_port == self.health_port
+            else "",
+        ]
+        if self.leader_election:
+            # A leader must give up before its lease runs out (else two replicas reconcile at
+            # once), and must be able to retry at least once before it gives up.
+            problems += [
+                f"{_env('lease_renew_deadline_seconds')} ({self.lease_renew_deadline_seconds}) "
+                f"must be below {_env('lease_seconds')} ({self.lease_seconds})"
+                if self.lease_renew_deadline_seconds >= self.lease_seconds
+                else "",
+                f"{_env('lease_retry_seconds')} ({self.lease_retry_seconds}) must be below "
+                f"{_env('lease_renew_deadline_seconds')} ({self.lease_renew_deadline_seconds})"
+                if self.lease_retry_seconds >= self.lease_renew_deadline_seconds
+                else "",
+            ]
+        found = [problem for problem in problems if problem]
+        if found:
+            raise ValueError("; ".join(found))
         return self
 
     def secrets_namespace(self) -> str:
@@ -145,3 +172,18 @@ class Settings(BaseSettings):
         if self.host_token_file is not None:
             return self.host_token_file.read_text(encoding="utf-8").strip()
         return self.host_token.get_secret_value() if self.host_token else None
+
+
+def _env(field: str) -> str:
+    """A setting's name as a user sets it."""
+    return f"TAKOFORM_{field.upper()}"
+
+
+def settings_error(exc: ValidationError) -> str:
+    """A pydantic error about the settings as one line that names each setting."""
+    parts = []
+    for error in exc.errors():
+        where = ", ".join(_env(str(part)) for part in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)

@@ -110,17 +110,16 @@ def policy(kube_cluster: KubeCluster) -> Iterator[Callable[[str], None]]:
 @contextmanager
 def cluster_operator(
     cluster: KubeCluster,
-    host: HostProcess,
     ops: str,
     log: Path,
     watch: str | None = None,
     **settings: str,
 ) -> Iterator[Any]:
     """The operator for namespace `watch` (None: every namespace), its host Secrets in `ops`,
-    hosts only from TakoformHosts (no implicit host)."""
+    hosts only from TakoformHosts: no implicit host, and so no host URL or token settings."""
     with operator_process(
         cluster.kubeconfig,
-        host,
+        None,
         watch,
         log,
         METRICS_PORT="0",
@@ -161,7 +160,7 @@ def test_two_hosts_and_a_token_rotated_without_a_restart(
         policy(grant_manifest(f"{team}-{host_name}", host_name, ["team-a"], [team]))
 
     log = tmp_path / "operator.log"
-    with cluster_operator(kube_cluster, prod, ops, log, team, POLL_READY_SECONDS="2") as process:
+    with cluster_operator(kube_cluster, ops, log, team, POLL_READY_SECONDS="2") as process:
         kube_cluster.apply(bucket("on-prod", space="team-a"), namespace=team)
         kube_cluster.apply(
             bucket("on-staging", space="team-a", hostRef=staging_name), namespace=team
@@ -235,7 +234,7 @@ def test_a_host_on_tls_moved_to_a_new_ca_without_a_restart(
     policy(grant_manifest(f"{team}-{name}", name, ["team-a"], [team]))
 
     log = tmp_path / "operator.log"
-    with cluster_operator(kube_cluster, host, ops, log, team) as process:
+    with cluster_operator(kube_cluster, ops, log, team) as process:
         kube_cluster.apply(bucket("over-tls", space="team-a", hostRef=name), namespace=team)
         wait_until(lambda: is_ready(kube_cluster, team, "over-tls"), "over-tls Ready")
         assert host_names(host, "team-a") == {"over-tls"}
@@ -333,7 +332,7 @@ def test_a_namespace_reaches_only_the_spaces_granted_to_it(
         )
 
     log = tmp_path / "operator.log"
-    with cluster_operator(kube_cluster, host, ops, log, POLL_READY_SECONDS="600"):
+    with cluster_operator(kube_cluster, ops, log, POLL_READY_SECONDS="600"):
         # Bob, an editor of B, manages a bucket in B's space.
         assert (
             as_user(

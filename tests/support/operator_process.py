@@ -19,18 +19,17 @@ import pytest
 
 @contextmanager
 def operator_process(
-    kubeconfig: Path, host: object, namespace: str | None, log: Path, **settings: str
+    kubeconfig: Path, host: object | None, namespace: str | None, log: Path, **settings: str
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run the operator for `namespace` (None: every namespace) against `host` (a
-    fixtures_host.HostProcess: the implicit host `default`); extra TAKOFORM_* settings come as
-    keyword arguments (e.g. METRICS_PORT="0")."""
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(kubeconfig),
-        "TAKOFORM_HOST_URL": host.url,  # type: ignore[attr-defined]
-        "TAKOFORM_HOST_TOKEN": host.token,  # type: ignore[attr-defined]
-        **{f"TAKOFORM_{name}": value for name, value in settings.items()},
-    }
+    fixtures_host.HostProcess: the implicit host `default`; None: no host URL or token settings at
+    all); extra TAKOFORM_* settings come as keyword arguments (e.g. METRICS_PORT="0")."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("TAKOFORM_")}
+    env["KUBECONFIG"] = str(kubeconfig)
+    if host is not None:
+        env["TAKOFORM_HOST_URL"] = host.url  # type: ignore[attr-defined]
+        env["TAKOFORM_HOST_TOKEN"] = host.token  # type: ignore[attr-defined]
+    env.update({f"TAKOFORM_{name}": value for name, value in settings.items()})
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [
