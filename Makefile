@@ -78,7 +78,7 @@ bench-reconcile: venv ## benchmark the reconcile against the host alone (resourc
 HOST_LISTEN ?= 127.0.0.1:8787
 HOST_DB ?= .host/takoform-host.db
 
-run: tools venv ## run the operator: local control plane + CRDs + reference host + operator (docs/operator.md)
+run: venv ## run the operator: local control plane (builds the tools) + CRDs + reference host + operator (docs/operator.md)
 	hack/run.sh
 
 host: venv ## run the reference host on $(HOST_LISTEN) (token: dev-token, admin token: dev-admin)

@@ -3,15 +3,24 @@
 # (unless TAKOFORM_USE_EXISTING_CLUSTER=1 with KUBECONFIG), applies the CRDs, starts the reference
 # host (unless TAKOFORM_HOST_URL is set), starts the operator, applies the examples of
 # docs/examples/ and waits until each is Ready (TAKOFORM_RUN_EXAMPLES=0 skips them), then keeps
-# the operator running in the foreground until Ctrl-C.
+# the operator running in the foreground until Ctrl-C. TAKOFORM_RUN_HOST_DIR: where the reference
+# host keeps its database and log (default .cluster/host with the local control plane, else .host).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '%s run: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# shellcheck disable=SC1091
-source "${TAKOFORM_TOOLS_CACHE:-$HOME/.cache/takoform-operator}/bin/env.sh"
 started_cluster=0
-if [[ "${TAKOFORM_USE_EXISTING_CLUSTER:-}" != 1 || -z "${KUBECONFIG:-}" ]]; then
+if [[ "${TAKOFORM_USE_EXISTING_CLUSTER:-}" == 1 && -n "${KUBECONFIG:-}" ]]; then
+  # Someone else's cluster: only kubectl is needed, so no Go tool builds (the pinned kubectl only
+  # when there is no other).
+  tools_env="${TAKOFORM_TOOLS_CACHE:-$HOME/.cache/takoform-operator}/bin/env.sh"
+  # shellcheck disable=SC1090
+  command -v kubectl >/dev/null || { [[ -f $tools_env ]] && source "$tools_env"; } ||
+    { log "ERROR: kubectl is not on PATH (needed with TAKOFORM_USE_EXISTING_CLUSTER=1)"; exit 1; }
+else
+  hack/tools.sh
+  # shellcheck disable=SC1091
+  source "${TAKOFORM_TOOLS_CACHE:-$HOME/.cache/takoform-operator}/bin/env.sh"
   eval "$(.venv/bin/python hack/localcluster.py up)"
   started_cluster=1
 fi
@@ -48,6 +57,7 @@ if [[ -z "${TAKOFORM_HOST_URL:-}" ]]; then
   # cluster never meets resources that CRs of a removed one created (they would be NameTaken).
   host_dir=.host
   [[ "$started_cluster" == 1 ]] && host_dir=.cluster/host
+  host_dir="${TAKOFORM_RUN_HOST_DIR:-$host_dir}"
   mkdir -p "$host_dir"
   TAKOFORM_HOST_TOKENS=dev-token TAKOFORM_HOST_ADMIN_TOKEN=dev-admin \
     .venv/bin/takoform-host serve --db "$host_dir/takoform-host.db" --listen "$listen" \

@@ -1,0 +1,89 @@
+"""`make run` against a cluster someone else runs (TAKOFORM_USE_EXISTING_CLUSTER=1) needs kubectl
+and the project's Python environment, never the Go tool builds: here with an empty tool cache and
+no `go` on PATH, the examples still become Ready."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fixtures_kube import REPO, KubeCluster
+from processes import free_port
+from waiting import wait_until
+
+pytestmark = pytest.mark.kube
+
+READY_TIMEOUT = 180.0
+
+
+@pytest.fixture
+def make_run(
+    kube_cluster: KubeCluster, kube_crds: object, tmp_path: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """hack/run.sh (what `make run` runs after `make venv`) on the test cluster; yields the
+    process and the file its output goes to. Afterwards the examples are deleted while the
+    operator still runs (so their finalizers go), then the script is interrupted as Ctrl-C
+    would."""
+    without_go = [
+        entry
+        for entry in os.environ["PATH"].split(os.pathsep)
+        if entry and not (Path(entry) / "go").exists()
+    ]
+    env = {name: value for name, value in os.environ.items() if not name.startswith("TAKOFORM_")}
+    env |= {
+        "PATH": os.pathsep.join([str(kube_cluster.kubectl_bin.parent), *without_go]),
+        "KUBECONFIG": str(kube_cluster.kubeconfig),
+        "TAKOFORM_USE_EXISTING_CLUSTER": "1",
+        "TAKOFORM_TOOLS_CACHE": str(tmp_path / "empty-tools-cache"),
+        "TAKOFORM_RUN_HOST_DIR": str(tmp_path / "host"),
+        "TAKOFORM_METRICS_PORT": "0",
+        "HOST_LISTEN": f"127.0.0.1:{free_port()}",
+    }
+    output = tmp_path / "make-run.log"
+    with output.open("wb") as sink:
+        script = subprocess.Popen(
+            ["hack/run.sh"],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield script, output
+    finally:
+        if script.poll() is None:
+            kube_cluster.kubectl(
+                "delete", "-f", str(REPO / "docs" / "examples"), "--timeout=60s", check=False
+            )
+        kube_cluster.kubectl(
+            "delete", "takoformspacegrant", "make-run-default-team-a", "--wait=false", check=False
+        )
+        if script.poll() is None:
+            os.killpg(script.pid, signal.SIGINT)
+            try:
+                script.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(script.pid, signal.SIGKILL)
+                script.wait()
+
+
+def test_make_run_on_an_existing_cluster_needs_no_go_tools(
+    make_run: tuple[subprocess.Popen[bytes], Path],
+) -> None:
+    script, output = make_run
+
+    def examples_ready() -> bool:
+        text = output.read_text(errors="replace")
+        assert script.poll() is None, f"make run exited {script.returncode}:\n{text[-3000:]}"
+        assert "ERROR" not in text and "Traceback" not in text, text[-3000:]
+        return "all examples Ready" in text
+
+    wait_until(examples_ready, "make run's examples Ready", timeout=READY_TIMEOUT)
+    text = output.read_text(errors="replace")
+    assert "tools:" not in text  # hack/tools.sh never ran
