@@ -201,6 +201,23 @@ def test_values_schema_rejects_wrong_values(helm: Any, value: str, why: str) -> 
     assert "schema" in proc.stderr.lower(), proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        (["leaderElection.renewDeadlineSeconds=15"], "leaderElection.renewDeadlineSeconds"),
+        (["leaderElection.retrySeconds=10"], "leaderElection.retrySeconds"),
+        (["metrics.port=8081", "health.port=8081"], "metrics.port and health.port"),
+        (["backoff.baseSeconds=10", "backoff.capSeconds=5"], "backoff.capSeconds"),
+    ],
+)
+def test_values_that_cannot_work_together_are_refused(
+    helm: Any, values: list[str], named: str
+) -> None:
+    settings = [arg for value in values for arg in ("--set", value)]
+    proc = helm("template", "t", str(CHART), *settings, check=False)
+    assert proc.returncode != 0 and named in proc.stderr, proc.stderr
+
+
 def test_two_replicas_need_leader_election(helm: Any) -> None:
     proc = helm(
         "template", "t", str(CHART), "--set", "replicaCount=2",
