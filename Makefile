@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: image crds-upgrade bench bench-host bench-reconcile check-model conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
+.PHONY: fresh-check image crds-upgrade bench bench-host bench-reconcile check-model conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -35,6 +35,9 @@ check-generated: venv ## fail if regenerating would change a committed file
 
 tools: ## build (or reuse cached) kube-apiserver, etcd, kubectl, helm; install prometheus
 	hack/tools.sh
+
+fresh-check: ## the README's path on empty caches (fresh clone, HOME/Go/pip/tool caches in a temp dir): make test, then make run; times each phase
+	hack/fresh_check.sh
 
 image: ## build the operator image (Docker, else buildah) as an OCI archive in build/image/
 	hack/image.sh
