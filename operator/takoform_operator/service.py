@@ -15,7 +15,7 @@ from dataclasses import replace
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.decide import Decision, Observation, decide
 from takoform_operator.core.host_answer import Rejection, accepted, rejected
-from takoform_operator.core.outcome import RETRY_LATER, Outcome, degraded, unavailable
+from takoform_operator.core.outcome import NextLook, Outcome, degraded, unavailable
 from takoform_operator.core.ownership import Claimant
 from takoform_operator.core.plan import plan
 from takoform_operator.core.policy import hold, observe_only
@@ -100,4 +100,4 @@ def _unavailable(state: State, message: str, retry_after: float | None) -> Outco
 
 
 def _trouble(state: State, reason: Reason, message: str) -> Outcome:
-    return degraded(state, reason, message, RETRY_LATER)
+    return degraded(state, reason, message, NextLook.BACKOFF)

@@ -14,7 +14,7 @@ from waiting import TimedOut, await_for
 
 from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.outcome import Outcome
+from takoform_operator.core.outcome import NextLook, Outcome
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import Desired, OperationView, ResourceView, State
 from takoform_operator.host_client.client import HostClient
@@ -78,7 +78,7 @@ class SimulatedCr:
             outcome = await self.reconcile(host, registry)
             if outcome.finalized or condition(outcome, ConditionType.BLOCKED):
                 return outcome
-            if outcome.requeue_after is None or outcome.requeue_after >= 30:
+            if outcome.next_look in (NextLook.POLL, NextLook.BACKOFF, NextLook.NEVER):
                 return outcome
             return None
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from takoform_operator.core.backoff import backoff_delay
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.outcome import POLL_PENDING, RETRY_LATER, Outcome, degraded, unavailable
+from takoform_operator.core.outcome import NextLook, Outcome, degraded, unavailable
 from takoform_operator.core.state import State
 from takoform_operator.kube.handlers import Runtime, _delay, next_delay
 from takoform_operator.settings import Settings
@@ -95,8 +95,8 @@ def test_failures_in_a_row_grow_the_delay_and_a_success_resets_it() -> None:
 
 def test_every_retry_path_backs_off() -> None:
     """Host unavailable, host refused, a failed operation, a lost status write (no outcome)."""
-    refused = degraded(State(), Reason.HOST_REJECTED, "form_unknown", RETRY_LATER)
-    operation = degraded(State(), Reason.OPERATION_FAILED, "failed", RETRY_LATER)
+    refused = degraded(State(), Reason.HOST_REJECTED, "form_unknown", NextLook.BACKOFF)
+    operation = degraded(State(), Reason.OPERATION_FAILED, "failed", NextLook.BACKOFF)
     for outcome in (_failure(), refused, operation, None):
         runtime = _runtime()
         first, second = (_delay(runtime, "cr", outcome) for _ in range(2))
@@ -124,11 +124,11 @@ def test_an_outage_keeps_the_last_known_conditions_and_asserts_degraded() -> Non
 
 def test_pending_operations_keep_the_fast_to_slow_poll() -> None:
     runtime = _runtime()
-    pending = Outcome(State(), (), POLL_PENDING)
+    pending = Outcome(State(), (), NextLook.PENDING)
     looks = [_delay(runtime, "cr", pending) for _ in range(7)]
     assert looks == [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
 
 
 def test_a_cap_below_the_base_is_refused() -> None:
-    with pytest.raises(ValueError, match="backoff_cap_seconds"):
+    with pytest.raises(ValueError, match="TAKOFORM_BACKOFF_CAP_SECONDS"):
         Settings(backoff_base_seconds=10.0, backoff_cap_seconds=1.0)

@@ -8,11 +8,13 @@ import pytest
 
 from takoform_operator.core.conditions import ConditionType, Reason, merge_conditions, transitions
 from takoform_operator.core.decide import Observation, decide
-from takoform_operator.core.outcome import unavailable
+from takoform_operator.core.outcome import refused, unavailable
 from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.state import Desired, HostCondition, Requested, ResourceView, State
 from takoform_operator.host_client.models import Resource
+from takoform_operator.kube.handlers import next_delay
 from takoform_operator.registry_data import load_registry
+from takoform_operator.settings import Settings
 
 REGISTRY = load_registry()
 REF = next(r for r in REGISTRY.default_creates.values() if r.kind == "Bucket")
@@ -177,3 +179,16 @@ def _ready_conditions() -> list:  # type: ignore[type-arg]
             DESIRED, STATE, planned, Observation(None, _resource(READY)), REGISTRY
         ).outcome.conditions
     )
+
+
+def test_a_settled_cr_is_re_read_at_the_configured_ready_poll_even_above_a_minute() -> None:
+    # Ready and Blocked CRs are re-read every TAKOFORM_POLL_READY_SECONDS, whatever its value
+    # (docs/operator.md, docs/scaling.md); a value above a minute once had no effect.
+    slow = Settings(poll_ready_seconds=600.0)
+    planned = plan(DESIRED, STATE, REGISTRY)
+    assert isinstance(planned, Plan)
+    ready = decide(DESIRED, STATE, planned, Observation(None, _resource(READY)), REGISTRY).outcome
+    assert ready.asserted() == {ConditionType.READY: Reason.AVAILABLE}
+    blocked = refused(DESIRED, STATE, Reason.SPACE_NOT_GRANTED, "no grant")
+    assert next_delay(ready, slow) == 600.0
+    assert next_delay(blocked, slow) == 600.0

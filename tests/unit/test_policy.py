@@ -21,7 +21,7 @@ from takoform_operator.core.conditions import (
 )
 from takoform_operator.core.decide import Decision, Observation, decide
 from takoform_operator.core.import_id import canonical_import_id
-from takoform_operator.core.outcome import Outcome
+from takoform_operator.core.outcome import NextLook, Outcome
 from takoform_operator.core.ownership import Claimant, Identity
 from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.policy import hold, observe_only
@@ -106,7 +106,7 @@ async def test_a_paused_cr_sends_nothing_not_even_a_read(
         Condition(ConditionType.RECONCILING, False, Reason.PAUSED, outcome.conditions[0].message),
     )
     assert "takoform.io/paused" in outcome.conditions[0].message
-    assert outcome.holds_conditions and outcome.requeue_after is None and not outcome.finalized
+    assert outcome.holds_conditions and outcome.next_look is NextLook.POLL and not outcome.finalized
 
 
 @pytest.mark.parametrize("state", STATES.values(), ids=STATES.keys())
@@ -158,7 +158,7 @@ def test_a_paused_status_does_not_claim_the_current_generation() -> None:
     patch = status_patch(held, None, now="t", cr_generation=4)
     assert "observedGeneration" not in patch
     assert patch["uid"] == "uid-1", "the state is written as it was"
-    working = Outcome(state=BOUND, conditions=(), requeue_after=None)
+    working = Outcome(state=BOUND, conditions=(), next_look=NextLook.POLL)
     assert status_patch(working, None, now="t", cr_generation=4)["observedGeneration"] == 4
 
 
@@ -284,7 +284,7 @@ def test_observe_reports_drift_instead_of_updating() -> None:
     drift = next(c for c in decision.outcome.conditions if c.type is ConditionType.DRIFTED)
     assert "sizeGiB" in drift.message and "region" not in drift.message
     assert decision.outcome.state.outputs == {"endpoint": "https://logs.example"}, "status filled"
-    assert decision.outcome.requeue_after is not None and decision.outcome.requeue_after >= 30
+    assert decision.outcome.next_look is NextLook.POLL
 
 
 def test_observe_without_drift_is_ready() -> None:
@@ -371,7 +371,7 @@ def test_observe_never_sends_a_mutation(state: State, seen: Observation) -> None
 
 def test_observe_only_withholds_every_verb() -> None:
     target = Target("team-a", REF, "logs")
-    decided = Outcome(state=BOUND, conditions=(), requeue_after=0.0)
+    decided = Outcome(state=BOUND, conditions=(), next_look=NextLook.NOW)
     for action in (
         Create(target, SPEC, "k"),
         Update(target, SPEC, "1", "uid-1", "k"),

@@ -8,7 +8,7 @@ from takoform_operator.core.actions import Create, Target, Update
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.decide import Decision
 from takoform_operator.core.host_answer import Rejection, rejected
-from takoform_operator.core.outcome import Outcome
+from takoform_operator.core.outcome import NextLook, Outcome
 from takoform_operator.core.state import Desired, OperationView, OpState, State, Verb
 from takoform_operator.registry_data import load_registry
 
@@ -27,7 +27,7 @@ UPDATE = Decision(Outcome(BOUND, (), 2.0), Update(TARGET, {}, "4", "u-1", "cr-1:
 def test_a_stale_fence_rereads_and_never_overwrites(code: str) -> None:
     outcome = rejected(UPDATE, Rejection(code, "stale"), DESIRED)
     assert outcome.state == BOUND, "nothing recorded: the next reconcile re-reads"
-    assert outcome.requeue_after == 0.0
+    assert outcome.next_look is NextLook.NOW
     assert ConditionType.RECONCILING in outcome.asserted()
 
 
@@ -81,7 +81,7 @@ def test_a_spent_key_of_ours_moves_to_a_fresh_attempt_instead_of_resuming() -> N
     outcome = rejected(UPDATE, refusal, DESIRED)
     assert outcome.state.pending is None
     assert outcome.state.attempt == BOUND.attempt + 1
-    assert outcome.requeue_after == 0.0
+    assert outcome.next_look is NextLook.NOW
 
 
 @pytest.mark.parametrize(
@@ -104,4 +104,4 @@ def test_somebody_elses_operation_is_waited_for_not_adopted(
 def test_validation_failure_waits_for_a_spec_change() -> None:
     outcome = rejected(UPDATE, Rejection("validation_failed", "sizeGiB too big"), DESIRED)
     assert outcome.asserted()[ConditionType.DEGRADED] is Reason.INVALID_SPEC
-    assert outcome.requeue_after is None
+    assert outcome.next_look is NextLook.POLL

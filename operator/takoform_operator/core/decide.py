@@ -10,10 +10,8 @@ from .conditions import Condition, ConditionType, Reason
 from .errors import CodecError
 from .keys import create_key, delete_key, is_ours, proves_ours, update_key
 from .outcome import (
-    POLL_READY,
-    RETRY_LATER,
-    RETRY_SOON,
     Event,
+    NextLook,
     Outcome,
     degraded,
     finalized,
@@ -66,7 +64,7 @@ def decide(
             decision = _decide_bound(desired, state, seen.resource, registry)
     except CodecError as exc:
         # Host state that does not decode under the exact ref: report, mutate nothing.
-        outcome = degraded(state, Reason.HOST_STATE_UNDECODABLE, str(exc), RETRY_LATER)
+        outcome = degraded(state, Reason.HOST_STATE_UNDECODABLE, str(exc), NextLook.BACKOFF)
         decision = Decision(outcome)
     return replace(decision, outcome=with_deleting(decision.outcome, desired))
 
@@ -97,7 +95,7 @@ def _decide_pending(
             return Decision(finalized(base, "host resource deleted"))
         gone = base.unbound()
         if pending.verb is Verb.CREATE and failed:
-            return Decision(degraded(gone, Reason.OPERATION_FAILED, failure, RETRY_LATER))
+            return Decision(degraded(gone, Reason.OPERATION_FAILED, failure, NextLook.BACKOFF))
         outcome = _drifted(
             gone, Reason.RESOURCE_DELETED, "the host resource is gone; it will be created again"
         )
@@ -119,7 +117,7 @@ def _decide_pending(
     if row.marker is Marker.KEEP:
         return Decision(waiting(settled, Reason.OPERATION_RUNNING, running))
     if failed:
-        return Decision(degraded(settled, Reason.OPERATION_FAILED, failure, RETRY_LATER))
+        return Decision(degraded(settled, Reason.OPERATION_FAILED, failure, NextLook.BACKOFF))
     return _decide_bound(desired, settled, resource, registry)
 
 
@@ -175,7 +173,7 @@ def _decide_bound(
         )
     except CodecError as exc:
         # The desired spec does not fit the contract the resource is under (rule 3).
-        return Decision(degraded(settled, Reason.INVALID_SPEC, str(exc), None))
+        return Decision(degraded(settled, Reason.INVALID_SPEC, str(exc), NextLook.POLL))
     current = codec.normalize(resource.form_ref, codec.decode(resource.form_ref, resource.spec))
     if wanted == current:
         health = _host_health(settled, resource)
@@ -188,7 +186,7 @@ def _decide_bound(
                     ConditionType.READY, True, Reason.AVAILABLE, "host resource is up to date"
                 ),
             ),
-            requeue_after=POLL_READY,
+            next_look=NextLook.POLL,
             events=events,
         )
         return Decision(ready)
@@ -218,10 +216,12 @@ def _decide_claimed(
     if importing(state) and not desired.deleting:
         if resource is None:
             message = f"nothing named {target.name} under {target.form_ref} in space {target.space}"
-            return Decision(degraded(state, Reason.IMPORT_TARGET_NOT_FOUND, message, RETRY_LATER))
+            return Decision(
+                degraded(state, Reason.IMPORT_TARGET_NOT_FOUND, message, NextLook.BACKOFF)
+            )
         imported = _settled(state, resource, registry)
         message = f"imported {resource.name} uid {resource.uid} under {resource.form_ref}"
-        outcome = waiting(imported, Reason.IMPORTED, message, RETRY_SOON)
+        outcome = waiting(imported, Reason.IMPORTED, message, NextLook.NOW)
         return Decision(replace(outcome, events=(Event("Normal", Reason.IMPORTED, message),)))
     if resource is not None:
         if not proves_ours(resource, desired):
@@ -247,7 +247,7 @@ def _decide_claimed(
     try:
         spec = codec.encode(target.form_ref, desired.parameters)
     except CodecError as exc:
-        return Decision(degraded(state, Reason.INVALID_SPEC, str(exc), None))
+        return Decision(degraded(state, Reason.INVALID_SPEC, str(exc), NextLook.POLL))
     action = Create(target, spec, create_key(desired, state))
     message = f"creating {target.name} under {target.form_ref}"
     return Decision(waiting(state, Reason.CREATE_PENDING, message), action)
@@ -268,7 +268,7 @@ def _host_health(state: State, resource: ResourceView) -> Outcome | None:
     degraded_on_host = resource.condition("Degraded")
     if degraded_on_host is not None and degraded_on_host.status == "True":
         message = f"host reports Degraded: {_host_account(degraded_on_host)}"
-        return degraded(state, Reason.HOST_DEGRADED, message, RETRY_LATER)
+        return degraded(state, Reason.HOST_DEGRADED, message, NextLook.BACKOFF)
     ready_on_host = resource.condition("Ready")
     if ready_on_host is not None and ready_on_host.status != "True":
         message = f"host reports Ready={ready_on_host.status}: {_host_account(ready_on_host)}"
@@ -307,7 +307,7 @@ def _settled(state: State, resource: ResourceView, registry: Registry) -> State:
 
 
 def _drifted(state: State, reason: Reason, message: str) -> Outcome:
-    return not_ready(state, ConditionType.DRIFTED, reason, message, RETRY_SOON)
+    return not_ready(state, ConditionType.DRIFTED, reason, message, NextLook.NOW)
 
 
 def _with_event(outcome: Outcome, event: Event | None) -> Outcome:

@@ -8,7 +8,7 @@ from .actions import Action, Create, bound_to, same_target
 from .conditions import Reason
 from .decide import Decision
 from .keys import is_ours
-from .outcome import POLL_READY, RETRY_LATER, RETRY_SOON, Event, Outcome, blocked, degraded, waiting
+from .outcome import Event, NextLook, Outcome, blocked, degraded, waiting
 from .remedies import kubectl_object
 from .state import Desired, OperationView, OpState, Pending, Verb
 
@@ -26,7 +26,7 @@ def accepted(
     state = state.with_pending(Pending(operation_id, action.verb))
     if operation.state is not OpState.RUNNING:
         # A replayed key returned an already-settled operation: look again at once.
-        return replace(decision.outcome, state=state, requeue_after=RETRY_SOON)
+        return replace(decision.outcome, state=state, next_look=NextLook.NOW)
     event = Event(
         "Normal", _PENDING_REASON[action.verb], f"{action.verb} accepted as {operation_id}"
     )
@@ -75,9 +75,11 @@ def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcom
                     f"the key of this {action.verb} was spent on operation "
                     f"{refusal.operation_id} for another request; retrying with a fresh key"
                 )
-                return waiting(state.fresh_attempt(), Reason.OPERATION_RUNNING, message, RETRY_SOON)
+                return waiting(
+                    state.fresh_attempt(), Reason.OPERATION_RUNNING, message, NextLook.NOW
+                )
         message = f"another operation ({refusal.operation_id}) is running on this name"
-        return waiting(state, Reason.NAME_BUSY, message, RETRY_LATER)
+        return waiting(state, Reason.NAME_BUSY, message, NextLook.BACKOFF)
     if code == "resource_exists" and isinstance(action, Create):
         message = (
             f"a resource named {action.target.name} already exists in space "
@@ -86,14 +88,14 @@ def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcom
             f"{kubectl_object(desired)} , then apply it again with spec.importId set to its "
             "canonical JSON import id; or choose another name."
         )
-        return blocked(state, Reason.NAME_TAKEN, message, POLL_READY)
+        return blocked(state, Reason.NAME_TAKEN, message)
     if code in ("resource_exists", "generation_conflict", "revision_conflict", "uid_mismatch"):
         # A fence held: someone else changed the host. Re-read and decide again; never overwrite.
         message = f"{action.verb} refused ({code}); re-reading the resource"
-        return waiting(state, Reason.OPERATION_RUNNING, message, RETRY_SOON)
+        return waiting(state, Reason.OPERATION_RUNNING, message, NextLook.NOW)
     if code == "validation_failed":
-        return degraded(state, Reason.INVALID_SPEC, refusal.message, None)
-    return degraded(state, Reason.HOST_REJECTED, f"{code}: {refusal.message}", RETRY_LATER)
+        return degraded(state, Reason.INVALID_SPEC, refusal.message, NextLook.POLL)
+    return degraded(state, Reason.HOST_REJECTED, f"{code}: {refusal.message}", NextLook.BACKOFF)
 
 
 def _same_request(operation: OperationView, action: Action) -> bool:

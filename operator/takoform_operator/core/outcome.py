@@ -4,19 +4,29 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, replace
+from enum import Enum
 
 from .conditions import Condition, ConditionType, Reason
 from .import_id import canonical_import_id
 from .remedies import kubectl_object
 from .state import Desired, ResourceView, State
 
-#: Seconds until the next look, by situation. The adapter may scale them from settings.
-POLL_PENDING = 2.0
-POLL_READY = 60.0
-RETRY_SOON = 0.0
-#: A failure (host unavailable or refusing, a failed operation): the adapter retries it with
-#: the CR's exponential back-off (kube.handlers.next_delay); 30 s is the delay without one.
-RETRY_LATER = 30.0
+
+class NextLook(Enum):
+    """When the CR is looked at again: what comes next, never how many seconds. The adapter
+    turns it into seconds from the settings in one place (kube.handlers.next_delay)."""
+
+    #: At once: something changed that the next look acts on (a recorded claim, an import).
+    NOW = "now"
+    #: An operation (or a host resource not ready yet) is in flight: fast first, then slower.
+    PENDING = "pending"
+    #: Settled (Ready, Blocked, a spec that needs a user): re-observed on the ready poll.
+    POLL = "poll"
+    #: The look failed: the CR's exponential back-off, honouring the host's Retry-After.
+    BACKOFF = "backoff"
+    #: Finished (finalized): no further look.
+    NEVER = "never"
+
 
 REMEDIES = (
     "Remedies: (1) import the new incarnation explicitly: kubectl annotate {obj} {annotation} "
@@ -38,7 +48,7 @@ class Outcome:
 
     state: State
     conditions: tuple[Condition, ...]
-    requeue_after: float | None
+    next_look: NextLook
     events: tuple[Event, ...] = ()
     #: Deletion is complete (or orphaned): the adapter may let the CR go.
     finalized: bool = False
@@ -67,7 +77,7 @@ def not_ready(
     kind: ConditionType,
     reason: Reason,
     message: str,
-    requeue: float | None,
+    next_look: NextLook,
     *,
     warn: bool = True,
 ) -> Outcome:
@@ -78,21 +88,24 @@ def not_ready(
             _cond(kind, True, reason, message),
             _cond(ConditionType.READY, False, reason, message),
         ),
-        requeue_after=requeue,
+        next_look=next_look,
         events=(Event("Warning", reason, message),) if warn else (),
     )
 
 
-def blocked(state: State, reason: Reason, message: str, requeue: float | None) -> Outcome:
-    return not_ready(state, ConditionType.BLOCKED, reason, message, requeue)
+def blocked(state: State, reason: Reason, message: str) -> Outcome:
+    """Blocked until a user acts: re-observed on the ready poll (and at once on a CR change)."""
+    return not_ready(state, ConditionType.BLOCKED, reason, message, NextLook.POLL)
 
 
-def waiting(state: State, reason: Reason, message: str, requeue: float = POLL_PENDING) -> Outcome:
-    return not_ready(state, ConditionType.RECONCILING, reason, message, requeue, warn=False)
+def waiting(
+    state: State, reason: Reason, message: str, next_look: NextLook = NextLook.PENDING
+) -> Outcome:
+    return not_ready(state, ConditionType.RECONCILING, reason, message, next_look, warn=False)
 
 
-def degraded(state: State, reason: Reason, message: str, requeue: float | None) -> Outcome:
-    return not_ready(state, ConditionType.DEGRADED, reason, message, requeue)
+def degraded(state: State, reason: Reason, message: str, next_look: NextLook) -> Outcome:
+    return not_ready(state, ConditionType.DEGRADED, reason, message, next_look)
 
 
 def unavailable(state: State, message: str, retry_after: float | None) -> Outcome:
@@ -101,7 +114,7 @@ def unavailable(state: State, message: str, retry_after: float | None) -> Outcom
     return Outcome(
         state=state,
         conditions=(_cond(ConditionType.DEGRADED, True, Reason.HOST_UNAVAILABLE, message),),
-        requeue_after=RETRY_LATER,
+        next_look=NextLook.BACKOFF,
         events=(Event("Warning", Reason.HOST_UNAVAILABLE, message),),
         retry_after=retry_after,
         keeps_last_known=True,
@@ -112,7 +125,7 @@ def finalized(state: State, message: str) -> Outcome:
     return Outcome(
         state=state,
         conditions=(),
-        requeue_after=None,
+        next_look=NextLook.NEVER,
         events=(Event("Normal", Reason.DELETING, message),),
         finalized=True,
     )
@@ -128,7 +141,7 @@ def with_deleting(outcome: Outcome, desired: Desired) -> Outcome:
 def refused(desired: Desired, state: State, reason: Reason, message: str) -> Outcome:
     """Blocked before anything is sent (tenancy: no grant, unknown host); state kept, looked
     at again on the ready poll and whenever the policy changes."""
-    return with_deleting(blocked(state, reason, message, POLL_READY), desired)
+    return with_deleting(blocked(state, reason, message), desired)
 
 
 def uid_mismatch(desired: Desired, state: State, expected: str, current: str) -> Outcome:
@@ -140,7 +153,7 @@ def uid_mismatch(desired: Desired, state: State, expected: str, current: str) ->
             obj=kubectl_object(desired), annotation=annotation, current=current, expected=expected
         )
     )
-    return blocked(state, Reason.UID_MISMATCH, message, POLL_READY)
+    return blocked(state, Reason.UID_MISMATCH, message)
 
 
 def not_ours(desired: Desired, state: State, resource: ResourceView) -> Outcome:
@@ -155,7 +168,7 @@ def not_ours(desired: Desired, state: State, resource: ResourceView) -> Outcome:
         f"a resource named {resource.name} (uid {resource.uid}) already exists and {why}; "
         f"it is never adopted by name alone. " + _import_remedy(desired, import_id)
     )
-    return blocked(state, reason, message, POLL_READY)
+    return blocked(state, reason, message)
 
 
 def _import_remedy(desired: Desired, import_id: str) -> str:

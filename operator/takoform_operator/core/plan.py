@@ -12,8 +12,7 @@ from .conditions import Reason
 from .errors import InvalidImportId, UnknownFormRef
 from .import_id import parse_import_id
 from .outcome import (
-    POLL_READY,
-    RETRY_SOON,
+    NextLook,
     Outcome,
     blocked,
     degraded,
@@ -49,7 +48,7 @@ def plan(
     `claimants` are the CRs of the cluster that name the same identity (core.ownership)."""
     if desired.deleting and desired.deletion_policy is DeletionPolicy.ORPHAN:
         # Orphan: forget without a host call.
-        return Outcome(state=state, conditions=(), requeue_after=None, finalized=True)
+        return Outcome(state=state, conditions=(), next_look=NextLook.NEVER, finalized=True)
     rival = _rival_owner(desired, state, claimants)
     if rival is not None:
         if desired.deleting:
@@ -61,13 +60,13 @@ def plan(
             f"{kubectl_object(desired)} ; or release the resource from {rival.ref} so this CR "
             f"can take it over: {_release_commands(desired, rival)}"
         )
-        return blocked(state, Reason.ALREADY_MANAGED, message, POLL_READY)
+        return blocked(state, Reason.ALREADY_MANAGED, message)
     if state.form_ref is not None:
         return _plan_claimed(desired, state, registry)
     if state.pending is not None:
         # A pending operation without a bound ref cannot be written by this operator.
         message = "status holds a pending operation but no FormRef; restore the status"
-        return blocked(state, Reason.STATE_UNREADABLE, message, None)
+        return blocked(state, Reason.STATE_UNREADABLE, message)
     if desired.deleting:
         # Every request is preceded by the write that records its target: none was sent.
         return finalized(state, "nothing was sent to the host")
@@ -136,7 +135,7 @@ def _plan_claimed(desired: Desired, state: State, registry: Registry) -> Plan | 
         registry.lookup(state.form_ref)
     except UnknownFormRef as exc:
         # Rule 4: nothing is read, updated or deleted under any other ref; state is kept.
-        return with_deleting(blocked(state, Reason.FORM_REF_UNSUPPORTED, str(exc), None), desired)
+        return with_deleting(blocked(state, Reason.FORM_REF_UNSUPPORTED, str(exc)), desired)
     target = Target(state.space, state.form_ref, state.name)
     if state.pending is not None:
         return Plan(state.pending.operation_id, target)
@@ -167,7 +166,7 @@ def _identity_changed(
         f"deletionPolicy Orphan, without touching the host: {orphan_command(obj)} && kubectl "
         f"delete {obj} , then create a new CR that imports the resource (spec.importId)."
     )
-    return with_deleting(blocked(state, Reason.IDENTITY_CHANGED, message, POLL_READY), desired)
+    return with_deleting(blocked(state, Reason.IDENTITY_CHANGED, message), desired)
 
 
 def _requested_target(desired: Desired, registry: Registry) -> Target | Outcome:
@@ -177,9 +176,9 @@ def _requested_target(desired: Desired, registry: Registry) -> Target | Outcome:
     try:
         ref = create_ref(desired, registry)
     except UnknownFormRef as exc:
-        return blocked(State(), Reason.PIN_UNSUPPORTED, str(exc), None)
+        return blocked(State(), Reason.PIN_UNSUPPORTED, str(exc))
     except LookupError as exc:
-        return blocked(State(), Reason.NO_DEFAULT_CREATE, str(exc), None)
+        return blocked(State(), Reason.NO_DEFAULT_CREATE, str(exc))
     return Target(desired.space, ref, desired.name)
 
 
@@ -198,7 +197,7 @@ def _claim(desired: Desired, state: State, target: Target) -> Outcome:
         f"claimed {target.name} under {target.form_ref} in space {target.space} "
         f"on host {desired.host}"
     )
-    return replace(waiting(claimed, Reason.CLAIMED, message, RETRY_SOON), continue_now=True)
+    return replace(waiting(claimed, Reason.CLAIMED, message, NextLook.NOW), continue_now=True)
 
 
 def _import_target(desired: Desired, state: State, registry: Registry) -> Target | Outcome:
@@ -206,23 +205,23 @@ def _import_target(desired: Desired, state: State, registry: Registry) -> Target
     try:
         wanted = parse_import_id(desired.import_id, registry.default_create_ref(desired.line))
     except InvalidImportId as exc:
-        return degraded(state, Reason.INVALID_IMPORT_ID, str(exc), None)
+        return degraded(state, Reason.INVALID_IMPORT_ID, str(exc), NextLook.POLL)
     if wanted.form_ref.line != desired.line:
         message = (
             f"import id names {wanted.form_ref.line}, but this resource is a {desired.line}; "
             "use the CR kind of the imported resource"
         )
-        return degraded(state, Reason.INVALID_IMPORT_ID, message, None)
+        return degraded(state, Reason.INVALID_IMPORT_ID, message, NextLook.POLL)
     try:
         registry.lookup(wanted.form_ref)
     except UnknownFormRef as exc:
         # Rule 5: an identity the build cannot decode is refused, never rebound.
-        return blocked(state, Reason.IMPORT_REFUSED, str(exc), None)
+        return blocked(state, Reason.IMPORT_REFUSED, str(exc))
     space = wanted.space if wanted.space is not None else desired.space
     if space != desired.space or wanted.name != desired.name:
         message = (
             f"import id names space {space!r} and name {wanted.name!r}, but spec.space is "
             f"{desired.space!r} and the resource name is {desired.name!r}; make them agree"
         )
-        return degraded(state, Reason.SPACE_MISMATCH, message, None)
+        return degraded(state, Reason.SPACE_MISMATCH, message, NextLook.POLL)
     return Target(space, wanted.form_ref, wanted.name)

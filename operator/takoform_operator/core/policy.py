@@ -20,7 +20,7 @@ from .actions import Create, Delete, Update
 from .conditions import Condition, ConditionType, Reason
 from .decide import Decision, Observation
 from .errors import CodecError
-from .outcome import POLL_READY, Outcome, degraded, not_ready
+from .outcome import NextLook, Outcome, degraded, not_ready
 from .registry import Registry
 from .state import DeletionPolicy, Desired, ManagementPolicy, State
 
@@ -42,7 +42,7 @@ def hold(desired: Desired, state: State) -> Outcome | None:
     """The outcome of a CR that must send nothing this time, or None to go on and plan."""
     if desired.deleting and releases_without_host_call(desired):
         # Forget without a host call (a paused CR too: nothing is sent either way).
-        return Outcome(state=state, conditions=(), requeue_after=None, finalized=True)
+        return Outcome(state=state, conditions=(), next_look=NextLook.NEVER, finalized=True)
     if desired.paused:
         return paused(desired, state)
     return None
@@ -50,8 +50,8 @@ def hold(desired: Desired, state: State) -> Outcome | None:
 
 def paused(desired: Desired, state: State) -> Outcome:
     """Reconciling False, reason Paused; every other condition keeps its last value (nothing
-    was observed, so nothing new can be said about the host). No requeue: removing the
-    annotation wakes the CR (kube.loops watches it)."""
+    was observed, so nothing new can be said about the host). Looked at on the ready poll;
+    removing the annotation wakes the CR at once (kube.loops watches it)."""
     message = (
         f'paused by the annotation {PAUSED_ANNOTATION}: "{PAUSED_VALUE}": nothing is sent to the '
         "host, not even a read; remove the annotation to resume"
@@ -64,7 +64,7 @@ def paused(desired: Desired, state: State) -> Outcome:
         )
         conditions.append(Condition(ConditionType.DELETING, True, Reason.PAUSED, waiting))
     return Outcome(
-        state=state, conditions=tuple(conditions), requeue_after=None, holds_conditions=True
+        state=state, conditions=tuple(conditions), next_look=NextLook.POLL, holds_conditions=True
     )
 
 
@@ -83,7 +83,7 @@ def observe_only(
         return Decision(_missing(desired, outcome))
     if isinstance(action, Delete):
         # Unreachable (hold() lets an Observe deletion go first); never sent regardless.
-        return Decision(replace(outcome, conditions=(), requeue_after=None, finalized=True))
+        return Decision(replace(outcome, conditions=(), next_look=NextLook.NEVER, finalized=True))
     return decision
 
 
@@ -95,7 +95,7 @@ def _spec_drift(outcome: Outcome, action: Update, seen: Observation, registry: R
         "spec.managementPolicy is Observe (switch it to Full to update the host)"
     )
     reported = not_ready(
-        outcome.state, ConditionType.DRIFTED, Reason.SPEC_DRIFT, message, POLL_READY
+        outcome.state, ConditionType.DRIFTED, Reason.SPEC_DRIFT, message, NextLook.POLL
     )
     return _carry_events(reported, outcome)
 
@@ -128,7 +128,7 @@ def _missing(desired: Desired, outcome: Outcome) -> Outcome:
         "so it is not created. Remedies: create it on the host, or switch spec.managementPolicy "
         "to Full to let the operator create it"
     )
-    reported = degraded(state, Reason.OBSERVED_RESOURCE_MISSING, message, POLL_READY)
+    reported = degraded(state, Reason.OBSERVED_RESOURCE_MISSING, message, NextLook.POLL)
     return _carry_events(reported, outcome)
 
 

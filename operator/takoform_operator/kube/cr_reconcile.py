@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.connection import ConnectionSecret, connection_secret, secret_name
-from takoform_operator.core.outcome import Outcome, degraded, refused
+from takoform_operator.core.outcome import NextLook, Outcome, degraded, refused
 from takoform_operator.core.ownership import Claimant, Identity
 from takoform_operator.core.plan import host_of, identity_of
 from takoform_operator.core.policy import hold
@@ -96,7 +96,7 @@ async def reconcile_cr_body(
     try:
         state = state_from_status(status)
     except StateUnreadable as exc:
-        outcome = degraded(State(), Reason.STATE_UNREADABLE, str(exc), None)
+        outcome = degraded(State(), Reason.STATE_UNREADABLE, str(exc), NextLook.POLL)
         patch = status_patch(outcome, status.get("conditions"), now=now, cr_generation=generation)
         return CrOutcome(outcome, {k: patch[k] for k in ("conditions", "observedGeneration")})
     deleting = deleting or metadata.get("deletionTimestamp") is not None
@@ -105,14 +105,14 @@ async def reconcile_cr_body(
     except InvalidCustomResource as exc:
         if deleting and not state.claimed:
             # Nothing was ever sent for a CR that never claimed a target: let it go.
-            return CrOutcome(Outcome(state, (), None, finalized=True), None)
+            return CrOutcome(Outcome(state, (), NextLook.NEVER, finalized=True), None)
         try:
             if not (deleting and state.requested is not None):
                 raise
             # A deletion needs only what was recorded, not the spec that no longer parses.
             desired = desired_for_deletion(body, state.requested)
         except InvalidCustomResource:
-            outcome = degraded(state, Reason.INVALID_SPEC, str(exc), None)
+            outcome = degraded(state, Reason.INVALID_SPEC, str(exc), NextLook.POLL)
             return CrOutcome(outcome, _patch(outcome, status, now, generation))
     if deleting and not desired.deleting:
         desired = replace(desired, deleting=True)

@@ -3,7 +3,7 @@ loops (kube.loops), which reconcile, delete and manage our finalizer. kopf keeps
 ours in the CR (no progress or diff-base annotations): what to do is read from the CR itself.
 
 One failure path: every reconcile ends in an Outcome, and `next_delay` alone turns it into the
-time of the next look. A failure (an outcome asking for RETRY_LATER, a status write that did
+time of the next look. A failure (an outcome asking for NextLook.BACKOFF, a status write that did
 not land, an unexpected error) is retried with the CR's exponential back-off (core.backoff); the
 count of failures in a row is kept per CR and reset by the first look that does not fail.
 The status is written right after each reconcile, before anything else: a pending operation
@@ -30,7 +30,7 @@ from takoform_operator.core.connection import (
     has_connection_secret,
     secret_name,
 )
-from takoform_operator.core.outcome import POLL_PENDING, RETRY_LATER, Event, Outcome
+from takoform_operator.core.outcome import Event, NextLook, Outcome
 from takoform_operator.core.policy import PAUSED_ANNOTATION
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import DeletionPolicy
@@ -100,12 +100,13 @@ def next_delay(
     failures: int = 0,
     jitter: Callable[[], float] = random.random,
 ) -> float:
-    """When to look again: what the outcome asked for, within [0.2 s, the ready poll]. A
-    pending operation is looked at fast first, then slower: 0.25, 0.5, 1, 2, 4 s ... up to
-    poll_pending_max_seconds (`pending_looks` is how many times in a row this CR was found
-    waiting on one). A failure -- an outcome asking for RETRY_LATER, or None: the look ended
-    before an outcome was written -- waits the exponential back-off of the `failures` that came
-    right before it, honouring the host's Retry-After, within [0.2 s, backoff_cap_seconds]."""
+    """Seconds until the next look, from what the outcome asked for (core.outcome.NextLook) and
+    the settings. NOW: at once (0.2 s, never a busy loop). PENDING: fast first, then slower:
+    0.25, 0.5, 1, 2, 4 s ... up to poll_pending_max_seconds (`pending_looks` is how many times
+    in a row this CR was found waiting on one). POLL (and NEVER, should a finished CR still be
+    around): poll_ready_seconds. A failure -- BACKOFF, or None: the look ended before an outcome
+    was written -- waits the exponential back-off of the `failures` that came right before it,
+    honouring the host's Retry-After, within [0.2 s, backoff_cap_seconds]."""
     if outcome is None or failed(outcome):
         delay = backoff_delay(
             failures,
@@ -115,17 +116,17 @@ def next_delay(
             retry_after=outcome.retry_after if outcome is not None else None,
         )
         return max(delay, _MIN_DELAY)
-    asked = outcome.requeue_after
-    if asked is None:
-        return settings.poll_ready_seconds
-    if asked == POLL_PENDING:
-        asked = doubled(_FIRST_LOOK, pending_looks, settings.poll_pending_max_seconds)
-    return min(max(asked, _MIN_DELAY), settings.poll_ready_seconds)
+    if outcome.next_look is NextLook.NOW:
+        return _MIN_DELAY
+    if outcome.next_look is NextLook.PENDING:
+        pending = doubled(_FIRST_LOOK, pending_looks, settings.poll_pending_max_seconds)
+        return min(pending, settings.poll_ready_seconds)
+    return settings.poll_ready_seconds
 
 
 def failed(outcome: Outcome) -> bool:
-    """The look failed and is retried with back-off (the core asks for RETRY_LATER)."""
-    return outcome.requeue_after == RETRY_LATER and not outcome.finalized
+    """The look failed and is retried with back-off."""
+    return outcome.next_look is NextLook.BACKOFF and not outcome.finalized
 
 
 async def reconcile_cr(
@@ -269,7 +270,7 @@ def _delay(runtime: Runtime, uid: str, outcome: Outcome | None) -> float:
     written); counts pending looks and failures in a row, each reset by any other look."""
     looks = runtime.pending_looks.pop(uid, 0)
     failures = runtime.failures.pop(uid, 0)
-    if outcome is not None and outcome.requeue_after == POLL_PENDING:
+    if outcome is not None and outcome.next_look is NextLook.PENDING:
         runtime.pending_looks[uid] = looks + 1
     if outcome is None or failed(outcome):
         runtime.failures[uid] = failures + 1
