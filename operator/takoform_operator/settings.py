@@ -26,7 +26,10 @@ class Settings(BaseSettings):
     host_client_key: Path | None = Field(default=None, description="Client certificate key.")
     host_timeout_seconds: float = Field(default=10.0, gt=0, description="Per-request timeout.")
     host_read_retries: int = Field(
-        default=3, ge=0, description="Retries of a READ on transport errors, 429 and 5xx."
+        default=3,
+        ge=0,
+        description="Retries of a READ on transport errors, 429 and 5xx, within one look (an "
+        "answer with Retry-After is left to the back-off).",
     )
     host_max_connections: int = Field(default=20, ge=1, description="Connection pool size.")
     poll_ready_seconds: float = Field(

@@ -1,8 +1,9 @@
 """The host client: one shared httpx.AsyncClient speaking docs/host-api.md.
 
-Reads are retried here on transport errors, 429 and 5xx (honouring Retry-After). A mutation is
-sent exactly once: if its answer is lost, the reconcile replays it later with the SAME
-idempotency key, which the host answers with the original operation (H-28).
+Reads are retried here, briefly, on transport errors, 429 and 5xx; an answer with Retry-After is
+raised at once (the CR's back-off honours it, capped). A mutation is sent exactly once: if its
+answer is lost, the reconcile replays it later with the SAME idempotency key, which the host
+answers with the original operation (H-28).
 """
 
 from __future__ import annotations
@@ -235,11 +236,17 @@ class HostClient:
             try:
                 return await self._send(method, path, body=None, headers={}, params=params)
             except HostUnavailable as exc:
-                # The same client would meet the same untrusted certificate: no retry.
-                if attempt >= self._read_retries or isinstance(exc, HostCertificateUntrusted):
+                # The same client would meet the same untrusted certificate: no retry. A host
+                # that says when to come back (Retry-After) is answered by the CR's back-off,
+                # never by sleeping here, which would hold a reconcile slot that long.
+                if (
+                    attempt >= self._read_retries
+                    or isinstance(exc, HostCertificateUntrusted)
+                    or exc.retry_after is not None
+                ):
                     raise
                 attempt += 1
-                await self._sleep(exc.retry_after or min(0.2 * 2**attempt, 5.0))
+                await self._sleep(min(0.2 * 2**attempt, 5.0))
 
     async def _send(
         self,
