@@ -62,7 +62,7 @@ class Cr:
     def write(self, outcome: Outcome) -> None:
         patch = status_patch(
             outcome,
-            self.status.get("conditions"),
+            self.status,
             now="2026-11-30T12:00:00Z",
             cr_generation=self.generation,
         )

@@ -82,7 +82,7 @@ def _failure(retry_after: float | None = None) -> Outcome:
 
 
 def _ready() -> Outcome:
-    return Outcome(State(), (), 60.0)
+    return Outcome(State(), (), NextLook.POLL)
 
 
 def test_failures_in_a_row_grow_the_delay_and_a_success_resets_it() -> None:

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from takoform_operator.core.conditions import Condition, ConditionType, Reason
-from takoform_operator.core.outcome import Outcome
+from takoform_operator.core.outcome import NextLook, Outcome
 from takoform_operator.core.state import DeletionPolicy, Pending, Requested, State, Verb
 from takoform_operator.kube.crs import (
     InvalidCustomResource,
     desired_for_deletion,
     desired_from_cr,
+    merged_status,
     status_patch,
 )
 from takoform_operator.metrics import Metrics
+from takoform_operator.registry_data import load_registry
 
 
 def _body(**spec: Any) -> dict[str, Any]:
@@ -84,7 +87,7 @@ def test_status_patch_clears_with_nulls_and_carries_conditions() -> None:
     outcome = Outcome(
         State(uid="u", pending=None, attempt=1),
         (Condition(ConditionType.READY, True, Reason.AVAILABLE, "ok"),),
-        60.0,
+        NextLook.POLL,
     )
     patch = status_patch(outcome, None, now="T", cr_generation=3)
     assert patch["pendingOperationId"] is None and patch["attempt"] == 1
@@ -93,13 +96,30 @@ def test_status_patch_clears_with_nulls_and_carries_conditions() -> None:
     assert patch["conditions"][0]["observedGeneration"] == 3
 
 
+@pytest.mark.parametrize(
+    ("before", "now"),
+    [
+        ({"endpoint": "a", "replica": "r"}, {"endpoint": "b"}),
+        ({"conn": {"host": "h", "port": 1}}, {"conn": {"host": "h"}}),
+        ({"endpoint": "a"}, {}),
+    ],
+)
+def test_outputs_are_replaced_whole_not_merged(before: dict[str, Any], now: dict[str, Any]) -> None:
+    # A key the host stopped reporting, or the outputs of a vanished incarnation, must not stay.
+    previous = {"uid": "u", "outputs": before}
+    ref = next(iter(load_registry().default_creates.values()))
+    outcome = Outcome(State(form_ref=ref, uid="u", outputs=now), (), NextLook.POLL)
+    patch = status_patch(outcome, previous, now="T", cr_generation=3)
+    assert merged_status(previous, json.loads(json.dumps(patch)))["outputs"] == now
+
+
 def test_metrics_series_of_a_resource_go_away_with_it() -> None:
     metrics = Metrics(CollectorRegistry())
     body = _body()
     blocked = Outcome(
         State(pending=Pending("op", Verb.CREATE)),
         (Condition(ConditionType.BLOCKED, True, Reason.UID_MISMATCH, "x"),),
-        60.0,
+        NextLook.POLL,
     )
     metrics.reconciled(body, blocked, 0.1)
     labels = {"namespace": "demo", "name": "logs", "kind": "Bucket"}
@@ -125,9 +145,11 @@ def test_the_pending_series_exists_only_while_an_operation_is_pending() -> None:
     # memory in the operator; the alert asks for == 1 only.
     metrics = Metrics(CollectorRegistry())
     labels = {"namespace": "demo", "name": "logs", "kind": "Bucket"}
-    pending = Outcome(State(pending=Pending("op", Verb.CREATE)), (), 2.0)
+    pending = Outcome(State(pending=Pending("op", Verb.CREATE)), (), NextLook.PENDING)
     settled = Outcome(
-        State(uid="u"), (Condition(ConditionType.READY, True, Reason.AVAILABLE, "ok"),), None
+        State(uid="u"),
+        (Condition(ConditionType.READY, True, Reason.AVAILABLE, "ok"),),
+        NextLook.POLL,
     )
     metrics.reconciled(_body(), settled, 0.1)
     assert metrics.registry.get_sample_value("takoform_resource_pending_operation", labels) is None

@@ -5,7 +5,7 @@ status write that records what it reports."""
 from __future__ import annotations
 
 from takoform_operator.core.conditions import Condition, ConditionType, Reason
-from takoform_operator.core.outcome import Event, Outcome, degraded, unavailable
+from takoform_operator.core.outcome import Event, NextLook, Outcome, degraded, unavailable
 from takoform_operator.core.state import State
 from takoform_operator.kube.handlers import _events_to_post
 
@@ -14,7 +14,7 @@ FAILED = Event("Warning", Reason.OPERATION_FAILED, "create operation op-1 failed
 
 def _drifted_after_a_failed_create() -> Outcome:
     gone = Condition(ConditionType.DRIFTED, True, Reason.RESOURCE_DELETED, "gone")
-    return Outcome(State(), (gone,), 0.0, events=(FAILED,))
+    return Outcome(State(), (gone,), NextLook.NOW, events=(FAILED,))
 
 
 def test_a_warning_that_is_no_condition_is_posted_with_the_write() -> None:

@@ -19,8 +19,10 @@ DESIRED = Desired(
     cr_uid="cr-1", cr_generation=2, line=REF.line, space="team-a", name="logs", parameters={}
 )
 BOUND = State(form_ref=REF, space="team-a", name="logs", uid="u-1", generation="4")
-CREATE = Decision(Outcome(State(), (), 2.0), Create(TARGET, {}, "cr-1:create:0"))
-UPDATE = Decision(Outcome(BOUND, (), 2.0), Update(TARGET, {}, "4", "u-1", "cr-1:update:u-1:2:4:0"))
+CREATE = Decision(Outcome(State(), (), NextLook.PENDING), Create(TARGET, {}, "cr-1:create:0"))
+UPDATE = Decision(
+    Outcome(BOUND, (), NextLook.PENDING), Update(TARGET, {}, "4", "u-1", "cr-1:update:u-1:2:4:0")
+)
 
 
 @pytest.mark.parametrize("code", ["generation_conflict", "revision_conflict", "uid_mismatch"])

@@ -11,7 +11,7 @@ from takoform_operator.core.actions import Create, Target
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.decide import Decision, Observation, decide
 from takoform_operator.core.host_answer import Rejection, rejected
-from takoform_operator.core.outcome import Outcome
+from takoform_operator.core.outcome import NextLook, Outcome
 from takoform_operator.core.ownership import Claimant
 from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.remedies import kubectl_object, orphan_command
@@ -101,7 +101,9 @@ def test_a_resource_that_is_not_ours_names_this_cr_and_the_import_id() -> None:
 
 def test_a_refused_create_names_this_cr() -> None:
     target = Target("team-a", REF, "logs")
-    decision = Decision(Outcome(CLAIMED, (), 2.0), Create(target, SPEC, "cr-1:create:0"))
+    decision = Decision(
+        Outcome(CLAIMED, (), NextLook.PENDING), Create(target, SPEC, "cr-1:create:0")
+    )
     outcome = rejected(decision, Rejection("resource_exists", "exists"), DESIRED)
     assert _commands(_blocked_message(outcome)) == [["kubectl", "delete", *CR]]
 

@@ -97,7 +97,7 @@ async def reconcile_cr_body(
         state = state_from_status(status)
     except StateUnreadable as exc:
         outcome = degraded(State(), Reason.STATE_UNREADABLE, str(exc), NextLook.POLL)
-        patch = status_patch(outcome, status.get("conditions"), now=now, cr_generation=generation)
+        patch = status_patch(outcome, status, now=now, cr_generation=generation)
         return CrOutcome(outcome, {k: patch[k] for k in ("conditions", "observedGeneration")})
     deleting = deleting or metadata.get("deletionTimestamp") is not None
     try:
@@ -183,7 +183,7 @@ def _patch(
     outcome: Outcome, status: Mapping[str, Any], now: str, generation: int
 ) -> dict[str, Any] | None:
     """The status patch, or None when it would change nothing: a steady resource costs no write."""
-    patch = status_patch(outcome, status.get("conditions"), now=now, cr_generation=generation)
+    patch = status_patch(outcome, status, now=now, cr_generation=generation)
     return None if merged_status(status, patch) == dict(status) else patch
 
 

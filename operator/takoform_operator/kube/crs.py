@@ -5,7 +5,7 @@ Plain functions over the CR's JSON body: no kopf and no API calls, so they are u
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from takoform_operator.core.conditions import merge_conditions
@@ -151,26 +151,39 @@ def merged_status(status: Mapping[str, Any] | None, patch: Mapping[str, Any]) ->
 
 def status_patch(
     outcome: Outcome,
-    previous_conditions: Sequence[Mapping[str, Any]] | None,
+    previous: Mapping[str, Any] | None,
     *,
     now: str,
     cr_generation: int,
 ) -> dict[str, Any]:
-    """The merge-patch body of the CR's status for an outcome. Cleared values are nulls, so the
-    patch removes them; the condition list is replaced whole. An outcome that observed nothing
-    (`holds_conditions`: a paused CR) leaves observedGeneration where it was."""
+    """The merge-patch body that turns the CR's `previous` status into the outcome's. Cleared
+    values are nulls, so the patch removes them; the condition list is replaced whole, and so are
+    the outputs (a key the host no longer reports is removed, not merged over). An outcome that
+    observed nothing (`holds_conditions`: a paused CR) leaves observedGeneration where it was."""
+    previous = previous or {}
     patch = {
         **state_to_status(outcome.state),
         "conditions": merge_conditions(
-            previous_conditions,
+            previous.get("conditions"),
             outcome.conditions,
             now=now,
             observed_generation=cr_generation,
             keep_unnamed=outcome.holds_conditions or outcome.keeps_last_known,
         ),
     }
+    patch["outputs"] = _replacing(previous.get("outputs"), patch["outputs"])
     if not outcome.holds_conditions:
         patch["observedGeneration"] = cr_generation
+    return patch
+
+
+def _replacing(before: Any, after: Any) -> Any:
+    """The merge-patch value that replaces `before` by `after` whole (RFC 7386 merges maps, so
+    every member `after` lacks is named with a null)."""
+    if not isinstance(before, Mapping) or not isinstance(after, Mapping):
+        return after
+    patch = {key: _replacing(before.get(key), value) for key, value in after.items()}
+    patch.update({key: None for key in before if key not in after})
     return patch
 
 
