@@ -109,7 +109,8 @@ def _paused(annotations: Mapping[str, Any]) -> bool:
 def desired_for_deletion(body: Mapping[str, Any], requested: Requested) -> Desired:
     """What a CR being deleted asks for when its spec no longer parses: the identity recorded
     when its target was (deletion goes to what was sent to, never to the spec) and its policy.
-    Raises InvalidCustomResource when even the deletion policy is unusable."""
+    Raises InvalidCustomResource when even the deletion policy is unusable, or when the pause
+    is unclear and the deletion would send a host delete."""
     pin = requested.pin
     spec = {
         **(body.get("spec") or {}),
@@ -120,7 +121,13 @@ def desired_for_deletion(body: Mapping[str, Any], requested: Requested) -> Desir
         "hostRef": requested.host_ref,
         "parameters": {},
     }
-    return desired_from_cr({**body, "spec": spec})
+    metadata = dict(body.get("metadata") or {})
+    annotations = dict(metadata.get("annotations") or {})
+    if spec.get("deletionPolicy") == DeletionPolicy.ORPHAN.value:
+        # Orphan sends nothing, paused or not: an unclear pause value cannot hold it.
+        annotations.pop(PAUSED_ANNOTATION, None)
+    metadata["annotations"] = annotations
+    return desired_from_cr({**body, "metadata": metadata, "spec": spec})
 
 
 def _pin(doc: Any, api_version: str, kind: str) -> tuple[str, str] | None:
