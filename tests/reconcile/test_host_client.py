@@ -5,14 +5,20 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
 import pytest
 
 from takoform_operator import host_port as errors
+from takoform_operator.core.actions import Target
+from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.state import Desired, Requested, State
 from takoform_operator.host_client.client import HostClient
+from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.registry_data import load_registry
+from takoform_operator.service import reconcile_once
 from takoform_spec.identity import FormLine, FormRef
 
 REGISTRY = load_registry()
@@ -267,3 +273,37 @@ async def test_the_pooled_transport_keeps_timeouts_and_failures_as_the_client_ex
     async with HostClient(f"http://127.0.0.1:{port}", "t", read_retries=0) as client:
         with pytest.raises(errors.HostUnavailable, match="Connect"):
             await client.get_operation("op-1")
+
+
+async def test_a_read_answered_form_unknown_is_never_an_absent_resource() -> None:
+    # 0017 rule 4: a host that cannot serve the exact FormRef right now says nothing about the
+    # resource; read as "absent", a bound CR would re-create it (or an import would re-bind).
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return _error(404, "form_unknown")
+
+    transport = httpx.MockTransport(answer)
+    desired = Desired(
+        cr_uid="cr-1", cr_generation=1, line=BUCKET_REF.line, space="s", name="n", parameters={}
+    )
+    desired = replace(desired, parameters={"region": "eu-west-1", "sizeGiB": 1})
+    bound = State(
+        form_ref=BUCKET_REF,
+        space="s",
+        name="n",
+        uid="u-1",
+        generation="1",
+        requested=Requested.of(desired),
+    )
+    async with HostClient("http://host", "t", transport=transport) as client:
+        with pytest.raises(errors.FormUnknown):
+            await client.find_resource("s", BUCKET_REF, "n")
+        port = HostClientPort(client)
+        with pytest.raises(errors.FormUnknown):
+            await port.read(Target("s", BUCKET_REF, "n"))
+        outcome = await reconcile_once(desired, bound, port, REGISTRY)
+    assert outcome.asserted() == {ConditionType.DEGRADED: Reason.HOST_REJECTED}
+    assert outcome.state == bound, "still bound to the same incarnation"
+    assert {request.method for request in sent} == {"GET"}, "nothing but reads was sent"

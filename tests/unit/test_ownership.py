@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from takoform_operator.core.actions import Update
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.decide import Observation, decide
+from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.ownership import Claimant, owner
 from takoform_operator.core.plan import Plan, plan
@@ -144,6 +145,29 @@ def test_a_changed_identity_field_is_blocked_naming_both_values(
     assert planned.asserted()[ConditionType.BLOCKED] is Reason.IDENTITY_CHANGED
     assert label in planned.conditions[0].message
     assert planned.state == state, "state kept"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"name": "other", "import_id": canonical_import_id("team-a", "other", REF)},
+        {"space": "team-b", "import_id": canonical_import_id("team-b", "logs", REF)},
+    ],
+    ids=["another name", "another space"],
+)
+def test_a_bound_import_never_claims_a_new_target(change: dict[str, object]) -> None:
+    # Only an import that never found its target (it sent nothing but reads) claims afresh; a
+    # bound one keeps its incarnation, exactly as a created resource does.
+    imported = _desired(import_id=canonical_import_id("team-a", "logs", REF))
+    changed = replace(imported, **change)  # type: ignore[arg-type]
+    bound = _claimed_state(imported, uid="h-1", generation="1")
+    planned = plan(changed, bound, REGISTRY)
+    assert isinstance(planned, Outcome)
+    assert planned.asserted()[ConditionType.BLOCKED] is Reason.IDENTITY_CHANGED
+    assert planned.state == bound, "state kept"
+    never_found = plan(changed, _claimed_state(imported), REGISTRY)
+    assert isinstance(never_found, Outcome) and never_found.continue_now, "claims afresh"
+    assert never_found.state.requested == Requested.of(changed)
 
 
 def test_deleting_after_an_identity_change_deletes_the_recorded_target() -> None:

@@ -62,10 +62,13 @@ def _named(key: str | None, **changes: object) -> OperationView:
     return OperationView(OpState.RUNNING, idempotency_key=key, **fields)  # type: ignore[arg-type]
 
 
+OTHER_REF = next(ref for ref in REGISTRY.known_refs(REF.line) if ref != REF)
+
+
 @pytest.mark.parametrize(
     "changes",
-    [{"name": "logs-old"}, {"space": "team-b"}, {"verb": Verb.UPDATE}],
-    ids=["another name", "another space", "another verb"],
+    [{"name": "logs-old"}, {"space": "team-b"}, {"verb": Verb.UPDATE}, {"form_ref": OTHER_REF}],
+    ids=["another name", "another space", "another verb", "another FormRef"],
 )
 def test_our_operation_for_another_request_is_never_adopted(changes: dict[str, object]) -> None:
     """Our key on a record for another target (the spec changed since): not this request's."""
