@@ -94,6 +94,7 @@ SPEC_CAUSED = {
     Reason.INVALID_SPEC,
     Reason.INVALID_IMPORT_ID,
     Reason.SPACE_MISMATCH,
+    Reason.NAME_MISMATCH,
     Reason.IMPORT_TARGET_NOT_FOUND,
 }
 #: Defects of the current code the checker found, each kept as an xfail(strict) regression in

@@ -206,3 +206,20 @@ def test_an_accepted_rebind_starts_a_fresh_key_sequence() -> None:
     assert decision.outcome.state.attempt == 3
     assert isinstance(decision.action, Update)
     assert decision.action.key == "me:update:h-new:3:1:3", "never the old incarnation's key"
+
+
+@pytest.mark.parametrize(
+    ("named", "reason", "says"),
+    [
+        (("team-a", "r24"), Reason.NAME_MISMATCH, "names resource 'r24', but the resource name"),
+        (("team-b", "logs"), Reason.SPACE_MISMATCH, "names space 'team-b', but spec.space"),
+    ],
+)
+def test_an_import_id_that_disagrees_names_what_disagrees(
+    named: tuple[str, str], reason: Reason, says: str
+) -> None:
+    desired = _desired(import_id=canonical_import_id(*named, REF))
+    planned = plan(desired, State(), REGISTRY)
+    assert isinstance(planned, Outcome)
+    assert planned.asserted() == {ConditionType.DEGRADED: reason}
+    assert says in planned.conditions[0].message

@@ -51,6 +51,7 @@ class Reason(StrEnum):
     STATE_UNREADABLE = "StateUnreadable"
     DELETING = "Deleting"
     SPACE_MISMATCH = "SpaceMismatch"
+    NAME_MISMATCH = "NameMismatch"
     CLAIMED = "Claimed"
     ALREADY_MANAGED = "AlreadyManaged"
     IDENTITY_CHANGED = "IdentityChanged"

@@ -218,10 +218,15 @@ def _import_target(desired: Desired, state: State, registry: Registry) -> Target
         # Rule 5: an identity the build cannot decode is refused, never rebound.
         return blocked(state, Reason.IMPORT_REFUSED, str(exc))
     space = wanted.space if wanted.space is not None else desired.space
-    if space != desired.space or wanted.name != desired.name:
+    if space != desired.space:
         message = (
-            f"import id names space {space!r} and name {wanted.name!r}, but spec.space is "
-            f"{desired.space!r} and the resource name is {desired.name!r}; make them agree"
+            f"import id names space {space!r}, but spec.space is {desired.space!r}; make them agree"
         )
         return degraded(state, Reason.SPACE_MISMATCH, message, NextLook.POLL)
+    if wanted.name != desired.name:
+        message = (
+            f"import id names resource {wanted.name!r}, but the resource name is "
+            f"{desired.name!r} (spec.resourceName, else the CR's name); make them agree"
+        )
+        return degraded(state, Reason.NAME_MISMATCH, message, NextLook.POLL)
     return Target(space, wanted.form_ref, wanted.name)
