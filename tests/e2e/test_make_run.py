@@ -41,6 +41,8 @@ def make_run(
         "TAKOFORM_TOOLS_CACHE": str(tmp_path / "empty-tools-cache"),
         "TAKOFORM_RUN_HOST_DIR": str(tmp_path / "host"),
         "TAKOFORM_METRICS_PORT": "0",
+        # The examples' namespace only: other tests' namespaces come and go in this cluster.
+        "TAKOFORM_NAMESPACE": "default",
         "HOST_LISTEN": f"127.0.0.1:{free_port()}",
     }
     output = tmp_path / "make-run.log"
@@ -81,7 +83,7 @@ def test_make_run_on_an_existing_cluster_needs_no_go_tools(
     def examples_ready() -> bool:
         text = output.read_text(errors="replace")
         assert script.poll() is None, f"make run exited {script.returncode}:\n{text[-3000:]}"
-        assert "ERROR" not in text and "Traceback" not in text, text[-3000:]
+        assert "run: ERROR" not in text and "Traceback" not in text, text[-3000:]
         return "all examples Ready" in text
 
     wait_until(examples_ready, "make run's examples Ready", timeout=READY_TIMEOUT)
