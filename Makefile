@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: fresh-check image crds-upgrade bench bench-host bench-reconcile check-model conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
+.PHONY: check fresh-check image crds-upgrade bench bench-host bench-reconcile check-model conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -56,7 +56,10 @@ unit: venv ## fast unit tests of the pure core only
 	$(BIN)/pytest -q tests/unit
 
 test: lint typecheck check-generated tools ## everything CI runs: lint, types, generated files, all tests
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
+
+check: lint typecheck check-generated tools ## the edit-test loop: make test without the slow tests and the Kubernetes ones
+	$(BIN)/pytest -q -m "not slow and not kube"
 
 MODEL_EXAMPLES ?= 10000
 MODEL_SEED ?= $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')

@@ -25,7 +25,7 @@ from node_support import NodeCluster, assert_loopback_only
 from processes import free_port
 from waiting import TimedOut
 
-pytestmark = [pytest.mark.kube, pytest.mark.host, pytest.mark.node]
+pytestmark = [pytest.mark.kube, pytest.mark.host, pytest.mark.node, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASE = "tko"

@@ -25,7 +25,7 @@ from node_support import NodeCluster, assert_loopback_only
 from processes import free_port
 from tenancy import granted
 
-pytestmark = [pytest.mark.kube, pytest.mark.host, pytest.mark.node]
+pytestmark = [pytest.mark.kube, pytest.mark.host, pytest.mark.node, pytest.mark.slow]
 
 RELEASE = "tko"
 DEPLOYMENT = f"{RELEASE}-takoform-operator"

@@ -17,7 +17,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from .machine import OwnershipModel, World
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 _COMMON: dict[str, object] = {
     "deadline": None,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.kube, pytest.mark.host]
+pytestmark = [pytest.mark.kube, pytest.mark.host, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 
