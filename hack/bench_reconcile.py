@@ -5,7 +5,7 @@ Starts `takoform-host serve` (commit delay 0) and brings N Buckets to a settled 
 the same concurrency, side by side:
 
 - host alone: the minimum any client needs: create, poll the operation until it settles, read;
-- reconcile: `reconcile_once` (core + httpx client, exactly as the operator runs it) repeated per
+- reconcile: `service.reconcile` (core + httpx client, exactly as the operator runs it) repeated per
   resource until Ready, with its exact-ref reads, rule-7 consultation and status bookkeeping.
 
 Prints resources/s, host requests per resource, p50/p99 time-to-ready, and the ratio of the two.
@@ -31,6 +31,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).parent))
 # The tests' support modules (waiting, processes) are shared with these scripts.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+from one_host import reconcile_with_one_host
 from waiting import await_for, await_settled
 
 from bench_host import SPACE, start_host
@@ -39,7 +40,6 @@ from takoform_operator.core.state import Desired, State
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.registry_data import load_registry
-from takoform_operator.service import reconcile_once
 from takoform_spec.identity import FormLine
 
 BUCKET = FormLine("storage.takoform.io/v1", "Bucket")
@@ -79,7 +79,7 @@ async def reconciled(client: HostClient, name: str) -> None:
 
     async def ready() -> bool:
         nonlocal state
-        outcome = await reconcile_once(desired, state, port, registry)
+        outcome = await reconcile_with_one_host(desired, state, port, registry)
         state = outcome.state
         return ConditionType.READY in outcome.asserted()
 

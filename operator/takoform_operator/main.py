@@ -21,7 +21,6 @@ from takoform_operator.host_client.pool import HostPool
 from takoform_operator.host_client.token_file import FileToken
 from takoform_operator.kube.claims import ClaimBook
 from takoform_operator.kube.connection_secrets import HttpSecretStore
-from takoform_operator.kube.cr_reconcile import NoHost
 from takoform_operator.kube.handlers import Runtime, register
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
 from takoform_operator.kube.leader import LeaderElector, LeaseConfig, LostLease, coordination_api
@@ -78,7 +77,6 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     runtime = Runtime(
         registry=registry,
         settings=settings,
-        host=NoHost(),  # every request goes to the host the tenancy check resolved
         writer=writer,
         metrics=metrics,
         claims=ClaimBook(default_host=pool.default_host),

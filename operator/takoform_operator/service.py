@@ -1,26 +1,39 @@
-"""One reconcile against a host: the reads the core plans, at most one mutation, the outcome.
+"""The one reconcile of a CR against its host, as a straight line:
 
-This is the service layer between the pure core (takoform_operator.core: plan, decide,
-host_answer) and the adapters (the host client, kopf). It performs I/O in the order the core asks
-for and returns the Outcome whose state the caller persists. Crash safety does not depend on
-anything here being atomic: if the caller dies before persisting, the next reconcile recomputes
-the same idempotency key and the host answers with the operation it already accepted.
+    hold        core.policy.hold: a paused CR sends nothing, not even a read; a deletion that
+                needs no host call (Orphan, Observe, never claimed) is let go here and only here
+    grant       core.tenancy.access: the CR's namespace must hold a grant for the host and space
+                the requests would go to, before anything is sent (deny by default)
+    owner/plan  core.plan.plan: one owner per identity; which operation and resource to read
+    read        the planned reads, once each
+    decide      core.decide.decide, then core.policy.observe_only (Observe never mutates)
+    act         at most one mutation; core.host_answer records what the host said
+
+It performs I/O in the order the core asks for and returns the Outcome whose state the caller
+persists. Crash safety does not depend on anything here being atomic: if the caller dies before
+persisting, the next reconcile recomputes the same idempotency key and the host answers with the
+operation it already accepted. The CR body (kube.cr_reconcile) and the status write
+(kube.handlers) stay outside: this module knows no Kubernetes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
 
+from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.decide import Decision, Observation, decide
 from takoform_operator.core.host_answer import Rejection, accepted, rejected
-from takoform_operator.core.outcome import NextLook, Outcome, degraded, unavailable
-from takoform_operator.core.ownership import Claimant
-from takoform_operator.core.plan import plan
+from takoform_operator.core.outcome import NextLook, Outcome, degraded, refused, unavailable
+from takoform_operator.core.ownership import Claimant, Identity
+from takoform_operator.core.plan import host_of, identity_of, plan
 from takoform_operator.core.policy import hold, observe_only
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.state import Desired, OperationView, State
+from takoform_operator.core.remedies import kubectl_object
+from takoform_operator.core.state import Desired, OperationView, ResourceView, State
+from takoform_operator.core.tenancy import SpaceGrant, access, resolve_host
 from takoform_operator.host_port import (
     FormUnknown,
     HostPort,
@@ -32,23 +45,56 @@ from takoform_operator.host_port import (
 )
 
 
-async def reconcile_once(
+class Tenancy(Protocol):
+    """The hosts and grants a cluster admin wrote (kube.tenancy), and a port per host."""
+
+    def default_host(self) -> str | None: ...
+
+    def marked_default(self) -> Collection[str]: ...
+
+    def hosts(self) -> Collection[str]: ...
+
+    def grants(self) -> Iterable[SpaceGrant]: ...
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]: ...
+
+    def port(self, host: str) -> HostPort: ...
+
+
+class ClaimIndex(Protocol):
+    """Every CR of the cluster that names an identity (the CR being reconciled included)."""
+
+    def claimants(self, identity: Identity) -> Sequence[Claimant]: ...
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    outcome: Outcome
+    #: The last representation of the target read by this reconcile (None: none was read).
+    #: Sensitive outputs come from the same read the decision was made on, never from state.
+    resource: ResourceView | None = None
+
+
+async def reconcile(
     desired: Desired,
     state: State,
-    host: HostPort,
     registry: Registry,
-    claimants: Sequence[Claimant] = (),
-) -> Outcome:
-    """Observe, decide, act at most once. Never raises for host trouble: it becomes an Outcome
-    that keeps the state and says when to look again. `claimants`: the CRs that name the same
-    identity (the ownership index); a CR that does not own its identity sends nothing. A
-    paused CR sends nothing at all, and an Observe CR never a mutation (core.policy)."""
+    tenancy: Tenancy,
+    claims: ClaimIndex,
+) -> Reconciled:
+    """Hold, grant, plan, read, decide, act: see the module docstring. Never raises for host
+    trouble: it becomes an Outcome that keeps the state and says when to look again."""
     held = hold(desired, state)
     if held is not None:
-        return held
-    planned = plan(desired, state, registry, claimants)
+        return Reconciled(held)
+    granted = _grant(desired, state, tenancy)
+    if isinstance(granted, Outcome):
+        return Reconciled(granted)
+    desired, port = granted
+    planned = plan(desired, state, registry, claims.claimants(identity_of(desired, state)))
     if isinstance(planned, Outcome):
-        return planned
+        return Reconciled(planned)
+    host = _ReadRecorder(port)
     try:
         operation = await host.get_operation(planned.operation_id) if planned.operation_id else None
         resource = await host.read(planned.target) if planned.target else None
@@ -58,18 +104,67 @@ async def reconcile_once(
             else ()
         )
     except HostUnavailable as exc:
-        return _unavailable(state, f"host unavailable while reading: {exc}", exc.retry_after)
+        message = f"host unavailable while reading: {exc}"
+        return Reconciled(unavailable(state, message, exc.retry_after), host.resource)
     except (FormUnknown, SpaceNotFound) as exc:
         # Never read as deletion: the host cannot serve this exact identity right now.
-        return _trouble(state, Reason.HOST_REJECTED, f"the host refused the read: {exc}")
+        message = f"the host refused the read: {exc}"
+        return Reconciled(_trouble(state, Reason.HOST_REJECTED, message), host.resource)
     except (HostRejected, HostProtocolError) as exc:
-        return _trouble(state, Reason.HOST_REJECTED, f"the host answer is unusable: {exc}")
+        message = f"the host answer is unusable: {exc}"
+        return Reconciled(_trouble(state, Reason.HOST_REJECTED, message), host.resource)
     seen = Observation(operation, resource, operations)
-    decision = decide(desired, state, planned, seen, registry)
-    decision = observe_only(desired, decision, seen, registry)
+    decided = decide(desired, state, planned, seen, registry)
+    decision = observe_only(desired, decided, seen, registry)
     if decision.action is None:
-        return decision.outcome
-    return await _act(desired, decision, host)
+        return Reconciled(decision.outcome, host.resource)
+    return Reconciled(await _act(desired, decision, host), host.resource)
+
+
+def _grant(desired: Desired, state: State, tenancy: Tenancy) -> Outcome | tuple[Desired, HostPort]:
+    """The tenancy check, before anything is sent (brief section 9): the desired state with its
+    host resolved and the port of the host requests go to, or a Blocked outcome."""
+    resolved = resolve_host(desired.host_ref, tenancy.default_host())
+    desired = replace(desired, host=resolved or "")
+    claimed = state.claimed and state.space is not None
+    host = host_of(desired, state) if claimed else resolved
+    space = str(state.space) if claimed else desired.space
+    denied = access(
+        namespace=desired.namespace,
+        namespace_labels=tenancy.namespace_labels(desired.namespace),
+        host=host,
+        host_ref=desired.host_ref,
+        space=space,
+        hosts=tenancy.hosts(),
+        grants=tenancy.grants(),
+        marked_default=tenancy.marked_default(),
+        obj=kubectl_object(desired),
+    )
+    if denied is not None:
+        return refused(desired, state, denied.reason, denied.message)
+    assert host is not None
+    return desired, tenancy.port(host)
+
+
+class _ReadRecorder:
+    """The host port, remembering the last representation read."""
+
+    def __init__(self, port: HostPort) -> None:
+        self._port = port
+        self.resource: ResourceView | None = None
+
+    async def get_operation(self, operation_id: str) -> OperationView:
+        return await self._port.get_operation(operation_id)
+
+    async def read(self, target: Target) -> ResourceView | None:
+        self.resource = await self._port.read(target)
+        return self.resource
+
+    async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]:
+        return await self._port.list_operations(target)
+
+    async def execute(self, action: Action) -> tuple[str, OperationView]:
+        return await self._port.execute(action)
 
 
 async def _act(desired: Desired, decision: Decision, host: HostPort) -> Outcome:
@@ -79,7 +174,7 @@ async def _act(desired: Desired, decision: Decision, host: HostPort) -> Outcome:
     except HostUnavailable as exc:
         # The outcome is unknown; the next reconcile replays the same key, never a blind re-send.
         message = f"{decision.action.verb} answer lost ({exc}); it will be replayed with its key"
-        return _unavailable(decision.outcome.state, message, exc.retry_after)
+        return unavailable(decision.outcome.state, message, exc.retry_after)
     except HostRejected as exc:
         refusal = Rejection(exc.code, exc.message)
         if isinstance(exc, OperationInProgress) and exc.operation_id:
@@ -93,10 +188,6 @@ async def _act(desired: Desired, decision: Decision, host: HostPort) -> Outcome:
     except HostProtocolError as exc:
         return _trouble(decision.outcome.state, Reason.HOST_REJECTED, str(exc))
     return accepted(decision, operation_id, operation, desired)
-
-
-def _unavailable(state: State, message: str, retry_after: float | None) -> Outcome:
-    return unavailable(state, message, retry_after)
 
 
 def _trouble(state: State, reason: Reason, message: str) -> Outcome:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from one_host import OneHost
 
 from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.outcome import Outcome
@@ -274,8 +275,8 @@ class Operator:
             try:
                 result = await reconcile_cr_body(
                     body,
-                    self.port,
                     registry,
+                    OneHost(self.port),  # type: ignore[arg-type]
                     self.claims,
                     now=self.cluster.clock.stamp(),
                     deleting=deleting,

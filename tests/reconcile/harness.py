@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from one_host import reconcile_with_one_host
 from waiting import TimedOut, await_for
 
 from takoform_operator.core.actions import Action, Target
@@ -19,7 +20,6 @@ from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import Desired, OperationView, ResourceView, State
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.port import HostClientPort
-from takoform_operator.service import reconcile_once
 
 
 class SpyPort:
@@ -58,10 +58,10 @@ class SimulatedCr:
         """One reconcile as the operator runs it: a recorded claim is persisted and followed at
         once by the next step (kube.handlers does the same); `persist=False` loses the status
         write of that last step."""
-        outcome = await reconcile_once(self.desired, self.state, host, registry)
+        outcome = await reconcile_with_one_host(self.desired, self.state, host, registry)
         while outcome.continue_now:
             self.state = outcome.state
-            outcome = await reconcile_once(self.desired, self.state, host, registry)
+            outcome = await reconcile_with_one_host(self.desired, self.state, host, registry)
         self.outcomes.append(outcome)
         if persist:
             self.state = outcome.state

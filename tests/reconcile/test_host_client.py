@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from one_host import NoRivals, OneHost
 
 from takoform_operator import host_port as errors
 from takoform_operator.core.actions import Target
@@ -18,7 +19,7 @@ from takoform_operator.core.state import Desired, Requested, State
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.registry_data import load_registry
-from takoform_operator.service import reconcile_once
+from takoform_operator.service import reconcile
 from takoform_spec.identity import FormLine, FormRef
 
 REGISTRY = load_registry()
@@ -303,7 +304,7 @@ async def test_a_read_answered_form_unknown_is_never_an_absent_resource() -> Non
         port = HostClientPort(client)
         with pytest.raises(errors.FormUnknown):
             await port.read(Target("s", BUCKET_REF, "n"))
-        outcome = await reconcile_once(desired, bound, port, REGISTRY)
+        outcome = (await reconcile(desired, bound, REGISTRY, OneHost(port), NoRivals())).outcome
     assert outcome.asserted() == {ConditionType.DEGRADED: Reason.HOST_REJECTED}
     assert outcome.state == bound, "still bound to the same incarnation"
     assert {request.method for request in sent} == {"GET"}, "nothing but reads was sent"

@@ -1,7 +1,8 @@
 """Pause and spec.managementPolicy against the reference host running as a real process.
 
-The reconcile runs exactly as in the operator (`reconcile_once` over the real httpx client);
-`SpyPort` counts every request it makes, and the host is read back to prove nothing changed.
+The reconcile runs exactly as in the operator (`service.reconcile` over the real httpx client, one
+host granted to every namespace); `SpyPort` counts every request it makes, and the host is read
+back to prove nothing changed.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Decision 0017 rules 1-7 against the reference host running as a real process over HTTP.
 
 Each test names the rule it proves. The reconcile runs exactly as in the operator
-(`reconcile_once` over the real httpx client); only the CR is simulated (`SimulatedCr`).
+(`service.reconcile` over the real httpx client, one host granted to every namespace); only the
+CR is simulated (`SimulatedCr`).
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def _runtime() -> Runtime:
     return Runtime(
         registry=None,  # type: ignore[arg-type]
         settings=SETTINGS,
-        host=None,  # type: ignore[arg-type]
+        tenancy=None,  # type: ignore[arg-type]
         writer=None,  # type: ignore[arg-type]
         metrics=None,  # type: ignore[arg-type]
         random=_top,

@@ -268,12 +268,11 @@ def _run(body: dict[str, Any], tenancy: FakeTenancy, *, deleting: bool = False) 
     return asyncio.run(
         reconcile_cr_body(
             body,
-            RecordingPort(),  # type: ignore[arg-type]
             REGISTRY,
+            tenancy,  # type: ignore[arg-type]
             ClaimBook(),
             now="2026-11-30T09:00:00Z",
             deleting=deleting,
-            tenancy=tenancy,  # type: ignore[arg-type]
         )
     )
 

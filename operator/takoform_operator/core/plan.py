@@ -23,7 +23,7 @@ from .outcome import (
 from .ownership import Claimant, Identity, owner
 from .registry import Registry
 from .remedies import kubectl_name, kubectl_object, orphan_command
-from .state import DeletionPolicy, Desired, Requested, State
+from .state import Desired, Requested, State
 from .tenancy import DEFAULT_HOST
 
 
@@ -46,9 +46,6 @@ def plan(
     """Which operation to consult and which exact resource to read; or an Outcome right away.
 
     `claimants` are the CRs of the cluster that name the same identity (core.ownership)."""
-    if desired.deleting and desired.deletion_policy is DeletionPolicy.ORPHAN:
-        # Orphan: forget without a host call.
-        return Outcome(state=state, conditions=(), next_look=NextLook.NEVER, finalized=True)
     rival = _rival_owner(desired, state, claimants)
     if rival is not None:
         if desired.deleting:
@@ -67,9 +64,8 @@ def plan(
         # A pending operation without a bound ref cannot be written by this operator.
         message = "status holds a pending operation but no FormRef; restore the status"
         return blocked(state, Reason.STATE_UNREADABLE, message)
-    if desired.deleting:
-        # Every request is preceded by the write that records its target: none was sent.
-        return finalized(state, "nothing was sent to the host")
+    # A deletion of a CR that claimed nothing never gets here (core.policy.hold lets it go).
+    assert not desired.deleting, "an unclaimed deletion is let go before the plan"
     target = _requested_target(desired, registry)
     if isinstance(target, Outcome):
         return target

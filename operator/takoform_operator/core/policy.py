@@ -31,7 +31,8 @@ PAUSED_VALUE = "true"
 
 def releases_without_host_call(desired: Desired) -> bool:
     """A deletion that leaves the host resource alone: Orphan, or an Observe CR (it never
-    mutates, and deleting the CR is no exception)."""
+    mutates, and deleting the CR is no exception). A CR that never claimed a target is let go
+    too (hold): every request is preceded by the write that records its target."""
     return (
         desired.deletion_policy is DeletionPolicy.ORPHAN
         or desired.management is ManagementPolicy.OBSERVE
@@ -39,9 +40,11 @@ def releases_without_host_call(desired: Desired) -> bool:
 
 
 def hold(desired: Desired, state: State) -> Outcome | None:
-    """The outcome of a CR that must send nothing this time, or None to go on and plan."""
-    if desired.deleting and releases_without_host_call(desired):
-        # Forget without a host call (a paused CR too: nothing is sent either way).
+    """The outcome of a CR that must send nothing this time, or None to go on and plan. The one
+    place a deletion is let go without a host call (a paused CR's too: nothing is sent either
+    way); it needs no grant either, so this comes before the tenancy check."""
+    never_sent = not state.claimed and state.pending is None
+    if desired.deleting and (releases_without_host_call(desired) or never_sent):
         return Outcome(state=state, conditions=(), next_look=NextLook.NEVER, finalized=True)
     if desired.paused:
         return paused(desired, state)

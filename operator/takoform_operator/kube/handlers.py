@@ -35,7 +35,6 @@ from takoform_operator.core.policy import PAUSED_ANNOTATION
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import DeletionPolicy
 from takoform_operator.core.tenancy import GRANT_PLURAL, GROUP, HOST_PLURAL, VERSION
-from takoform_operator.host_port import HostPort
 from takoform_operator.kube.claims import ClaimBook
 from takoform_operator.kube.connection_secrets import (
     SecretNotOurs,
@@ -68,7 +67,8 @@ class Runtime:
 
     registry: Registry
     settings: Settings
-    host: HostPort
+    #: Hosts and grants (docs/tenancy.md): every request goes to the host they resolve.
+    tenancy: TenancyBook
     writer: CrWriter
     metrics: Metrics
     claims: ClaimBook = field(default_factory=ClaimBook)
@@ -83,8 +83,6 @@ class Runtime:
     failures: dict[str, int] = field(default_factory=dict)
     #: The back-off's jitter, in [0, 1).
     random: Callable[[], float] = field(default=random.random)
-    #: Hosts and grants (docs/tenancy.md); None only in single-host harnesses.
-    tenancy: TenancyBook | None = None
     #: Where sensitive outputs go (docs/tenancy.md, Connection Secrets); None: not written.
     secrets: SecretStore | None = None
 
@@ -142,12 +140,11 @@ async def reconcile_cr(
             started = runtime.clock()
             result = await reconcile_cr_body(
                 body,
-                runtime.host,
                 runtime.registry,
+                runtime.tenancy,
                 runtime.claims,
                 now=_now(runtime),
                 deleting=deleting,
-                tenancy=runtime.tenancy,
             )
             outcome = result.outcome
             runtime.metrics.reconciled(body, outcome, (runtime.clock() - started).total_seconds())
@@ -395,8 +392,7 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
     async def cleanup(**_: Any) -> None:
         await loops.close()
 
-    if runtime.tenancy is not None:
-        _register_tenancy(runtime.tenancy, loops, kopf_registry)
+    _register_tenancy(runtime.tenancy, loops, kopf_registry)
 
     for line in runtime.registry.lines():
         group, version, plural = line.group, line.version, line.plural
