@@ -63,12 +63,84 @@ class Reason(StrEnum):
     OBSERVED_RESOURCE_MISSING = "ObservedResourceMissing"
 
 
+_C = ConditionType
+#: Every reason a condition can carry, with the condition types it is written on; Ready False
+#: repeats the reason of the condition that made it so, whatever that is. Reasons absent here
+#: (Resumed) name Events only. docs/operator.md "Conditions and reasons" shows this table, and
+#: tests/unit/test_conditions_doc.py holds the two equal.
+REASON_CONDITIONS: Mapping[Reason, frozenset[ConditionType]] = {
+    reason: frozenset(kinds)
+    for kinds, reasons in (
+        ({_C.READY}, (Reason.AVAILABLE,)),
+        (
+            {_C.RECONCILING},
+            (
+                Reason.CLAIMED,
+                Reason.CREATE_PENDING,
+                Reason.UPDATE_PENDING,
+                Reason.DELETE_PENDING,
+                Reason.OPERATION_RUNNING,
+                Reason.IMPORTED,
+                Reason.NAME_BUSY,
+                Reason.HOST_NOT_READY,
+                Reason.HOST_RECONCILING,
+            ),
+        ),
+        ({_C.RECONCILING, _C.DELETING}, (Reason.PAUSED,)),
+        (
+            {_C.BLOCKED},
+            (
+                Reason.SPACE_NOT_GRANTED,
+                Reason.HOST_NOT_FOUND,
+                Reason.UID_MISMATCH,
+                Reason.ALREADY_MANAGED,
+                Reason.IDENTITY_CHANGED,
+                Reason.FORM_REF_UNSUPPORTED,
+                Reason.PIN_UNSUPPORTED,
+                Reason.NO_DEFAULT_CREATE,
+                Reason.NAME_TAKEN,
+                Reason.OWNERSHIP_UNPROVABLE,
+                Reason.IMPORT_REFUSED,
+                Reason.STATE_UNREADABLE,
+            ),
+        ),
+        (
+            {_C.DEGRADED},
+            (
+                Reason.OPERATION_FAILED,
+                Reason.INVALID_SPEC,
+                Reason.INVALID_IMPORT_ID,
+                Reason.IMPORT_TARGET_NOT_FOUND,
+                Reason.OBSERVED_RESOURCE_MISSING,
+                Reason.SPACE_MISMATCH,
+                Reason.NAME_MISMATCH,
+                Reason.HOST_REJECTED,
+                Reason.HOST_UNAVAILABLE,
+                Reason.HOST_STATE_UNDECODABLE,
+                Reason.HOST_DEGRADED,
+            ),
+        ),
+        ({_C.DRIFTED}, (Reason.SPEC_DRIFT, Reason.RESOURCE_DELETED)),
+        ({_C.DELETING}, (Reason.DELETING,)),
+    )
+    for reason in reasons
+}
+
+
 @dataclass(frozen=True)
 class Condition:
     type: ConditionType
     status: bool
     reason: Reason
     message: str = ""
+
+    def __post_init__(self) -> None:
+        # The closed table above, enforced where every condition is made: a reason written on
+        # the wrong condition would mislead alerts, the plugin and the docs alike.
+        if self.type is ConditionType.READY and not self.status:
+            return
+        if self.type not in REASON_CONDITIONS.get(self.reason, frozenset()):
+            raise ValueError(f"reason {self.reason} is not written on condition {self.type}")
 
 
 def merge_conditions(
