@@ -17,7 +17,7 @@ import asyncio
 import datetime
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -411,8 +411,10 @@ def _register_tenancy(
 
     def feed(
         observe: Callable[[Any], bool], wake: Callable[[str], None]
-    ) -> Callable[..., dict[Any, Any]]:
-        def index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    ) -> Callable[..., Awaitable[dict[Any, Any]]]:
+        # Async: kopf runs a sync handler in a worker thread, where waking a loop (which starts
+        # a task on the event loop) fails with "no running event loop".
+        async def index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
             if observe(body):
                 wake(str(body["metadata"]["name"]))
             return {}
