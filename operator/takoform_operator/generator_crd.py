@@ -273,6 +273,21 @@ def _status_schema() -> dict[str, Any]:
                     },
                 },
             },
+            "remedies": {
+                "type": "array",
+                "description": "The ways out of the Blocked (or Degraded) condition, as data: "
+                "what each does, the command that does it (none for a step on the host) and the "
+                "object that command acts on. The condition message states them too.",
+                "items": {
+                    "type": "object",
+                    "required": ["does"],
+                    "properties": {
+                        "does": {"type": string},
+                        "command": {"type": string},
+                        "actsOn": {"type": string},
+                    },
+                },
+            },
         },
     }
 

@@ -141,7 +141,7 @@ def _grant(desired: Desired, state: State, tenancy: Tenancy) -> Outcome | tuple[
         obj=kubectl_object(desired),
     )
     if denied is not None:
-        return refused(desired, state, denied.reason, denied.message)
+        return refused(desired, state, denied.reason, denied.message, denied.remedies)
     assert host is not None
     return desired, tenancy.port(host)
 

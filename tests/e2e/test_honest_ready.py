@@ -215,10 +215,9 @@ def test_the_uid_mismatch_remedy_runs_as_printed(
         "archive Blocked UidMismatch",
         60,
     )
-    message = _condition(kube_cluster, namespace, "archive", "Blocked")["message"]
-    command = re.search(r"kubectl annotate [^;]*", message)
-    assert command is not None, message
-    printed = command.group(0).strip()
+    remedies = cr_status(kube_cluster, namespace, "archive")["remedies"]
+    printed = next(r["command"] for r in remedies if "accept-uid" in r.get("command", ""))
+    assert printed.startswith("kubectl annotate ")
     assert f"buckets.storage.takoform.io/archive -n {namespace}" in printed
     env = {
         **os.environ,
@@ -276,10 +275,8 @@ def test_the_name_taken_remedy_runs_as_printed(
         "taken Blocked NameTaken",
         60,
     )
-    message = _condition(kube_cluster, namespace, "taken", "Blocked")["message"]
-    command = re.search(r"kubectl delete [^,;]*", message)
-    assert command is not None, message
-    printed = command.group(0).strip()
+    (importing, _another_name) = cr_status(kube_cluster, namespace, "taken")["remedies"]
+    printed = importing["command"]
     assert printed == f"kubectl delete buckets.storage.takoform.io/taken -n {namespace}"
     ran = subprocess.run(
         ["sh", "-c", f"{printed} --timeout=60s"],
@@ -294,7 +291,7 @@ def test_the_name_taken_remedy_runs_as_printed(
         check=False,
     )
     assert ran.returncode == 0, f"{printed!r} failed: {ran.stderr}"
-    import_id = shlex.split(message.split("spec.importId set to ")[1].split(" ;")[0])[0]
+    import_id = shlex.split(importing["does"].split("spec.importId set to ")[1])[0]
     kube_cluster.apply(bucket("taken", importId=import_id), namespace=namespace)
     wait_until(lambda: is_ready(kube_cluster, namespace, "taken"), "taken imported and Ready", 60)
     with host.api() as api:

@@ -373,3 +373,22 @@ def test_trace_of_a_pending_operation_and_few_events() -> None:
 def test_trace_shows_a_paused_cr() -> None:
     cr = {"metadata": {"name": "logs", "annotations": {"takoform.io/paused": "true"}}}
     assert 'paused (takoform.io/paused: "true")' in _traced(cr=cr)
+
+
+def test_the_remedy_column_comes_from_the_recorded_remedies_not_the_prose() -> None:
+    body = {
+        "metadata": {"name": "logs", "namespace": "apps"},
+        "status": {
+            "conditions": [
+                {"type": "Blocked", "status": "True", "reason": "NameTaken", "message": "m"}
+            ],
+            "remedies": [
+                {"does": "delete this CR", "command": "kubectl delete b/logs -n apps"},
+                {"does": "or choose another name"},
+            ],
+        },
+    }
+    (row,) = blocked_rows(BUCKET, [body])
+    assert row.remedy == (
+        "(1) delete this CR: kubectl delete b/logs -n apps ; (2) or choose another name"
+    )

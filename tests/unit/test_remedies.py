@@ -1,20 +1,27 @@
-"""Remedies a user can paste (core.remedies): each names the CR's fully qualified resource, its
-namespace and its own name (not the host resource's), and parses as a shell command."""
+"""Remedies a user can paste (core.remedies): data on the outcome (status.remedies), each command
+naming the CR's fully qualified resource, its namespace and its own name (not the host
+resource's), parsing as a shell command, and stated in the condition message too."""
 
 from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from dataclasses import replace
 
 from takoform_operator.core.actions import Create, Target
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.decide import Decision, Observation, decide
 from takoform_operator.core.host_answer import Rejection, rejected
-from takoform_operator.core.outcome import NextLook, Outcome
+from takoform_operator.core.outcome import NextLook, Outcome, refused
 from takoform_operator.core.ownership import Claimant
 from takoform_operator.core.plan import Plan, plan
-from takoform_operator.core.remedies import kubectl_object, orphan_command
+from takoform_operator.core.remedies import (
+    Remedy,
+    kubectl_object,
+    orphan_command,
+    remedies_text,
+)
 from takoform_operator.core.state import Desired, Requested, ResourceView, State
 from takoform_operator.core.tenancy import access, remedy
 from takoform_operator.registry_data import load_registry
@@ -39,14 +46,21 @@ ORPHAN = ["--type=merge", "-p", '{"spec":{"deletionPolicy":"Orphan"}}']
 CLAIMED = State(form_ref=REF, space="team-a", name="logs", requested=Requested.of(DESIRED))
 
 
-def _commands(message: str) -> list[list[str]]:
-    """Every `kubectl ...` command in a message, split as a shell would (up to ` ;`, ` ,`,
-    ` &&` or the end)."""
-    found = []
-    for part in message.split("kubectl ")[1:]:
-        words = shlex.split(part.split(" ;")[0].split(" , ")[0].split(" &&")[0])
-        found.append(["kubectl", *words])
-    return found
+def _commands(remedies: Sequence[Remedy]) -> list[list[str]]:
+    """Every command of the remedies, split as a shell would (`a && b` is two commands)."""
+    return [
+        shlex.split(part)
+        for remedy in remedies
+        if remedy.command
+        for part in remedy.command.split(" && ")
+    ]
+
+
+def _remedies(outcome: Outcome) -> tuple[Remedy, ...]:
+    """The outcome's remedies, after checking its Blocked message states each of them."""
+    message = _blocked_message(outcome)
+    assert outcome.remedies and message.endswith(remedies_text(outcome.remedies))
+    return outcome.remedies
 
 
 def _resource(uid: str, creation_key: str | None = None) -> ResourceView:
@@ -78,7 +92,7 @@ def test_the_uid_mismatch_remedy_annotates_this_cr_with_the_current_uid() -> Non
     assert isinstance(planned, Plan)
     outcome = decide(DESIRED, state, planned, Observation(None, _resource("h-new")), REGISTRY)
     assert outcome.outcome.asserted()[ConditionType.BLOCKED] is Reason.UID_MISMATCH
-    (command,) = _commands(_blocked_message(outcome.outcome))
+    (command,) = _commands(_remedies(outcome.outcome))
     assert command == [
         "kubectl",
         "annotate",
@@ -93,9 +107,10 @@ def test_a_resource_that_is_not_ours_names_this_cr_and_the_import_id() -> None:
     assert isinstance(planned, Plan)
     foreign = _resource("h-9", creation_key="someone:create:0")
     outcome = decide(DESIRED, CLAIMED, planned, Observation(None, foreign), REGISTRY).outcome
-    message = _blocked_message(outcome)
-    assert _commands(message) == [["kubectl", "delete", *CR]]
-    import_id = shlex.split(message.split("spec.importId set to ")[1].split(" ;")[0])[0]
+    remedies = _remedies(outcome)
+    assert _commands(remedies) == [["kubectl", "delete", *CR]]
+    assert remedies[0].acts_on == kubectl_object(DESIRED)
+    import_id = shlex.split(remedies[0].does.split("spec.importId set to ")[1])[0]
     assert json.loads(import_id)["name"] == "logs"
 
 
@@ -105,7 +120,7 @@ def test_a_refused_create_names_this_cr() -> None:
         Outcome(CLAIMED, (), NextLook.PENDING), Create(target, SPEC, "cr-1:create:0")
     )
     outcome = rejected(decision, Rejection("resource_exists", "exists"), DESIRED)
-    assert _commands(_blocked_message(outcome)) == [["kubectl", "delete", *CR]]
+    assert _commands(_remedies(outcome)) == [["kubectl", "delete", *CR]]
 
 
 def test_already_managed_names_this_cr_and_the_owner() -> None:
@@ -113,7 +128,7 @@ def test_already_managed_names_this_cr_and_the_owner() -> None:
     outcome = plan(DESIRED, State(), REGISTRY, [owner])
     assert isinstance(outcome, Outcome)
     owner_cr = ["buckets.storage.takoform.io/first", "-n", "ops"]
-    assert _commands(_blocked_message(outcome)) == [
+    assert _commands(_remedies(outcome)) == [
         ["kubectl", "delete", *CR],
         ["kubectl", "patch", *owner_cr, *ORPHAN],
         ["kubectl", "delete", *owner_cr],
@@ -124,7 +139,7 @@ def test_an_identity_change_names_this_cr() -> None:
     outcome = plan(replace(DESIRED, space="team-b"), CLAIMED, REGISTRY)
     assert isinstance(outcome, Outcome)
     orphan = ["kubectl", "patch", *CR, *ORPHAN]
-    assert _commands(_blocked_message(outcome)) == [orphan, ["kubectl", "delete", *CR]]
+    assert _commands(_remedies(outcome)) == [orphan, ["kubectl", "delete", *CR]]
 
 
 def test_the_grant_remedy_is_a_command_that_creates_the_grant() -> None:
@@ -153,5 +168,9 @@ def test_the_tenancy_remedy_names_this_cr_for_an_orphaning_deletion() -> None:
         obj=kubectl_object(DESIRED),
     )
     assert denied is not None
-    assert orphan_command(kubectl_object(DESIRED)) in denied.message
-    assert _commands(denied.message)[0] == ["kubectl", "apply", "-f", "-"]
+    grant, orphan = denied.remedies
+    assert grant.command == remedy("apps", "team-z", "prod")
+    assert orphan.command == orphan_command(kubectl_object(DESIRED))
+    assert orphan.acts_on == kubectl_object(DESIRED)
+    outcome = refused(DESIRED, State(), denied.reason, denied.message, denied.remedies)
+    assert _remedies(outcome) == denied.remedies

@@ -96,8 +96,9 @@ def test_no_grant_at_all_denies_and_names_namespace_space_host_and_the_grant_to_
         grants=(),
     )
     assert denied is not None and denied.reason is Reason.SPACE_NOT_GRANTED
-    for word in ("'ns-x'", "'team-z'", "'prod'", remedy("ns-x", "team-z", "prod")):
+    for word in ("'ns-x'", "'team-z'", "'prod'"):
         assert word in denied.message
+    assert denied.remedies[0].command == remedy("ns-x", "team-z", "prod")
     assert "TakoformSpaceGrant" in remedy("ns-x", "team-z", "prod")
 
 

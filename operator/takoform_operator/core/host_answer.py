@@ -8,8 +8,7 @@ from .actions import Action, Create, bound_to, same_target
 from .conditions import Reason
 from .decide import Decision
 from .keys import is_ours
-from .outcome import Event, NextLook, Outcome, blocked, degraded, waiting
-from .remedies import kubectl_object
+from .outcome import Event, NextLook, Outcome, blocked, degraded, import_remedies, waiting
 from .state import Desired, OperationView, OpState, Pending, Verb
 
 
@@ -84,11 +83,9 @@ def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcom
         message = (
             f"a resource named {action.target.name} already exists in space "
             f"{action.target.space} under another FormRef of {desired.line}; it is never adopted "
-            f"by name alone. Remedy: import it explicitly: kubectl delete "
-            f"{kubectl_object(desired)} , then apply it again with spec.importId set to its "
-            "canonical JSON import id; or choose another name."
+            "by name alone."
         )
-        return blocked(state, Reason.NAME_TAKEN, message)
+        return blocked(state, Reason.NAME_TAKEN, message, import_remedies(desired, None))
     if code in ("resource_exists", "generation_conflict", "revision_conflict", "uid_mismatch"):
         # A fence held: someone else changed the host. Re-read and decide again; never overwrite.
         message = f"{action.verb} refused ({code}); re-reading the resource"

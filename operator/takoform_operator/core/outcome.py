@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
 from .conditions import Condition, ConditionType, Reason
 from .import_id import canonical_import_id
-from .remedies import kubectl_object
+from .remedies import Remedy, kubectl_object, remedies_text
 from .state import Desired, ResourceView, State
 
 
@@ -26,13 +27,6 @@ class NextLook(Enum):
     BACKOFF = "backoff"
     #: Finished (finalized): no further look.
     NEVER = "never"
-
-
-REMEDIES = (
-    "Remedies: (1) import the new incarnation explicitly: kubectl annotate {obj} {annotation} "
-    "--overwrite ; (2) restore the prior incarnation {expected} on the host; "
-    "(3) delete the host-side replacement {current} (the operator then re-creates the resource)."
-)
 
 
 @dataclass(frozen=True)
@@ -57,6 +51,9 @@ class Outcome:
     #: Nothing was observed (a paused CR, core.policy): conditions not named here keep their
     #: last value, and the status does not claim to reflect the current generation.
     holds_conditions: bool = False
+    #: The ways out of the condition this outcome sets, as data (core.remedies.Remedy); its
+    #: message states them too.
+    remedies: tuple[Remedy, ...] = ()
     #: Seconds the host asked to wait (Retry-After), honoured by the back-off up to its cap.
     retry_after: float | None = None
     #: The host could not be asked: conditions this outcome does not set keep their last known
@@ -80,8 +77,12 @@ def not_ready(
     next_look: NextLook,
     *,
     warn: bool = True,
+    remedies: Sequence[Remedy] = (),
 ) -> Outcome:
-    """The one shape of every not-Ready outcome: `kind` True, Ready False, same reason."""
+    """The one shape of every not-Ready outcome: `kind` True, Ready False, same reason; the
+    message ends with the remedies, which the outcome also carries as data."""
+    if remedies:
+        message = f"{message} {remedies_text(remedies)}"
     return Outcome(
         state=state,
         conditions=(
@@ -90,12 +91,15 @@ def not_ready(
         ),
         next_look=next_look,
         events=(Event("Warning", reason, message),) if warn else (),
+        remedies=tuple(remedies),
     )
 
 
-def blocked(state: State, reason: Reason, message: str) -> Outcome:
+def blocked(state: State, reason: Reason, message: str, remedies: Sequence[Remedy] = ()) -> Outcome:
     """Blocked until a user acts: re-observed on the ready poll (and at once on a CR change)."""
-    return not_ready(state, ConditionType.BLOCKED, reason, message, NextLook.POLL)
+    return not_ready(
+        state, ConditionType.BLOCKED, reason, message, NextLook.POLL, remedies=remedies
+    )
 
 
 def waiting(
@@ -104,8 +108,14 @@ def waiting(
     return not_ready(state, ConditionType.RECONCILING, reason, message, next_look, warn=False)
 
 
-def degraded(state: State, reason: Reason, message: str, next_look: NextLook) -> Outcome:
-    return not_ready(state, ConditionType.DEGRADED, reason, message, next_look)
+def degraded(
+    state: State,
+    reason: Reason,
+    message: str,
+    next_look: NextLook,
+    remedies: Sequence[Remedy] = (),
+) -> Outcome:
+    return not_ready(state, ConditionType.DEGRADED, reason, message, next_look, remedies=remedies)
 
 
 def unavailable(state: State, message: str, retry_after: float | None) -> Outcome:
@@ -138,22 +148,38 @@ def with_deleting(outcome: Outcome, desired: Desired) -> Outcome:
     return replace(outcome, conditions=(*outcome.conditions, marker))
 
 
-def refused(desired: Desired, state: State, reason: Reason, message: str) -> Outcome:
+def refused(
+    desired: Desired,
+    state: State,
+    reason: Reason,
+    message: str,
+    remedies: Sequence[Remedy] = (),
+) -> Outcome:
     """Blocked before anything is sent (tenancy: no grant, unknown host); state kept, looked
     at again on the ready poll and whenever the policy changes."""
-    return with_deleting(blocked(state, reason, message), desired)
+    return with_deleting(blocked(state, reason, message, remedies), desired)
 
 
 def uid_mismatch(desired: Desired, state: State, expected: str, current: str) -> Outcome:
     annotation = shlex.quote(f"takoform.io/accept-uid={current}")
+    obj = kubectl_object(desired)
     message = (
         f"uid mismatch: state is bound to uid {expected} but the host serves uid {current} "
-        f"under the same name; nothing is mutated while blocked. "
-        + REMEDIES.format(
-            obj=kubectl_object(desired), annotation=annotation, current=current, expected=expected
-        )
+        f"under the same name; nothing is mutated while blocked."
     )
-    return blocked(state, Reason.UID_MISMATCH, message)
+    remedies = (
+        Remedy(
+            "import the new incarnation explicitly",
+            f"kubectl annotate {obj} {annotation} --overwrite",
+            obj,
+        ),
+        Remedy(f"restore the prior incarnation {expected} on the host"),
+        Remedy(
+            f"delete the host-side replacement {current} (the operator then re-creates the "
+            "resource)"
+        ),
+    )
+    return blocked(state, Reason.UID_MISMATCH, message, remedies)
 
 
 def not_ours(desired: Desired, state: State, resource: ResourceView) -> Outcome:
@@ -166,17 +192,25 @@ def not_ours(desired: Desired, state: State, resource: ResourceView) -> Outcome:
         why = "it was created by someone else"
     message = (
         f"a resource named {resource.name} (uid {resource.uid}) already exists and {why}; "
-        f"it is never adopted by name alone. " + _import_remedy(desired, import_id)
+        f"it is never adopted by name alone."
     )
-    return blocked(state, reason, message)
+    return blocked(state, reason, message, import_remedies(desired, import_id))
 
 
-def _import_remedy(desired: Desired, import_id: str) -> str:
+def import_remedies(desired: Desired, import_id: str | None) -> tuple[Remedy, ...]:
     """Import is chosen when the CR is made: its identity is fixed once a target is recorded,
     so the remedy is this CR deleted (nothing of ours is on the host: the deletion sends
     nothing but reads) and made again with spec.importId."""
+    obj = kubectl_object(desired)
+    import_id_text = (
+        shlex.quote(import_id) if import_id else "the resource's canonical JSON import id"
+    )
     return (
-        f"Remedy: import it explicitly: kubectl delete {kubectl_object(desired)} , then "
-        f"apply it again with spec.importId set to {shlex.quote(import_id)} ; or choose "
-        "another name."
+        Remedy(
+            "import it explicitly: delete this CR, then apply it again with spec.importId set "
+            f"to {import_id_text}",
+            f"kubectl delete {obj}",
+            obj,
+        ),
+        Remedy("or choose another name (spec.resourceName)"),
     )

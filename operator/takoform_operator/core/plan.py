@@ -22,7 +22,7 @@ from .outcome import (
 )
 from .ownership import Claimant, Identity, owner
 from .registry import Registry
-from .remedies import kubectl_name, kubectl_object, orphan_command
+from .remedies import Remedy, kubectl_name, kubectl_object, orphan_command
 from .state import Desired, Requested, State
 from .tenancy import DEFAULT_HOST
 
@@ -53,11 +53,19 @@ def plan(
             return finalized(state, f"released without a host call: {rival.ref} owns it")
         message = (
             f"{identity_of(desired, state)} is already managed by {rival.ref}; this CR sends "
-            f"nothing while it does. Remedy: delete this CR: kubectl delete "
-            f"{kubectl_object(desired)} ; or release the resource from {rival.ref} so this CR "
-            f"can take it over: {_release_commands(desired, rival)}"
+            "nothing while it does."
         )
-        return blocked(state, Reason.ALREADY_MANAGED, message)
+        obj = kubectl_object(desired)
+        owner_obj = kubectl_name(desired.line, rival.name, rival.namespace)
+        remedies = (
+            Remedy("delete this CR", f"kubectl delete {obj}", obj),
+            Remedy(
+                f"or release the resource from {rival.ref} so this CR can take it over",
+                f"{orphan_command(owner_obj)} && kubectl delete {owner_obj}",
+                owner_obj,
+            ),
+        )
+        return blocked(state, Reason.ALREADY_MANAGED, message, remedies)
     if state.form_ref is not None:
         return _plan_claimed(desired, state, registry)
     if state.pending is not None:
@@ -98,12 +106,6 @@ def create_ref(desired: Desired, registry: Registry) -> FormRef:
     if ref_or_none is None:
         raise LookupError(f"{desired.line} has no default create ref in this build")
     return ref_or_none
-
-
-def _release_commands(desired: Desired, rival: Claimant) -> str:
-    """The owner CR released without a host call: Orphan, then deleted."""
-    owner_obj = kubectl_name(desired.line, rival.name, rival.namespace)
-    return f"{orphan_command(owner_obj)} && kubectl delete {owner_obj}"
 
 
 def _rival_owner(desired: Desired, state: State, claimants: Sequence[Claimant]) -> Claimant | None:
@@ -157,12 +159,18 @@ def _identity_changed(
     )
     obj = kubectl_object(desired)
     message = (
-        f"identity changed after requests were sent: {described}. Nothing is sent while it "
-        "differs. Remedies: (1) revert the field(s) to the bound value; or (2) release it with "
-        f"deletionPolicy Orphan, without touching the host: {orphan_command(obj)} && kubectl "
-        f"delete {obj} , then create a new CR that imports the resource (spec.importId)."
+        f"identity changed after requests were sent: {described}. Nothing is sent while it differs."
     )
-    return with_deleting(blocked(state, Reason.IDENTITY_CHANGED, message), desired)
+    remedies = (
+        Remedy("revert the field(s) to the bound value"),
+        Remedy(
+            "or release it with deletionPolicy Orphan, without touching the host, then create a "
+            "new CR that imports the resource (spec.importId)",
+            f"{orphan_command(obj)} && kubectl delete {obj}",
+            obj,
+        ),
+    )
+    return with_deleting(blocked(state, Reason.IDENTITY_CHANGED, message, remedies), desired)
 
 
 def _requested_target(desired: Desired, registry: Registry) -> Target | Outcome:

@@ -22,6 +22,7 @@ from .decide import Decision, Observation
 from .errors import CodecError
 from .outcome import NextLook, Outcome, degraded, not_ready
 from .registry import Registry
+from .remedies import Remedy, kubectl_object, patch_command
 from .state import DeletionPolicy, Desired, ManagementPolicy, State
 
 #: The annotation that pauses a CR, and the only value that does.
@@ -128,10 +129,18 @@ def _missing(desired: Desired, outcome: Outcome) -> Outcome:
     )
     message = (
         f"the observed host resource {where} does not exist; spec.managementPolicy is Observe, "
-        "so it is not created. Remedies: create it on the host, or switch spec.managementPolicy "
-        "to Full to let the operator create it"
+        "so it is not created."
     )
-    reported = degraded(state, Reason.OBSERVED_RESOURCE_MISSING, message, NextLook.POLL)
+    obj = kubectl_object(desired)
+    remedies = (
+        Remedy("create it on the host"),
+        Remedy(
+            "or switch spec.managementPolicy to Full to let the operator create it",
+            patch_command(obj, {"managementPolicy": "Full"}),
+            obj,
+        ),
+    )
+    reported = degraded(state, Reason.OBSERVED_RESOURCE_MISSING, message, NextLook.POLL, remedies)
     return _carry_events(reported, outcome)
 
 

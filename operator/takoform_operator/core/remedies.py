@@ -9,12 +9,47 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from takoform_spec.identity import FormLine
 
 if TYPE_CHECKING:  # core.state imports core.tenancy, which uses the commands below
     from .state import Desired
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """One way out of a Blocked (or Degraded) condition, as data: what it does, the command that
+    does it (None: a step outside the cluster, such as one on the host), and the object that
+    command acts on. The status carries the list (status.remedies) so tools print and run the
+    commands without parsing the condition message, which states them too (remedies_text)."""
+
+    does: str
+    command: str | None = None
+    acts_on: str | None = None
+
+    def text(self) -> str:
+        return f"{self.does}: {self.command}" if self.command else self.does
+
+    def to_json(self) -> dict[str, str]:
+        doc = {"does": self.does}
+        if self.command:
+            doc["command"] = self.command
+        if self.acts_on:
+            doc["actsOn"] = self.acts_on
+        return doc
+
+
+def remedies_text(remedies: Sequence[Remedy]) -> str:
+    """How a condition message states its remedies: `Remedy: ...`, or `Remedies: (1) ... ;
+    (2) ...`. A space stands before each `;`, so a command can be copied without it."""
+    if not remedies:
+        return ""
+    if len(remedies) == 1:
+        return f"Remedy: {remedies[0].text()}"
+    return "Remedies: " + " ; ".join(f"({n}) {r.text()}" for n, r in enumerate(remedies, 1))
 
 
 def kubectl_name(line: FormLine, name: str, namespace: str) -> str:

@@ -179,6 +179,9 @@ def status_patch(
         ),
     }
     patch["outputs"] = _replacing(previous.get("outputs"), patch["outputs"])
+    if not (outcome.holds_conditions or outcome.keeps_last_known):
+        # The remedies belong to the conditions: kept while those are kept, else replaced.
+        patch["remedies"] = [remedy.to_json() for remedy in outcome.remedies] or None
     if not outcome.holds_conditions:
         patch["observedGeneration"] = cr_generation
     return patch

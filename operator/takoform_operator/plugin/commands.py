@@ -76,7 +76,7 @@ line's default create ref and need --kind."""
 
 BLOCKED_DESCRIPTION = """\
 List the CRs of every Takoform kind whose Blocked condition is True, with the reason and the
-remedy exactly as the operator wrote it in the condition message."""
+remedies the operator recorded in the status (status.remedies)."""
 
 TRACE_DESCRIPTION = """\
 Follow one CR down the chain: the CR and its conditions -> the FormRef, host, space, name and

@@ -13,6 +13,7 @@ from typing import Any
 
 from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.registry import Registry
+from takoform_operator.core.remedies import Remedy, remedies_text
 from takoform_spec.identity import FormLine, FormRef
 
 #: The pause annotation (docs/operator.md); shown by `trace` when set.
@@ -133,9 +134,23 @@ def condition(body: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     return None
 
 
+def remedies_of(body: Mapping[str, Any], message: str) -> str:
+    """The remedies the operator recorded as data (status.remedies), as its messages state them:
+    no prose is parsed. A status written before the operator recorded them: remedy_of."""
+    recorded = (body.get("status") or {}).get("remedies")
+    if not isinstance(recorded, list) or not recorded:
+        return remedy_of(message)
+    remedies = [
+        Remedy(str(item.get("does") or ""), item.get("command"), item.get("actsOn"))
+        for item in recorded
+        if isinstance(item, Mapping)
+    ]
+    return remedies_text(remedies).split(":", 1)[1].strip()
+
+
 def remedy_of(message: str) -> str:
-    """The remedy as the core wrote it: the message from `Remedy:`/`Remedies:` on (the whole
-    message when it names none)."""
+    """The remedy as an older operator wrote it: the message from `Remedy:`/`Remedies:` on (the
+    whole message when it names none)."""
     found = [(message.find(marker), marker) for marker in REMEDY_MARKERS if marker in message]
     if not found:
         return message.strip()
@@ -156,7 +171,7 @@ def blocked_rows(line: FormLine, items: Iterable[Mapping[str, Any]]) -> list[Blo
                 namespace=str(metadata.get("namespace") or ""),
                 resource=object_ref(line, str(metadata.get("name") or "")),
                 reason=str(blocked.get("reason") or ""),
-                remedy=remedy_of(str(blocked.get("message") or "")),
+                remedy=remedies_of(body, str(blocked.get("message") or "")),
             )
         )
     return rows
