@@ -13,9 +13,6 @@ from typing import Any
 from .errors import InvalidName, InvalidSpaceId
 
 #: A definition version is a semantic version: MAJOR.MINOR.PATCH.
-#: The closed set of condition types of a resource's status (decision 0011).
-CONDITION_TYPES = ("Ready", "Reconciling", "Degraded", "Drifted", "Blocked", "Deleting")
-
 _DEFINITION_VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
 _SCHEMA_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _API_VERSION = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/v[0-9]+((alpha|beta)[0-9]+)?$")

@@ -137,7 +137,7 @@ def test_catalog_digests_match_an_independent_computation(
 def test_the_operator_writes_exactly_the_closed_set_of_condition_types() -> None:
     """0011's closed set is stated once (takoform_spec); the operator's enum must be that set."""
     from takoform_operator.core.conditions import ConditionType
-    from takoform_spec.identity import CONDITION_TYPES
+    from takoform_spec.host_api import CONDITION_TYPES
 
     assert tuple(ConditionType) == CONDITION_TYPES
     assert CONDITION_TYPES == ("Ready", "Reconciling", "Degraded", "Drifted", "Blocked", "Deleting")

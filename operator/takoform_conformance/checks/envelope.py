@@ -6,14 +6,12 @@ import time
 
 import httpx
 
+from takoform_spec.host_api import CONDITION_TYPES, PORTABLE_REASONS
+
 from ..answers import describe
 from ..context import Context
 from ..outcomes import Check, CheckSkipped, ensure, fail
-from ..vocabulary import (
-    CONDITION_REASONS,
-    CONDITION_TYPES,
-    DECIMAL,
-)
+from ..vocabulary import DECIMAL
 from .common import generation_of, registrar, revision_of, uid_of, unchanged
 
 CHECKS: list[Check] = []
@@ -211,7 +209,7 @@ def closed_condition_set(ctx: Context) -> None:
                 f"H-17: {what}: condition type {condition.get('type')!r} is not in the closed set",
             )
             ensure(
-                condition.get("reason") in CONDITION_REASONS,
+                condition.get("reason") in PORTABLE_REASONS,
                 f"H-17: {what}: condition reason {condition.get('reason')!r} is not a portable "
                 "reason (host-internal codes go to hostReason)",
             )

@@ -5,22 +5,21 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from takoform_spec.host_api import ERROR_STATUS, OperationState
+
 from ..answers import describe
 from ..context import Context
 from ..outcomes import Check, CheckSkipped, ensure, fail
-from ..vocabulary import (
-    API,
-    ERROR_CODES,
-    OPERATION_STATES,
-)
+from ..vocabulary import API
 from .common import generation_of, registrar, revision_of, uid_of
 
 CHECKS: list[Check] = []
 check = registrar(CHECKS)
+_STATES = frozenset(OperationState)
 
 
 def _record_names(record: dict[str, Any], ctx: Context, name: str, verb: str, what: str) -> None:
-    ensure(record.get("state") in OPERATION_STATES, f"H-31: {what}: state {record.get('state')!r}")
+    ensure(record.get("state") in _STATES, f"H-31: {what}: state {record.get('state')!r}")
     ensure(record.get("verb") == verb, f"§7: {what}: verb is {record.get('verb')!r}, not {verb!r}")
     ensure(record.get("space") == ctx.space, f"H-31: {what}: space is {record.get('space')!r}")
     ensure(record.get("name") == name, f"H-31: {what}: name is {record.get('name')!r}")
@@ -123,7 +122,7 @@ def failed_operation_reports_error(ctx: Context) -> None:
     if not isinstance(error, dict):
         raise fail(f"H-32: a failed record carries error {error!r}")
     ensure(
-        error.get("code") in ERROR_CODES,
+        error.get("code") in ERROR_STATUS,
         f"H-32: the failed record's error code {error.get('code')!r} is not in §9",
     )
     ensure(isinstance(error.get("message"), str), "H-32: the failed record's error lacks a message")
