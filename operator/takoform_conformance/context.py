@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import httpx
 
+from takoform_spec.host_api import OperationState
 from takoform_spec.identity import FormRef
 
 from .answers import clip, describe, error_code, error_details
@@ -255,7 +256,7 @@ class Context:
             if response.status_code != 200:
                 raise fail(f"H-33: GET operation {op_id} answered {describe(response)}")
             record = self.body(response, f"operation {op_id}")
-            if record.get("state") != "running":
+            if record.get("state") != OperationState.RUNNING:
                 return record
             if time.monotonic() > deadline:
                 raise fail(f"operation {op_id} still running after {self.op_timeout:.0f}s")
@@ -266,7 +267,7 @@ class Context:
         """A 202 whose operation must succeed; its final record."""
         record = self.accepted(response, what)
         final = self.wait(record["id"])
-        if final.get("state") != "succeeded":
+        if final.get("state") != OperationState.SUCCEEDED:
             raise fail(
                 f"{what}: operation {record['id']} ended {final.get('state')!r}: "
                 f"{final.get('error')}"

@@ -6,6 +6,8 @@ from typing import Any
 
 import httpx
 
+from takoform_spec.host_api import OperationState
+
 from ..answers import describe
 from ..context import Context
 from ..outcomes import Check, ensure
@@ -27,7 +29,7 @@ def _replay_status(response: httpx.Response, original: str, what: str) -> dict[s
     )
     state = record.get("state")
     ensure(
-        (response.status_code == 202) == (state == "running"),
+        (response.status_code == 202) == (state == OperationState.RUNNING),
         f"H-28: {what}: replay status {response.status_code} with a {state} record",
     )
     return record
@@ -44,7 +46,9 @@ def idempotency_key_replays_original(ctx: Context) -> None:
     ctx.wait(first["id"])
     rep = ctx.representation(name)
     replay = _replay_status(ctx.create(name, spec, key=key), first["id"], "settled create replay")
-    ensure(replay.get("state") == "succeeded", f"H-28: settled replay reports {replay}")
+    ensure(
+        replay.get("state") == OperationState.SUCCEEDED, f"H-28: settled replay reports {replay}"
+    )
     ensure(
         replay == ctx.get_operation(first["id"]).json(),
         "H-28: the replay's body is not the operation's current record",
@@ -85,7 +89,10 @@ def idempotency_key_replays_original(ctx: Context) -> None:
                 held["id"],
                 "replay of a running create (takes precedence over operation_in_progress)",
             )
-            ensure(replay.get("state") == "running", "H-28: a held create replayed as settled")
+            ensure(
+                replay.get("state") == OperationState.RUNNING,
+                "H-28: a held create replayed as settled",
+            )
             ctx.release()
             ctx.wait(held["id"])
 

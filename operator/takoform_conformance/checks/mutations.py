@@ -6,6 +6,8 @@ import time
 import uuid
 from typing import Any
 
+from takoform_spec.host_api import OperationState
+
 from ..answers import describe
 from ..context import Context
 from ..outcomes import Check, CheckSkipped, ensure, fail
@@ -23,7 +25,7 @@ def uncommitted_invisible(ctx: Context) -> None:
         record = ctx.accepted(ctx.create(name), "create")
         read = ctx.read(name)
         op = ctx.get_operation(record["id"]).json()
-        if op.get("state") == "running":
+        if op.get("state") == OperationState.RUNNING:
             ctx.expect_error(read, 404, "resource_not_found", "H-20", "read while create runs")
             ctx.wait(record["id"])
             return
@@ -43,7 +45,7 @@ def uncommitted_invisible(ctx: Context) -> None:
         time.sleep(0.1)
         for op in (create, update, delete):
             state = ctx.get_operation(op["id"]).json().get("state")
-            if state != "running":
+            if state != OperationState.RUNNING:
                 raise fail(
                     f"faults stuckOperations=true did not hold operation {op['id']} ({state})"
                 )
@@ -59,7 +61,10 @@ def uncommitted_invisible(ctx: Context) -> None:
         ctx.release()
         for op in (create, update, delete):
             final = ctx.wait(op["id"])
-            ensure(final.get("state") == "succeeded", f"operation {op['id']} ended {final}")
+            ensure(
+                final.get("state") == OperationState.SUCCEEDED,
+                f"operation {op['id']} ended {final}",
+            )
     ctx.representation(name, what="after its create committed")
     ensure(
         generation_of(ctx.representation(updated)) != generation_of(rep_u),
@@ -256,7 +261,7 @@ def concurrent_create_refused(ctx: Context) -> None:
         ctx.release()
         final = ctx.wait(first["id"])
         ctx.wait(update["id"])
-    ensure(final.get("state") == "succeeded", f"the first create ended {final}")
+    ensure(final.get("state") == OperationState.SUCCEEDED, f"the first create ended {final}")
     rep_new = ctx.representation(name)
     ensure(
         uid_of(rep_new) == first.get("resourceUid", uid_of(rep_new)),

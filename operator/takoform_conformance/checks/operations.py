@@ -50,7 +50,9 @@ def operation_record_shape(ctx: Context) -> None:
         with ctx.faults(stuckOperations=True):
             held = ctx.accepted(ctx.create(held_name), "held create")
             running = ctx.get_operation(held["id"]).json()
-            ensure(running.get("state") == "running", f"a held create reports {running}")
+            ensure(
+                running.get("state") == OperationState.RUNNING, f"a held create reports {running}"
+            )
             _record_names(running, ctx, held_name, "create", "a running create's record")
             ensure(
                 running.get("settledAt") is None,
@@ -67,7 +69,7 @@ def operation_record_shape(ctx: Context) -> None:
             "H-31: the resource's uid is not the resourceUid its running create named",
         )
     final = ctx.wait(accepted["id"])
-    ensure(final.get("state") == "succeeded", f"create ended {final}")
+    ensure(final.get("state") == OperationState.SUCCEEDED, f"create ended {final}")
     ensure(
         final.get("error", "absent") is None,
         f"H-32: a succeeded record carries error {final.get('error')!r}",
@@ -117,7 +119,10 @@ def failed_operation_reports_error(ctx: Context) -> None:
     with ctx.faults(failNextOperations=1):
         record = ctx.accepted(ctx.create(name), "create")
         final = ctx.wait(record["id"])
-    ensure(final.get("state") == "failed", f"failNextOperations=1 but the create ended {final}")
+    ensure(
+        final.get("state") == OperationState.FAILED,
+        f"failNextOperations=1 but the create ended {final}",
+    )
     error = final.get("error")
     if not isinstance(error, dict):
         raise fail(f"H-32: a failed record carries error {error!r}")
@@ -170,7 +175,10 @@ def operation_resumable_after_settlement(ctx: Context) -> None:
         ctx.get_operation(second["id"]).content == second_body,
         "H-33: the second update's record changed after a later delete",
     )
-    ensure(ctx.get_operation(op_id).json().get("state") == "succeeded", "H-33: state changed")
+    ensure(
+        ctx.get_operation(op_id).json().get("state") == OperationState.SUCCEEDED,
+        "H-33: state changed",
+    )
 
 
 @check("operation-expiry-keeps-resource", "H-34", admin="required")
@@ -200,7 +208,7 @@ def operation_expiry_keeps_resource(ctx: Context) -> None:
         time.sleep(retention * 3)
         still = ctx.get_operation(held["id"])
         ensure(
-            still.status_code == 200 and still.json().get("state") == "running",
+            still.status_code == 200 and still.json().get("state") == OperationState.RUNNING,
             f"H-34: a running operation's record expired: {describe(still)}",
         )
         ctx.release()
