@@ -22,12 +22,16 @@ Implementations (takoform_operator.host_client) translate HTTP answers into this
             ├── RevisionConflict
             └── UidMismatch
 
-Callers match on types and `.code`, never on message text.
+A rejection's `.code` is a member of the closed set (`takoform_spec.host_api.ErrorCode`);
+`ERROR_CLASSES` names the class of each code a 4xx may carry. Callers match on types and `.code`,
+never on message text.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
+
+from takoform_spec.host_api import ErrorCode
 
 if TYPE_CHECKING:
     from takoform_operator.core.actions import Action, Target
@@ -67,9 +71,9 @@ class HostProtocolError(HostError):
 
 
 class HostRejected(HostError):
-    code = "rejected"
+    code: ErrorCode
 
-    def __init__(self, status: int, code: str, message: str, details: dict[str, Any]) -> None:
+    def __init__(self, status: int, code: ErrorCode, message: str, details: dict[str, Any]) -> None:
         super().__init__(f"{code} ({status}): {message}")
         self.status = status
         self.code = code
@@ -155,27 +159,30 @@ class UidMismatch(PreconditionFailed):
     pass
 
 
-ERROR_CLASSES: dict[str, type[HostRejected]] = {
-    "invalid_request": InvalidRequest,
-    "unauthenticated": Unauthenticated,
-    "forbidden": Forbidden,
-    "space_not_found": SpaceNotFound,
-    "form_unknown": FormUnknown,
-    "resource_not_found": ResourceNotFound,
-    "operation_not_found": OperationNotFound,
-    "route_not_found": NotFound,
-    "method_not_allowed": InvalidRequest,
-    "operation_in_progress": OperationInProgress,
-    "space_not_empty": HostRejected,
-    "resource_exists": ResourceExists,
-    "generation_conflict": GenerationConflict,
-    "revision_conflict": RevisionConflict,
-    "uid_mismatch": UidMismatch,
-    "payload_too_large": PayloadTooLarge,
-    "unsupported_media_type": UnsupportedMediaType,
-    "validation_failed": ValidationFailed,
-    "idempotency_key_reused": IdempotencyKeyReused,
-    "precondition_required": InvalidRequest,
+#: The class of each code a 4xx answer may carry (every 4xx code of docs/host-api.md section 9).
+#: A code outside it is a protocol error; 429 and 5xx answers are HostUnavailable whatever their
+#: code; provisioning_failed is only ever an operation record's error.
+ERROR_CLASSES: dict[ErrorCode, type[HostRejected]] = {
+    ErrorCode.INVALID_REQUEST: InvalidRequest,
+    ErrorCode.UNAUTHENTICATED: Unauthenticated,
+    ErrorCode.FORBIDDEN: Forbidden,
+    ErrorCode.SPACE_NOT_FOUND: SpaceNotFound,
+    ErrorCode.FORM_UNKNOWN: FormUnknown,
+    ErrorCode.RESOURCE_NOT_FOUND: ResourceNotFound,
+    ErrorCode.OPERATION_NOT_FOUND: OperationNotFound,
+    ErrorCode.ROUTE_NOT_FOUND: NotFound,
+    ErrorCode.METHOD_NOT_ALLOWED: InvalidRequest,
+    ErrorCode.OPERATION_IN_PROGRESS: OperationInProgress,
+    ErrorCode.SPACE_NOT_EMPTY: HostRejected,
+    ErrorCode.RESOURCE_EXISTS: ResourceExists,
+    ErrorCode.GENERATION_CONFLICT: GenerationConflict,
+    ErrorCode.REVISION_CONFLICT: RevisionConflict,
+    ErrorCode.UID_MISMATCH: UidMismatch,
+    ErrorCode.PAYLOAD_TOO_LARGE: PayloadTooLarge,
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: UnsupportedMediaType,
+    ErrorCode.VALIDATION_FAILED: ValidationFailed,
+    ErrorCode.IDEMPOTENCY_KEY_REUSED: IdempotencyKeyReused,
+    ErrorCode.PRECONDITION_REQUIRED: InvalidRequest,
 }
 
 

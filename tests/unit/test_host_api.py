@@ -1,4 +1,4 @@
-"""The host API's shared names (takoform_spec.host_api) are the ones docs/host-api.md states."""
+"""The host API's shared names (takoform_spec.host_api) match docs/host-api.md and their users."""
 
 from __future__ import annotations
 
@@ -43,3 +43,15 @@ def test_operation_states_are_those_of_h31() -> None:
     states = re.search(r"`state` MUST be one of ([^.]*)\.", _rule(31))
     assert states is not None
     assert re.findall(r"`([a-z]+)`", states[1]) == list(OperationState)
+
+
+def test_every_4xx_code_has_an_operator_error_class() -> None:
+    """A code added to the closed set with a 4xx status cannot be left out of the operator's
+    translation; the generic HostRejected is a deliberate choice, listed here."""
+    from takoform_operator.host_port import ERROR_CLASSES, HostRejected
+
+    assert all(isinstance(code, ErrorCode) for code in ERROR_CLASSES)
+    client_errors = {c for c, status in ERROR_STATUS.items() if status and 400 <= status < 500}
+    assert set(ERROR_CLASSES) == client_errors
+    generic = {code for code, cls in ERROR_CLASSES.items() if cls is HostRejected}
+    assert generic == {ErrorCode.SPACE_NOT_EMPTY}, "a code mapped to the generic class on purpose"

@@ -9,6 +9,7 @@ from takoform_operator.core.tenancy import HostConfig, SecretKeyRef
 from takoform_operator.host_port import HostUnavailable, SecretNotFound, Unauthenticated
 from takoform_operator.kube.host_status import host_status, probe
 from takoform_operator.registry_data import load_registry
+from takoform_spec.host_api import ErrorCode
 from takoform_spec.identity import FormRef
 
 REGISTRY = load_registry()
@@ -40,7 +41,7 @@ def _probe(answer: list[FormRef] | Exception) -> tuple[bool, str, str, list[Form
 def test_probe_reasons() -> None:
     assert _probe([SUPPORTED])[:2] == (True, "Reachable")
     assert _probe(HostUnavailable("connection refused"))[:2] == (False, "Unreachable")
-    refused = Unauthenticated(401, "unauthenticated", "wrong bearer token", {})
+    refused = Unauthenticated(401, ErrorCode.UNAUTHENTICATED, "wrong bearer token", {})
     assert _probe(refused)[:2] == (False, "Unauthenticated")
     assert _probe(SecretNotFound("Secret 'prod-token' not found"))[:2] == (False, "SecretNotFound")
 

@@ -11,6 +11,7 @@ from takoform_operator.core.host_answer import Rejection, rejected
 from takoform_operator.core.outcome import NextLook, Outcome
 from takoform_operator.core.state import Desired, OperationView, OpState, State, Verb
 from takoform_operator.registry_data import load_registry
+from takoform_spec.host_api import ErrorCode
 
 REGISTRY = load_registry()
 REF = next(iter(sorted(REGISTRY.default_creates.values())))
@@ -25,8 +26,10 @@ UPDATE = Decision(
 )
 
 
-@pytest.mark.parametrize("code", ["generation_conflict", "revision_conflict", "uid_mismatch"])
-def test_a_stale_fence_rereads_and_never_overwrites(code: str) -> None:
+@pytest.mark.parametrize(
+    "code", [ErrorCode.GENERATION_CONFLICT, ErrorCode.REVISION_CONFLICT, ErrorCode.UID_MISMATCH]
+)
+def test_a_stale_fence_rereads_and_never_overwrites(code: ErrorCode) -> None:
     outcome = rejected(UPDATE, Rejection(code, "stale"), DESIRED)
     assert outcome.state == BOUND, "nothing recorded: the next reconcile re-reads"
     assert outcome.next_look is NextLook.NOW
@@ -34,13 +37,15 @@ def test_a_stale_fence_rereads_and_never_overwrites(code: str) -> None:
 
 
 def test_create_meeting_a_resource_under_another_ref_blocks_with_the_import_remedy() -> None:
-    outcome = rejected(CREATE, Rejection("resource_exists", "exists"), DESIRED)
+    outcome = rejected(CREATE, Rejection(ErrorCode.RESOURCE_EXISTS, "exists"), DESIRED)
     assert outcome.asserted()[ConditionType.BLOCKED] is Reason.NAME_TAKEN
     assert outcome.state == State()
 
 
-@pytest.mark.parametrize("code", ["operation_in_progress", "idempotency_key_reused"])
-def test_a_named_operation_carrying_our_key_is_resumed(code: str) -> None:
+@pytest.mark.parametrize(
+    "code", [ErrorCode.OPERATION_IN_PROGRESS, ErrorCode.IDEMPOTENCY_KEY_REUSED]
+)
+def test_a_named_operation_carrying_our_key_is_resumed(code: ErrorCode) -> None:
     ours = _named("cr-1:create:0", resource_uid="u-9")
     outcome = rejected(CREATE, Rejection(code, "busy", "op-5", ours), DESIRED)
     assert outcome.state.pending is not None
@@ -73,7 +78,9 @@ OTHER_REF = next(ref for ref in REGISTRY.known_refs(REF.line) if ref != REF)
 def test_our_operation_for_another_request_is_never_adopted(changes: dict[str, object]) -> None:
     """Our key on a record for another target (the spec changed since): not this request's."""
     operation = _named("cr-1:create:0", **changes)
-    outcome = rejected(CREATE, Rejection("operation_in_progress", "b", "op-5", operation), DESIRED)
+    outcome = rejected(
+        CREATE, Rejection(ErrorCode.OPERATION_IN_PROGRESS, "b", "op-5", operation), DESIRED
+    )
     assert outcome.state.pending is None
     assert outcome.asserted()[ConditionType.RECONCILING] is Reason.NAME_BUSY
 
@@ -82,7 +89,7 @@ def test_a_spent_key_of_ours_moves_to_a_fresh_attempt_instead_of_resuming() -> N
     """The livelock: an update key reused by the host for an old, settled update of ours must
     not be recorded as pending; the next update goes out under a fresh key."""
     old = _named("cr-1:update:u-1:2:4:0", verb=Verb.UPDATE, resource_uid="u-0")
-    refusal = Rejection("idempotency_key_reused", "reused", "op-1", old)
+    refusal = Rejection(ErrorCode.IDEMPOTENCY_KEY_REUSED, "reused", "op-1", old)
     outcome = rejected(UPDATE, refusal, DESIRED)
     assert outcome.state.pending is None
     assert outcome.state.attempt == BOUND.attempt + 1
@@ -101,12 +108,14 @@ def test_a_spent_key_of_ours_moves_to_a_fresh_attempt_instead_of_resuming() -> N
 def test_somebody_elses_operation_is_waited_for_not_adopted(
     operation: OperationView | None,
 ) -> None:
-    outcome = rejected(CREATE, Rejection("operation_in_progress", "b", "op-5", operation), DESIRED)
+    outcome = rejected(
+        CREATE, Rejection(ErrorCode.OPERATION_IN_PROGRESS, "b", "op-5", operation), DESIRED
+    )
     assert outcome.state == State()
     assert outcome.asserted()[ConditionType.RECONCILING] is Reason.NAME_BUSY
 
 
 def test_validation_failure_waits_for_a_spec_change() -> None:
-    outcome = rejected(UPDATE, Rejection("validation_failed", "sizeGiB too big"), DESIRED)
+    outcome = rejected(UPDATE, Rejection(ErrorCode.VALIDATION_FAILED, "sizeGiB too big"), DESIRED)
     assert outcome.asserted()[ConditionType.DEGRADED] is Reason.INVALID_SPEC
     assert outcome.next_look is NextLook.POLL

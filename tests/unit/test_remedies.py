@@ -25,6 +25,7 @@ from takoform_operator.core.remedies import (
 from takoform_operator.core.state import Desired, Requested, ResourceView, State
 from takoform_operator.core.tenancy import access, remedy
 from takoform_operator.registry_data import load_registry
+from takoform_spec.host_api import ErrorCode
 
 REGISTRY = load_registry()
 REF = next(r for r in REGISTRY.default_creates.values() if r.kind == "Bucket")
@@ -119,7 +120,7 @@ def test_a_refused_create_names_this_cr() -> None:
     decision = Decision(
         Outcome(CLAIMED, (), NextLook.PENDING), Create(target, SPEC, "cr-1:create:0")
     )
-    outcome = rejected(decision, Rejection("resource_exists", "exists"), DESIRED)
+    outcome = rejected(decision, Rejection(ErrorCode.RESOURCE_EXISTS, "exists"), DESIRED)
     assert _commands(_remedies(outcome)) == [["kubectl", "delete", *CR]]
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from takoform_spec.host_api import ErrorCode
+
 from .actions import Action, Create, bound_to, same_target
 from .conditions import Reason
 from .decide import Decision
@@ -43,12 +45,25 @@ _PENDING_REASON = {
 class Rejection:
     """A host refusal of a mutation, translated once by the adapter."""
 
-    code: str
+    code: ErrorCode
     message: str
     #: For operation_in_progress and idempotency_key_reused: the operation the host named,
     #: consulted once by the adapter (None when it could not be read).
     operation_id: str | None = None
     operation: OperationView | None = None
+
+
+#: Another operation holds the name (H-26), or our key was spent (H-29): both name the operation.
+_BUSY = frozenset({ErrorCode.OPERATION_IN_PROGRESS, ErrorCode.IDEMPOTENCY_KEY_REUSED})
+#: A fence held (H-21, H-23 to H-25): someone else changed the host.
+_FENCES = frozenset(
+    {
+        ErrorCode.RESOURCE_EXISTS,
+        ErrorCode.GENERATION_CONFLICT,
+        ErrorCode.REVISION_CONFLICT,
+        ErrorCode.UID_MISMATCH,
+    }
+)
 
 
 def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcome:
@@ -57,7 +72,7 @@ def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcom
     action = decision.action
     assert action is not None
     code = refusal.code
-    if code in ("operation_in_progress", "idempotency_key_reused") and refusal.operation_id:
+    if code in _BUSY and refusal.operation_id:
         operation = refusal.operation
         if operation is not None and is_ours(operation, desired):
             if _same_request(operation, action):
@@ -68,7 +83,7 @@ def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcom
                 resumed = resumed.with_pending(Pending(refusal.operation_id, action.verb))
                 message = f"resuming {refusal.operation_id}"
                 return waiting(resumed, Reason.OPERATION_RUNNING, message)
-            if code == "idempotency_key_reused":
+            if code == ErrorCode.IDEMPOTENCY_KEY_REUSED:
                 # Our key, spent on another request: never adopt that one; use a fresh key.
                 message = (
                     f"the key of this {action.verb} was spent on operation "
@@ -79,18 +94,18 @@ def rejected(decision: Decision, refusal: Rejection, desired: Desired) -> Outcom
                 )
         message = f"another operation ({refusal.operation_id}) is running on this name"
         return waiting(state, Reason.NAME_BUSY, message, NextLook.BACKOFF)
-    if code == "resource_exists" and isinstance(action, Create):
+    if code == ErrorCode.RESOURCE_EXISTS and isinstance(action, Create):
         message = (
             f"a resource named {action.target.name} already exists in space "
             f"{action.target.space} under another FormRef of {desired.line}; it is never adopted "
             "by name alone."
         )
         return blocked(state, Reason.NAME_TAKEN, message, import_remedies(desired, None))
-    if code in ("resource_exists", "generation_conflict", "revision_conflict", "uid_mismatch"):
+    if code in _FENCES:
         # A fence held: someone else changed the host. Re-read and decide again; never overwrite.
         message = f"{action.verb} refused ({code}); re-reading the resource"
         return waiting(state, Reason.OPERATION_RUNNING, message, NextLook.NOW)
-    if code == "validation_failed":
+    if code == ErrorCode.VALIDATION_FAILED:
         return degraded(state, Reason.INVALID_SPEC, refusal.message, NextLook.POLL)
     return degraded(state, Reason.HOST_REJECTED, f"{code}: {refusal.message}", NextLook.BACKOFF)
 

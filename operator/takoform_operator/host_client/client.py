@@ -29,6 +29,7 @@ from takoform_operator.host_port import (
     ResourceNotFound,
 )
 from takoform_operator.http_transport import pooled_transport
+from takoform_spec.host_api import ErrorCode
 from takoform_spec.identity import FormRef
 
 API = "/v1alpha3"
@@ -311,10 +312,12 @@ def _translate(response: httpx.Response) -> HostError:
         details = error.get("details") or {}
     except (ValueError, KeyError, TypeError):
         return HostProtocolError(f"host answered {status} without a contract error body")
-    cls = ERROR_CLASSES.get(code)
-    if cls is None:
+    try:
+        known = ErrorCode(code)
+        cls = ERROR_CLASSES[known]
+    except (ValueError, KeyError):
         return HostProtocolError(f"host answered {status} with unknown error code {code!r}")
-    return cls(status, code, message, dict(details))
+    return cls(status, known, message, dict(details))
 
 
 def _json(response: httpx.Response) -> dict[str, Any]:

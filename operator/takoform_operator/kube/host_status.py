@@ -24,6 +24,7 @@ from takoform_operator.host_port import (
     SecretNotFound,
 )
 from takoform_operator.kube.client_config import load_kube_config
+from takoform_spec.host_api import ErrorCode
 from takoform_spec.identity import FormRef
 
 
@@ -49,7 +50,7 @@ async def probe(pool: Hosts, config: HostConfig) -> tuple[bool, str, str, list[F
     except HostCertificateUntrusted as exc:
         return False, "CertificateUntrusted", str(exc)[:300], []
     except HostRejected as exc:
-        if exc.code == "unauthenticated":
+        if exc.code == ErrorCode.UNAUTHENTICATED:
             return False, "Unauthenticated", "the host refused the token (401)", []
         return False, "HostRejected", f"the host refused the probe: {exc.code}", []
     except HostUnavailable as exc:
