@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from takoform_spec.errors import TakoformError
+from takoform_spec.host_api import ErrorCode, OperationState
 from takoform_spec.identity import FormLine, FormRef
 
 from .tenancy import DEFAULT_HOST
@@ -175,10 +176,12 @@ class Desired:
 
 
 class OpState(StrEnum):
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    NOT_FOUND = "operation_not_found"
+    """A pending operation as the host answered: one of its states (H-31), or not found (H-34)."""
+
+    RUNNING = OperationState.RUNNING.value
+    SUCCEEDED = OperationState.SUCCEEDED.value
+    FAILED = OperationState.FAILED.value
+    NOT_FOUND = ErrorCode.OPERATION_NOT_FOUND.value
 
 
 @dataclass(frozen=True)

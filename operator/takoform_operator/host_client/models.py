@@ -13,6 +13,7 @@ from takoform_operator.core.state import (
     ResourceView,
     Verb,
 )
+from takoform_spec.host_api import OperationState
 from takoform_spec.identity import FormRef
 
 
@@ -96,7 +97,7 @@ class OperationError(_Model):
 class Operation(_Model):
     id: str
     verb: Literal["create", "update", "delete"]
-    state: Literal["running", "succeeded", "failed"]
+    state: OperationState
     space: str
     name: str
     form_ref: FormRefDoc = Field(alias="formRef")
