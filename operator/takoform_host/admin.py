@@ -12,15 +12,10 @@ import logging
 import uuid
 from typing import Any
 
+from takoform_spec.host_api import CONDITION_TYPES, PORTABLE_REASONS, ErrorCode, OperationState
 from takoform_spec.identity import FormLine
 
-from .envelope import (
-    PORTABLE_REASONS,
-    bump,
-    new_representation,
-    rotate_sensitive_outputs,
-    timestamp,
-)
+from .envelope import bump, new_representation, rotate_sensitive_outputs, timestamp
 from .errors import HostError
 from .misbehaviours import (
     MISBEHAVIOURS,
@@ -52,11 +47,11 @@ class Admin:
     def set_misbehaviours(self, body: Any) -> dict[str, Any]:
         names = body.get("enabled") if isinstance(body, dict) else None
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise HostError(400, "invalid_request", 'body must be {"enabled": ["name", ...]}')
+            raise HostError(ErrorCode.INVALID_REQUEST, 'body must be {"enabled": ["name", ...]}')
         try:
             enabled = check_misbehaviours(names)
         except UnknownMisbehaviour as exc:
-            raise HostError(400, "invalid_request", str(exc)) from None
+            raise HostError(ErrorCode.INVALID_REQUEST, str(exc)) from None
         self.host.settings.misbehaviours = set(enabled)
         log.info("misbehaviours now %s", sorted(enabled) or "none")
         return self.misbehaviours()
@@ -68,7 +63,7 @@ class Admin:
         try:
             self.host.faults.merge(body)
         except InvalidFaults as exc:
-            raise HostError(400, "invalid_request", str(exc)) from None
+            raise HostError(ErrorCode.INVALID_REQUEST, str(exc)) from None
         log.info("faults now %s", self.host.faults.to_json())
         return self.faults()
 
@@ -82,15 +77,17 @@ class Admin:
             ids is not None
             and (not isinstance(ids, list) or not all(isinstance(i, str) for i in ids))
         ):
-            raise HostError(400, "invalid_request", 'body must be {"ids": ["op-...", ...]} or {}')
+            raise HostError(
+                ErrorCode.INVALID_REQUEST, 'body must be {"ids": ["op-...", ...]} or {}'
+            )
         if ids is None:
             rows = self.store.settled()
             running: list[str] = []
             unknown: list[str] = []
         else:
             found = self.store.operations_by_id(ids)
-            rows = [row for row in found.values() if row["state"] != "running"]
-            running = [i for i in ids if i in found and found[i]["state"] == "running"]
+            rows = [row for row in found.values() if row["state"] != OperationState.RUNNING]
+            running = [i for i in ids if i in found and found[i]["state"] == OperationState.RUNNING]
             unknown = [i for i in ids if i not in found]
         with self.store.tx():
             for row in rows:
@@ -102,12 +99,12 @@ class Admin:
     @staticmethod
     def _target(body: Any) -> tuple[str, FormLine, str]:
         if not isinstance(body, dict):
-            raise HostError(400, "invalid_request", "body must be an object")
+            raise HostError(ErrorCode.INVALID_REQUEST, "body must be an object")
         missing = [
             k for k in ("space", "apiVersion", "kind", "name") if not isinstance(body.get(k), str)
         ]
         if missing:
-            raise HostError(400, "invalid_request", f"missing or non-string member(s) {missing}")
+            raise HostError(ErrorCode.INVALID_REQUEST, f"missing or non-string member(s) {missing}")
         return body["space"], FormLine(body["apiVersion"], body["kind"]), body["name"]
 
     def recreate(self, body: Any) -> dict[str, Any]:
@@ -116,7 +113,7 @@ class Admin:
         res = self.store.resource(space, line, name)
         if res is None:
             raise HostError(
-                404, "resource_not_found", f"no resource {name!r} of {line} in {space!r}"
+                ErrorCode.RESOURCE_NOT_FOUND, f"no resource {name!r} of {line} in {space!r}"
             )
         uid = str(uuid.uuid4())
         doc = new_representation(
@@ -142,19 +139,18 @@ class Admin:
         res = self.store.resource(space, line, name)
         if res is None:
             raise HostError(
-                404, "resource_not_found", f"no resource {name!r} of {line} in {space!r}"
+                ErrorCode.RESOURCE_NOT_FOUND, f"no resource {name!r} of {line} in {space!r}"
             )
         doc = copy.deepcopy(res.doc)
         meta, status = doc["metadata"], doc["status"]
         if observed is not None:
             if not (isinstance(observed, str) and observed.isdigit() and observed[0] != "0"):
                 raise HostError(
-                    400, "invalid_request", "observedGeneration must be a decimal string"
+                    ErrorCode.INVALID_REQUEST, "observedGeneration must be a decimal string"
                 )
             if int(observed) > int(meta["generation"]):
                 raise HostError(
-                    400,
-                    "invalid_request",
+                    ErrorCode.INVALID_REQUEST,
                     f"observedGeneration {observed} is beyond generation {meta['generation']}",
                 )
             status["observedGeneration"] = observed
@@ -178,12 +174,12 @@ class Admin:
         res = self.store.resource(space, line, name)
         if res is None:
             raise HostError(
-                404, "resource_not_found", f"no resource {name!r} of {line} in {space!r}"
+                ErrorCode.RESOURCE_NOT_FOUND, f"no resource {name!r} of {line} in {space!r}"
             )
         definition = self.host.forms.definition(res.ref)
         if not definition.sensitive_outputs:
             raise HostError(
-                400, "invalid_request", f"{res.ref} declares no sensitive output to rotate"
+                ErrorCode.INVALID_REQUEST, f"{res.ref} declares no sensitive output to rotate"
             )
         doc = copy.deepcopy(res.doc)
         doc["status"]["outputs"] = rotate_sensitive_outputs(
@@ -200,7 +196,7 @@ class Admin:
         res = self.store.resource(space, line, name)
         if res is None:
             raise HostError(
-                404, "resource_not_found", f"no resource {name!r} of {line} in {space!r}"
+                ErrorCode.RESOURCE_NOT_FOUND, f"no resource {name!r} of {line} in {space!r}"
             )
         with self.store.tx():
             self.store.delete_resource(space, line, name, res.uid)
@@ -211,7 +207,7 @@ class Admin:
     def activate(self, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict) or not isinstance(body.get("formRef"), dict):
             raise HostError(
-                400, "invalid_request", 'body must be {"formRef": {...}, "packageDigest": ...}'
+                ErrorCode.INVALID_REQUEST, 'body must be {"formRef": {...}, "packageDigest": ...}'
             )
         doc = body["formRef"]
         key = tuple(
@@ -220,12 +216,11 @@ class Admin:
         forms = self.host.forms
         ref = forms.lookup(key)  # type: ignore[arg-type]
         if ref is None:
-            raise HostError(404, "form_unknown", f"FormRef {doc} is not installed")
+            raise HostError(ErrorCode.FORM_UNKNOWN, f"FormRef {doc} is not installed")
         digest = body.get("packageDigest")
         if digest not in forms.package_digests(ref):
             raise HostError(
-                400,
-                "invalid_request",
+                ErrorCode.INVALID_REQUEST,
                 f"package {digest!r} is not installed for that FormRef",
                 {"packageDigests": forms.package_digests(ref)},
             )
@@ -235,29 +230,27 @@ class Admin:
         return self.host.forms.item(ref)
 
 
-_CONDITION_TYPES = ("Ready", "Reconciling", "Degraded", "Drifted", "Blocked", "Deleting")
-
-
 def _checked_conditions(doc: Any) -> list[dict[str, str]]:
     """Conditions as H-17 allows them: closed types and portable reasons, all strings."""
     if not isinstance(doc, list):
-        raise HostError(400, "invalid_request", "conditions must be a list")
+        raise HostError(ErrorCode.INVALID_REQUEST, "conditions must be a list")
     checked = []
     for item in doc:
-        if not isinstance(item, dict) or item.get("type") not in _CONDITION_TYPES:
+        if not isinstance(item, dict) or item.get("type") not in CONDITION_TYPES:
             raise HostError(
-                400, "invalid_request", f"each condition needs a type of {_CONDITION_TYPES}"
+                ErrorCode.INVALID_REQUEST, f"each condition needs a type of {CONDITION_TYPES}"
             )
         if item.get("status") not in ("True", "False", "Unknown"):
-            raise HostError(400, "invalid_request", "status must be True, False or Unknown")
+            raise HostError(ErrorCode.INVALID_REQUEST, "status must be True, False or Unknown")
         if item.get("reason") not in PORTABLE_REASONS:
             raise HostError(
-                400, "invalid_request", f"reason must be one of {PORTABLE_REASONS} (H-17)"
+                ErrorCode.INVALID_REQUEST, f"reason must be one of {PORTABLE_REASONS} (H-17)"
             )
         extra = set(item) - {"type", "status", "reason", "message", "hostReason"}
         if extra or not all(isinstance(v, str) for v in item.values()):
             raise HostError(
-                400, "invalid_request", "a condition has type, status, reason, message, hostReason"
+                ErrorCode.INVALID_REQUEST,
+                "a condition has type, status, reason, message, hostReason",
             )
         checked.append(
             {

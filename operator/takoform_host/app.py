@@ -23,6 +23,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from takoform_spec.host_api import ErrorCode
+
 from . import ADMIN_PREFIX, API_PREFIX
 from .admin import Admin
 from .decoding import (
@@ -140,9 +142,9 @@ class HostApp:
         return Response(body, status_code=status, headers=headers, media_type="application/json")
 
     def error(self, exc: HostError) -> Response:
-        code = exc.code
+        code: str = exc.code
         if exc.status == 404 and self.host.on("unknown-error-codes"):
-            code = "not_found_generic"
+            code = "not_found_generic"  # outside the closed set, on purpose
         if self.host.on("plain-text-errors"):
             return Response(
                 f"{code}: {exc.message}\n",
@@ -176,7 +178,7 @@ class HostApp:
         except Exception:
             log.exception("internal error serving %s %s", request.method, request.url.path)
             return self.error(
-                HostError(500, "internal", "the host failed to serve this request; see its log")
+                HostError(ErrorCode.INTERNAL, "the host failed to serve this request; see its log")
             )
 
     async def dispatch(self, request: Request) -> Response:
@@ -192,8 +194,7 @@ class HostApp:
             handler = route.handlers.get(request.method)
             if handler is None:
                 raise HostError(
-                    405,
-                    "method_not_allowed",
+                    ErrorCode.METHOD_NOT_ALLOWED,
                     f"{request.method} is not allowed here; allowed: {', '.join(route.handlers)}",
                     {"allowed": list(route.handlers)},
                     {"Allow": ", ".join(route.handlers)},
@@ -201,7 +202,7 @@ class HostApp:
             if not admin and route.parts[0] != "healthz":
                 self.host.settle_due()  # reads see every commit that is due (deterministic)
             return await handler(request, **params)
-        raise HostError(404, "route_not_found", f"no endpoint {request.method} {raw}")
+        raise HostError(ErrorCode.ROUTE_NOT_FOUND, f"no endpoint {request.method} {raw}")
 
     def authenticate(self, request: Request, admin: bool) -> None:
         token = bearer(request)
@@ -210,11 +211,13 @@ class HostApp:
             if token_in(token, self.auth.admin_tokens):
                 return
             if token_in(token, self.auth.tokens):
-                raise HostError(403, "forbidden", "the admin API needs the admin token")
-            raise HostError(401, "unauthenticated", "missing or wrong admin token", {}, challenge)
+                raise HostError(ErrorCode.FORBIDDEN, "the admin API needs the admin token")
+            raise HostError(
+                ErrorCode.UNAUTHENTICATED, "missing or wrong admin token", {}, challenge
+            )
         if self.host.on("accept-any-token") or token_in(token, self.auth.tokens):
             return
-        raise HostError(401, "unauthenticated", "missing or wrong bearer token", {}, challenge)
+        raise HostError(ErrorCode.UNAUTHENTICATED, "missing or wrong bearer token", {}, challenge)
 
     async def body_json(self, request: Request) -> Any:
         lenient = self.host.on("lenient-content-type")
@@ -307,7 +310,7 @@ class HostApp:
         if request.method == "PUT":
             body = await self.body_json(request)
             if body is None:
-                raise HostError(415, "unsupported_media_type", "a PUT needs a JSON body")
+                raise HostError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "a PUT needs a JSON body")
         m = mutation(
             request,
             space=space,
@@ -332,7 +335,7 @@ class HostApp:
         }
         if "space" not in filters:
             # A host-wide listing would leak operations across spaces.
-            raise HostError(400, "invalid_request", "the space filter is required")
+            raise HostError(ErrorCode.INVALID_REQUEST, "the space filter is required")
         items = [record.body for record in self.host.operations.list(filters)]
         return self.raw(200, b'{"items":[' + b",".join(items) + b"]}")
 
@@ -393,17 +396,18 @@ class FaultMiddleware:
                 return
             raise ConnectionAbortedError("dropped by the dropRate fault")
         if faults.errorRate and random.random() < faults.errorRate:
+            fault = HostError(
+                ErrorCode.UNAVAILABLE,
+                "the host is unavailable (errorRate fault)",
+                headers={"Retry-After": "1"},
+            )
             body = {
-                "error": {
-                    "code": "unavailable",
-                    "message": "the host is unavailable (errorRate fault)",
-                    "details": {},
-                }
+                "error": {"code": fault.code, "message": fault.message, "details": fault.details}
             }
             response = Response(
                 dumps(body),
-                status_code=503,
-                headers={"Retry-After": "1"},
+                status_code=fault.status,
+                headers=fault.headers,
                 media_type="application/json",
             )
             await response(scope, receive, send)

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from takoform_spec.errors import InvalidName, InvalidSpaceId
+from takoform_spec.host_api import ErrorCode
 from takoform_spec.identity import FormLine, validate_resource_name, validate_space_id
 
 from .errors import HostError
@@ -55,7 +56,9 @@ def path_segments(raw: str) -> list[str]:
         try:
             segments.append(unquote_to_bytes(segment).decode("utf-8"))
         except UnicodeDecodeError:
-            raise HostError(400, "invalid_request", "a path segment is not valid UTF-8") from None
+            raise HostError(
+                ErrorCode.INVALID_REQUEST, "a path segment is not valid UTF-8"
+            ) from None
     return segments
 
 
@@ -102,13 +105,12 @@ async def body_json(request: Request, max_body: int, *, lenient_content_type: bo
     try:
         return json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError) as exc:
-        raise HostError(400, "invalid_request", f"the body is not valid JSON: {exc}") from None
+        raise HostError(ErrorCode.INVALID_REQUEST, f"the body is not valid JSON: {exc}") from None
 
 
 def too_large(max_body: int) -> HostError:
     return HostError(
-        413,
-        "payload_too_large",
+        ErrorCode.PAYLOAD_TOO_LARGE,
         f"the body exceeds this host's limit of {max_body} bytes",
         {"limit": max_body},
     )
@@ -116,7 +118,7 @@ def too_large(max_body: int) -> HostError:
 
 def check_content_type(value: str | None) -> None:
     if value is None:
-        raise HostError(415, "unsupported_media_type", "Content-Type: application/json needed")
+        raise HostError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "Content-Type: application/json needed")
     media, *params = (part.strip() for part in value.split(";"))
     charset_ok = all(
         p.lower().replace(" ", "") in ("charset=utf-8", 'charset="utf-8"')
@@ -125,8 +127,7 @@ def check_content_type(value: str | None) -> None:
     )
     if media.lower() != "application/json" or not charset_ok:
         raise HostError(
-            415,
-            "unsupported_media_type",
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
             f"Content-Type {value!r} is not application/json (UTF-8)",
             {"contentType": value},
         )
@@ -143,14 +144,14 @@ def space_param(space: str) -> str:
     try:
         return validate_space_id(space)
     except InvalidSpaceId as exc:
-        raise HostError(400, "invalid_request", str(exc), {"space": space}) from None
+        raise HostError(ErrorCode.INVALID_REQUEST, str(exc), {"space": space}) from None
 
 
 def name_param(name: str) -> str:
     try:
         return validate_resource_name(name)
     except InvalidName as exc:
-        raise HostError(400, "invalid_request", str(exc), {"name": name}) from None
+        raise HostError(ErrorCode.INVALID_REQUEST, str(exc), {"name": name}) from None
 
 
 def line_param(group: str, version: str, kind: str) -> FormLine:
@@ -166,8 +167,7 @@ def ref_params(request: Request, *, allow_missing: bool) -> tuple[str | None, st
             n for n, v in (("definitionVersion", version), ("schemaDigest", digest)) if v is None
         ]
         raise HostError(
-            400,
-            "invalid_request",
+            ErrorCode.INVALID_REQUEST,
             "the query parameters definitionVersion and schemaDigest are both required "
             f"(missing: {', '.join(missing)})",
             {"missing": missing},
@@ -202,14 +202,13 @@ def mutation(
         generation = generation.strip()
         if not canonical_decimal(generation):
             raise HostError(
-                400,
-                "invalid_request",
+                ErrorCode.INVALID_REQUEST,
                 "Takoform-Expected-Generation must be a canonical decimal string",
                 {"value": generation},
             )
     key = headers.get("idempotency-key")
     if key is not None and not (0 < len(key) <= 255):
-        raise HostError(400, "invalid_request", "Idempotency-Key must be 1-255 characters")
+        raise HostError(ErrorCode.INVALID_REQUEST, "Idempotency-Key must be 1-255 characters")
     path = (request.scope.get("raw_path") or b"").decode("latin-1")
     return Mutation(
         method=request.method,

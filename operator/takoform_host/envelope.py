@@ -15,16 +15,6 @@ from typing import Any
 from takoform_spec.definitions import FieldSpec, FormDefinition
 from takoform_spec.identity import FormRef
 
-PORTABLE_REASONS = (
-    "Available",
-    "Provisioning",
-    "Updating",
-    "Deleting",
-    "Failed",
-    "DriftDetected",
-    "Observed",
-)
-
 
 def timestamp(moment: float | None = None, *, precision: str = "milliseconds") -> str:
     when = datetime.now(UTC) if moment is None else datetime.fromtimestamp(moment, UTC)

@@ -17,6 +17,7 @@ from typing import Any
 from takoform_spec.catalog import Catalog, load_catalog, load_definition_file
 from takoform_spec.definitions import FormDefinition, check_compatibility
 from takoform_spec.errors import CatalogError
+from takoform_spec.host_api import ErrorCode
 from takoform_spec.identity import FormLine, FormRef, parse_definition_version
 
 from .errors import HostError
@@ -100,8 +101,7 @@ class InstalledForms:
                 n for n, v in (("definitionVersion", version), ("schemaDigest", digest)) if not v
             ]
             raise HostError(
-                400,
-                "invalid_request",
+                ErrorCode.INVALID_REQUEST,
                 "the query parameters definitionVersion and schemaDigest are both required",
                 {"missing": missing},
             )
@@ -112,8 +112,7 @@ class InstalledForms:
         if settings.on("match-group-kind") and newest is not None:
             return newest, True
         raise HostError(
-            404,
-            "form_unknown",
+            ErrorCode.FORM_UNKNOWN,
             f"FormRef {line.api_version} {line.kind} definitionVersion={version} "
             f"schemaDigest={digest} is not installed on this host",
             {

@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from takoform_spec.host_api import ErrorCode, OperationState
 from takoform_spec.identity import FormLine, FormRef
 
 from .envelope import bump, generate_outputs, new_representation, timestamp
@@ -64,7 +65,7 @@ class Operations:
         record = {
             "id": op_id,
             "verb": verb,
-            "state": "running",
+            "state": OperationState.RUNNING,
             "space": space,
             "name": name,
             "formRef": ref.to_json(),
@@ -125,7 +126,7 @@ class Operations:
         with self.store.tx():
             if row["fail"]:
                 error = {
-                    "code": "provisioning_failed",
+                    "code": ErrorCode.PROVISIONING_FAILED,
                     "message": f"the host could not {verb} {ref.kind} {row['name']} "
                     "(injected failure)",
                 }
@@ -135,7 +136,7 @@ class Operations:
                 error = self.apply(verb, row["space"], ref, row["name"], payload)
             record = json.loads(row["record"])
             now = time.time()
-            record["state"] = "failed" if error else "succeeded"
+            record["state"] = OperationState.FAILED if error else OperationState.SUCCEEDED
             if verb == "create":
                 record["resourceUid"] = payload["uid"]
             record["error"] = error
@@ -206,7 +207,7 @@ class Operations:
     def served(self, row: sqlite3.Row) -> OperationRecord:
         """A stored record as served: byte for byte, unless a misbehaviour says otherwise."""
         text = row["record"]
-        running = row["state"] == "running"
+        running = row["state"] == OperationState.RUNNING
         if not running and self.on("unstable-terminal-body"):
             record = json.loads(text)
             record["servedAt"] = timestamp(precision="microseconds")
@@ -217,8 +218,7 @@ class Operations:
         row = self.store.operation(op_id)
         if row is None:
             raise HostError(
-                404,
-                "operation_not_found",
+                ErrorCode.OPERATION_NOT_FOUND,
                 f"operation {op_id!r} is unknown or expired",
                 {"operationId": op_id},
             )
@@ -251,6 +251,6 @@ class Operations:
 def _changed_out_of_band(name: str, expected: str, current: str | None) -> dict[str, str]:
     now = "is gone" if current is None else f"now has uid {current}"
     return {
-        "code": "provisioning_failed",
+        "code": ErrorCode.PROVISIONING_FAILED,
         "message": f"resource {name!r} changed out of band: expected uid {expected}, it {now}",
     }

@@ -2,8 +2,9 @@
 
 Every method runs synchronously on the event loop thread, so a check and the write it guards can
 never interleave with another request. Every mutation is ONE SQLite transaction committed before
-the HTTP answer is sent (H-35). A rule that fails raises `HostError` with the status and portable
-code of docs/host-api.md section 9; the HTTP encoding of answers lives in `app.py`.
+the HTTP answer is sent (H-35). A rule that fails raises `HostError` with a portable code of
+docs/host-api.md section 9 (`ErrorCode`, which fixes the status); the HTTP encoding of answers
+lives in `app.py`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from takoform_spec.canonical import canonical_json, sha256_digest
+from takoform_spec.host_api import ErrorCode
 from takoform_spec.identity import FormLine, FormRef
 
 from .envelope import bump, timestamp
@@ -104,7 +106,7 @@ class Host:
     def get_space(self, name: str) -> dict[str, Any]:
         row = self.store.space(name)
         if row is None:
-            raise HostError(404, "space_not_found", f"space {name!r} does not exist")
+            raise HostError(ErrorCode.SPACE_NOT_FOUND, f"space {name!r} does not exist")
         return _space_doc(row)
 
     def list_spaces(self) -> list[dict[str, Any]]:
@@ -114,8 +116,7 @@ class Host:
         self.get_space(name)
         if self.store.space_holds_anything(name):
             raise HostError(
-                409,
-                "space_not_empty",
+                ErrorCode.SPACE_NOT_EMPTY,
                 f"space {name!r} still holds resources or running operations",
                 {"space": name},
             )
@@ -128,7 +129,9 @@ class Host:
         if self.on("auto-create-spaces"):
             self.put_space(name)
             return
-        raise HostError(404, "space_not_found", f"space {name!r} does not exist", {"space": name})
+        raise HostError(
+            ErrorCode.SPACE_NOT_FOUND, f"space {name!r} does not exist", {"space": name}
+        )
 
     # -- resources ---------------------------------------------------------------------------
 
@@ -147,8 +150,7 @@ class Host:
 
     def not_found(self, space: str, ref: FormRef, name: str) -> HostError:
         return HostError(
-            404,
-            "resource_not_found",
+            ErrorCode.RESOURCE_NOT_FOUND,
             f"no resource {name!r} of {ref.api_version} {ref.kind} in space {space!r} under "
             f"definitionVersion {ref.definition_version} and schemaDigest {ref.schema_digest}",
             {"space": space, "name": name, "formRef": ref.to_json()},
@@ -210,8 +212,7 @@ class Host:
                         return self.operations.served(prior)  # H-28: precedes every other check
                 elif not self.on("accept-key-reuse"):
                     raise HostError(
-                        422,
-                        "idempotency_key_reused",
+                        ErrorCode.IDEMPOTENCY_KEY_REUSED,
                         f"Idempotency-Key {key!r} was used for a different request "
                         f"(operation {prior['id']})",
                         {"operationId": prior["id"]},
@@ -232,20 +233,18 @@ class Host:
 
     def _put(self, m: Mutation, ref: FormRef, loose: bool, bypass: bool) -> OperationRecord:
         if m.if_none_match is not None and m.if_none_match.strip() != "*":
-            raise HostError(400, "invalid_request", 'If-None-Match supports only "*" (create)')
+            raise HostError(ErrorCode.INVALID_REQUEST, 'If-None-Match supports only "*" (create)')
         creating = m.if_none_match is not None
         if creating and m.expected_generation is not None:
             raise HostError(
-                400,
-                "invalid_request",
+                ErrorCode.INVALID_REQUEST,
                 "If-None-Match: * (create) and Takoform-Expected-Generation (update) "
                 "exclude each other",
             )
         if not creating and m.expected_generation is None:
             if not self.on("ignore-if-none-match"):
                 raise HostError(
-                    428,
-                    "precondition_required",
+                    ErrorCode.PRECONDITION_REQUIRED,
                     "a PUT needs If-None-Match: * (create) "
                     "or Takoform-Expected-Generation (update)",
                 )
@@ -267,8 +266,7 @@ class Host:
         existing = self.store.resource(m.space, ref.line, m.name)
         if existing is not None and not bypass and not self.on("ignore-if-none-match"):
             raise HostError(
-                412,
-                "resource_exists",
+                ErrorCode.RESOURCE_EXISTS,
                 f"a resource {m.name!r} of {ref.api_version} {ref.kind} already exists in space "
                 f"{m.space!r}",
                 {"space": m.space, "name": m.name},
@@ -291,8 +289,7 @@ class Host:
             and not self.on("ignore-expected-uid")
         ):
             raise HostError(
-                412,
-                "uid_mismatch",
+                ErrorCode.UID_MISMATCH,
                 f"the resource's uid is {res.uid}, not {m.expected_uid}",
                 {"expected": m.expected_uid, "current": res.uid},
             )
@@ -302,8 +299,7 @@ class Host:
             and not self.on("ignore-generation-fence")
         ):
             raise HostError(
-                412,
-                "generation_conflict",
+                ErrorCode.GENERATION_CONFLICT,
                 f"the resource is at generation {res.generation}, not {m.expected_generation}",
                 {"expected": m.expected_generation, "current": res.generation},
             )
@@ -312,8 +308,7 @@ class Host:
             tags = [tag.strip() for tag in m.if_match.split(",")]
             if "*" not in tags and current not in tags:
                 raise HostError(
-                    412,
-                    "revision_conflict",
+                    ErrorCode.REVISION_CONFLICT,
                     f"the resource is at revision {current}, not {m.if_match}",
                     {"expected": m.if_match, "current": current},
                 )
@@ -378,8 +373,7 @@ def _space_doc(row: Any) -> dict[str, Any]:
 
 def _in_progress(op_id: str, verb: str) -> HostError:
     return HostError(
-        409,
-        "operation_in_progress",
+        ErrorCode.OPERATION_IN_PROGRESS,
         f"operation {op_id} ({verb}) on this resource is still running",
         {"operationId": op_id},
     )

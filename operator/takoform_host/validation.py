@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from takoform_spec.definitions import FieldSpec, FormDefinition
+from takoform_spec.host_api import ErrorCode
 
 from .errors import HostError
 from .misbehaviours import Settings
@@ -28,34 +29,35 @@ def checked_spec(
     """The spec to store for `body` (a create, or an update of `current`), or a HostError."""
     ref = definition.ref
     if not isinstance(body, dict):
-        raise HostError(400, "invalid_request", 'the body must be the JSON object {"spec": {...}}')
+        raise HostError(
+            ErrorCode.INVALID_REQUEST, 'the body must be the JSON object {"spec": {...}}'
+        )
     for member in body:
         if member != "spec":
             raise HostError(
-                422,
-                "validation_failed",
+                ErrorCode.VALIDATION_FAILED,
                 f'body member {member!r} is not allowed; the body is {{"spec": {{...}}}}',
                 {"field": member, "formRef": ref.to_json()},
             )
     if "spec" not in body:
         raise HostError(
-            422,
-            "validation_failed",
+            ErrorCode.VALIDATION_FAILED,
             "the body has no spec",
             {"field": "spec", "formRef": ref.to_json()},
         )
     spec = body["spec"]
     if settings.on("store-undeclared-fields"):
         if not isinstance(spec, dict):
-            raise HostError(422, "validation_failed", "spec must be an object", {"field": "spec"})
+            raise HostError(
+                ErrorCode.VALIDATION_FAILED, "spec must be an object", {"field": "spec"}
+            )
         encoded = dict(spec)
     else:
         try:
             encoded = validate_spec(definition, spec)
         except InvalidSpec as exc:
             raise HostError(
-                422,
-                "validation_failed",
+                ErrorCode.VALIDATION_FAILED,
                 str(exc),
                 {"field": exc.field, "formRef": ref.to_json()},
             ) from None
@@ -69,8 +71,7 @@ def checked_spec(
                 spec_field.name
             ):
                 raise HostError(
-                    422,
-                    "validation_failed",
+                    ErrorCode.VALIDATION_FAILED,
                     f"field {spec_field.name!r} is immutable: it cannot change after creation "
                     f"(current {current.get(spec_field.name)!r})",
                     {"field": spec_field.name, "formRef": ref.to_json()},
