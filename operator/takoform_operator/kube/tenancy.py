@@ -1,7 +1,7 @@
 """The tenancy policy as the operator holds it: hosts (in the HostPool), grants and the labels of
 namespaces, fed by kopf indexes so the picture is complete before any CR is reconciled.
 
-Implements kube.cr_reconcile.Tenancy. No kopf and no API calls here: the handlers feed it.
+Implements service.Tenancy. No kopf and no API calls here: the handlers feed it.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class TenancyBook:
     def forget_namespace(self, name: str) -> bool:
         return self._labels.pop(name, None) is not None
 
-    # -- read by the reconcile (kube.cr_reconcile.Tenancy) ------------------------------------
+    # -- read by the reconcile (service.Tenancy) -----------------------------------------------
 
     def default_host(self) -> str | None:
         return self.pool.default_host()
