@@ -392,3 +392,34 @@ def test_the_remedy_column_comes_from_the_recorded_remedies_not_the_prose() -> N
     assert row.remedy == (
         "(1) delete this CR: kubectl delete b/logs -n apps ; (2) or choose another name"
     )
+
+
+HOSTILE = "ok\x1b[2J\x1b]0;title\x07\nkube-system  secret/admin  Fake  run-this\u202egnp.exe"
+
+
+def test_tenant_strings_reach_the_terminal_as_text() -> None:
+    # A condition message or remedy is a tenant's string: no escape sequence, no bidi override,
+    # and no line of its own that could fake a row of the table.
+    body = {
+        "metadata": {"name": "logs", "namespace": "apps"},
+        "status": {
+            "conditions": [
+                {"type": "Blocked", "status": "True", "reason": "NameTaken", "message": HOSTILE}
+            ],
+        },
+    }
+    report = blocked_report(blocked_rows(BUCKET, [body]), None)
+    assert len(report.splitlines()) == 2, report
+    assert not any(ord(c) < 32 or c == "\u202e" for c in report.replace("\n", ""))
+    assert "\\x1b[2J" in report and "\\n" in report and "\\u202e" in report
+    traced = trace_report(
+        BUCKET,
+        body,
+        host="default",
+        resource=Lookup(),
+        operation=Lookup(),
+        events=[{"type": "Warning", "reason": "X", "message": HOSTILE}],
+        event_count=5,
+    )
+    assert "\x1b" not in traced and "\u202e" not in traced and "\x07" not in traced
+    assert not any(line.startswith("kube-system") for line in traced.splitlines())

@@ -7,6 +7,7 @@ here: the CR manifest of an import, the table of Blocked CRs, the chain of one t
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -177,9 +178,25 @@ def blocked_rows(line: FormLine, items: Iterable[Mapping[str, Any]]) -> list[Blo
     return rows
 
 
+def printable(text: str) -> str:
+    r"""`text` with every control and format character escaped (`\x1b`, `\n`, `\u202e`): a
+    tenant's string reaches a terminal as text, never as an escape sequence, a cursor move, a
+    bidirectional override or a line of its own that could fake a row or a column."""
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char) in _UNPRINTABLE or char in "\u2028\u2029"
+        else char
+        for char in text
+    )
+
+
+_UNPRINTABLE = {"Cc", "Cf"}
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Columns aligned like kubectl's; the last column is never padded (it may be long)."""
-    lines = [list(headers), *(list(row) for row in rows)]
+    """Columns aligned like kubectl's; the last column is never padded (it may be long). Every
+    cell is printable()."""
+    lines = [list(headers), *([printable(cell) for cell in row] for row in rows)]
     widths = [max(len(line[i]) for line in lines) for i in range(len(headers) - 1)]
     out = []
     for line in lines:
@@ -314,7 +331,7 @@ def trace_report(
         ]
         text = table(("LAST SEEN", "TYPE", "REASON", "MESSAGE"), rows)
         out += [f"  {row}" for row in text.splitlines()]
-    return "\n".join(out)
+    return "\n".join(printable(line) for line in out)
 
 
 def _resource_lines(resource: Lookup, status: Mapping[str, Any]) -> list[str]:
