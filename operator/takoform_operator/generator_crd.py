@@ -327,10 +327,15 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
             "space": {
                 "type": "string",
                 "minLength": 1,
-                "pattern": "^[^/]+$",
-                "description": "Host space (opaque, case-sensitive; '/' is forbidden). Immutable.",
+                "pattern": "^[^/\\x00-\\x1f\\x7f-\\x9f]+$",
+                "description": "Host space (opaque, case-sensitive; '/', control characters and "
+                "the dot segments '.' and '..' are forbidden). Immutable.",
                 "x-kubernetes-validations": [
-                    {"rule": "self == oldSelf", "message": "space is immutable"}
+                    {"rule": "self == oldSelf", "message": "space is immutable"},
+                    {
+                        "rule": "self != '.' && self != '..'",
+                        "message": "space must not be '.' or '..'",
+                    },
                 ],
             },
             "hostRef": {

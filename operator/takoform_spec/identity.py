@@ -7,6 +7,7 @@ speak this vocabulary.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,13 +129,19 @@ def parse_definition_version(text: str) -> tuple[int, int, int]:
 
 
 def validate_space_id(space: object) -> str:
-    """A SpaceID is opaque, case-sensitive UTF-8; `/` is its only forbidden character."""
+    """A SpaceID is opaque, case-sensitive UTF-8 without `/` or control characters, and is not
+    `.` or `..`: a path segment that an HTTP client or proxy would collapse names another path
+    than the space a grant approved (docs/host-api.md section 1)."""
     if not isinstance(space, str):
         raise InvalidSpaceId(f"space must be a string, got {type(space).__name__}")
     if space == "":
         raise InvalidSpaceId("space must not be empty")
     if "/" in space:
-        raise InvalidSpaceId(f"space {space!r} contains '/', the one character a space forbids")
+        raise InvalidSpaceId(f"space {space!r} contains '/', which a space forbids")
+    if space in (".", ".."):
+        raise InvalidSpaceId(f"space {space!r} is a dot segment, which a space cannot be")
+    if any(unicodedata.category(char) == "Cc" for char in space):
+        raise InvalidSpaceId(f"space {space!r} contains a control character")
     try:
         space.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -162,6 +162,23 @@ def test_project_cr_violating_schema_is_rejected(
     _assert_wrong_type_rejected(kube_cluster, kube_crds[0], kube_namespace)
 
 
+@pytest.mark.parametrize("space", [".", "..", "team\x1b[2J", "team\nb", "a/b"])
+def test_a_space_a_client_would_rewrite_is_refused_by_the_api_server(
+    kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str, space: str
+) -> None:
+    cr = {
+        "apiVersion": "storage.takoform.io/v1",
+        "kind": "Bucket",
+        "metadata": {"name": "dots"},
+        "spec": {"space": space, "parameters": {"region": "eu-west-1", "sizeGiB": 1}},
+    }
+    proc = kube_cluster.kubectl(
+        "create", "--validate=false", "-f", "-", namespace=kube_namespace,
+        input=json.dumps(cr), check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "spec.space" in proc.stderr, proc.stderr
+
+
 def test_own_crd_schema_is_enforced(
     kube_cluster: KubeCluster, test_crd: Any, kube_namespace: str
 ) -> None:

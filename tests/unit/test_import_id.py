@@ -15,7 +15,8 @@ from takoform_operator.core.import_id import (
     canonical_import_id,
     parse_import_id,
 )
-from takoform_spec.identity import FormRef
+from takoform_spec.errors import InvalidSpaceId
+from takoform_spec.identity import FormRef, validate_space_id
 
 DEFAULT = FormRef("storage.takoform.io/v1", "Bucket", "1.1.0", "sha256:" + "11" * 32)
 OLDER = FormRef("storage.takoform.io/v1", "Bucket", "1.0.0", "sha256:" + "10" * 32)
@@ -200,7 +201,17 @@ def test_the_help_example_is_itself_almost_valid() -> None:
 
 # -- properties -------------------------------------------------------------------------------
 
-spaces = st.text(min_size=1).filter(lambda s: "/" not in s)
+
+def _valid_space(space: str) -> bool:
+    try:
+        validate_space_id(space)
+    except InvalidSpaceId:
+        return False
+    return True
+
+
+#: Every SpaceID the spec admits (takoform_spec.identity.validate_space_id).
+spaces = st.text(min_size=1).filter(_valid_space)
 names = st.from_regex(r"[a-z0-9]([a-z0-9.-]{0,20}[a-z0-9])?", fullmatch=True)
 refs = st.builds(
     FormRef,
