@@ -308,3 +308,47 @@ async def test_a_read_answered_form_unknown_is_never_an_absent_resource() -> Non
     assert outcome.asserted() == {ConditionType.DEGRADED: Reason.HOST_REJECTED}
     assert outcome.state == bound, "still bound to the same incarnation"
     assert {request.method for request in sent} == {"GET"}, "nothing but reads was sent"
+
+
+def _serving(body: dict[str, Any]) -> httpx.MockTransport:
+    return httpx.MockTransport(lambda request: httpx.Response(200, json=body))
+
+
+@pytest.mark.parametrize(
+    ("member", "value"),
+    [("space", "another-space"), ("name", "another-name")],
+)
+async def test_a_read_served_for_another_space_or_name_is_a_protocol_error(
+    member: str, value: str
+) -> None:
+    # The recorded target is re-pointed by nothing the host says: asked for s/n, served s/n.
+    assert BUCKET_REF is not None
+    body = _resource_body(BUCKET_REF)
+    body["metadata"][member] = value
+    async with HostClient("http://host", "t", transport=_serving(body)) as client:
+        with pytest.raises(errors.HostProtocolError, match=f"served {member}"):
+            await client.get_resource("s", BUCKET_REF, "n")
+
+
+@pytest.mark.parametrize("version", ["abc", "1.0", "01.0.0", ""])
+async def test_a_served_formref_that_is_not_exact_is_a_protocol_error(version: str) -> None:
+    assert BUCKET_REF is not None
+    body = _resource_body(BUCKET_REF)
+    body["formRef"]["definitionVersion"] = version
+    async with HostClient("http://host", "t", transport=_serving(body)) as client:
+        with pytest.raises(errors.HostProtocolError):
+            await client.get_resource("s", BUCKET_REF, "n")
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [(403, "resource_not_found"), (410, "resource_not_found"), (200 + 209, "validation_failed")],
+)
+async def test_an_error_code_with_another_status_than_its_contract_is_a_protocol_error(
+    status: int, code: str
+) -> None:
+    # A 403 or 410 saying resource_not_found must not unbind a Ready CR (docs/host-api.md §9).
+    transport = httpx.MockTransport(lambda request: _error(status, code))
+    async with HostClient("http://host", "t", transport=transport) as client:
+        with pytest.raises(errors.HostProtocolError, match="contract"):
+            await client.get_resource("s", BUCKET_REF, "n")  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ from takoform_operator.host_port import (
     ResourceNotFound,
 )
 from takoform_operator.http_transport import pooled_transport
-from takoform_spec.host_api import ErrorCode
+from takoform_spec.host_api import ERROR_STATUS, ErrorCode
 from takoform_spec.identity import FormRef
 
 API = "/v1alpha3"
@@ -149,6 +149,15 @@ class HostClient:
             raise HostProtocolError(
                 f"asked for {name} under {ref}, the host served {resource.form_ref.to_ref()}"
             )
+        for member, asked, served in (
+            ("space", space, resource.metadata.space),
+            ("name", name, resource.metadata.name),
+        ):
+            if served != asked:
+                # Nothing a host says re-points the recorded target.
+                raise HostProtocolError(
+                    f"asked for {member} {asked!r}, the host served {member} {served!r}"
+                )
         return resource
 
     async def find_resource(self, space: str, ref: FormRef, name: str) -> Resource | None:
@@ -317,6 +326,13 @@ def _translate(response: httpx.Response) -> HostError:
         cls = ERROR_CLASSES[known]
     except (ValueError, KeyError):
         return HostProtocolError(f"host answered {status} with unknown error code {code!r}")
+    if ERROR_STATUS[known] != status:
+        # A code is honoured only with its contract status: a 403 or 410 that says
+        # resource_not_found must not unbind a Ready CR (docs/host-api.md section 9).
+        return HostProtocolError(
+            f"host answered {status} with error code {known}, whose contract status is "
+            f"{ERROR_STATUS[known]}"
+        )
     return cls(status, known, message, dict(details))
 
 

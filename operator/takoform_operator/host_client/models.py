@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from takoform_operator.core.state import (
     HostCondition,
@@ -27,6 +27,13 @@ class FormRefDoc(_Model):
     kind: str
     definition_version: str = Field(alias="definitionVersion")
     schema_digest: str = Field(alias="schemaDigest")
+
+    @model_validator(mode="after")
+    def _exact(self) -> FormRefDoc:
+        # A FormRef that is not exact (a version that is not MAJOR.MINOR.PATCH, say) is a host
+        # answer outside the contract: reported as one, never a ValueError in the reconcile.
+        self.to_ref()
+        return self
 
     def to_ref(self) -> FormRef:
         return FormRef(self.api_version, self.kind, self.definition_version, self.schema_digest)
