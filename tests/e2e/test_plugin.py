@@ -28,7 +28,7 @@ from tenancy import granted, host_manifest, token_secret
 from waiting import wait_settled
 
 from takoform_operator.core.import_id import canonical_import_id
-from takoform_operator.core.remedies import Remedy, remedies_text
+from takoform_operator.core.remedies import Remedy, remedies_line, remedies_text
 from takoform_operator.registry_data import load_registry
 from takoform_spec.identity import FormLine, FormRef
 
@@ -296,9 +296,9 @@ def test_blocked_lists_a_blocked_cr_with_the_operators_remedy(
     wait_until(lambda: bool(blocked()), "taken Blocked", timeout=60)
     message = blocked()["message"]
     recorded = cr_status(kube_cluster, kube_namespace, "taken")["remedies"]
-    remedies = [Remedy(r["does"], r.get("command"), r.get("actsOn")) for r in recorded]
+    remedies = [Remedy.from_json(item) for item in recorded]
     assert message.endswith(remedies_text(remedies)), "the message states the recorded remedies"
-    remedy = remedies_text(remedies).split(": ", 1)[1]
+    remedy = remedies_line(remedies)
     body = kube_cluster.kubectl_json("get", "bucket", "taken", namespace=kube_namespace)
     status, said = health(body)  # the chart's Argo CD health check on the real CR
     assert status == "Degraded" and said.endswith(remedy) and said.startswith("Blocked NameTaken")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from takoform_spec.identity import FormLine
 
@@ -34,6 +34,7 @@ class Remedy:
         return f"{self.does}: {self.command}" if self.command else self.does
 
     def to_json(self) -> dict[str, str]:
+        """The item of status.remedies."""
         doc = {"does": self.does}
         if self.command:
             doc["command"] = self.command
@@ -41,15 +42,29 @@ class Remedy:
             doc["actsOn"] = self.acts_on
         return doc
 
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Remedy:
+        command, acts_on = doc.get("command"), doc.get("actsOn")
+        return cls(
+            str(doc.get("does") or ""),
+            str(command) if command else None,
+            str(acts_on) if acts_on else None,
+        )
+
+
+def remedies_line(remedies: Sequence[Remedy]) -> str:
+    """The remedies as one line: `...`, or `(1) ... ; (2) ...`. A space stands before each `;`,
+    so a command can be copied without it."""
+    if len(remedies) == 1:
+        return remedies[0].text()
+    return " ; ".join(f"({n}) {remedy.text()}" for n, remedy in enumerate(remedies, 1))
+
 
 def remedies_text(remedies: Sequence[Remedy]) -> str:
-    """How a condition message states its remedies: `Remedy: ...`, or `Remedies: (1) ... ;
-    (2) ...`. A space stands before each `;`, so a command can be copied without it."""
+    """How a condition message states its remedies: `Remedy: ...` or `Remedies: (1) ...`."""
     if not remedies:
         return ""
-    if len(remedies) == 1:
-        return f"Remedy: {remedies[0].text()}"
-    return "Remedies: " + " ; ".join(f"({n}) {r.text()}" for n, r in enumerate(remedies, 1))
+    return f"{'Remedy' if len(remedies) == 1 else 'Remedies'}: {remedies_line(remedies)}"
 
 
 def kubectl_name(line: FormLine, name: str, namespace: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.remedies import Remedy, remedies_text
+from takoform_operator.core.remedies import Remedy, remedies_line
 from takoform_spec.identity import FormLine, FormRef
 
 #: The pause annotation (docs/operator.md); shown by `trace` when set.
@@ -141,12 +141,7 @@ def remedies_of(body: Mapping[str, Any], message: str) -> str:
     recorded = (body.get("status") or {}).get("remedies")
     if not isinstance(recorded, list) or not recorded:
         return remedy_of(message)
-    remedies = [
-        Remedy(str(item.get("does") or ""), item.get("command"), item.get("actsOn"))
-        for item in recorded
-        if isinstance(item, Mapping)
-    ]
-    return remedies_text(remedies).split(":", 1)[1].strip()
+    return remedies_line([Remedy.from_json(item) for item in recorded if isinstance(item, Mapping)])
 
 
 def remedy_of(message: str) -> str:
