@@ -22,7 +22,7 @@ from .outcome import (
 )
 from .ownership import Claimant, Identity, owner
 from .registry import Registry
-from .remedies import Remedy, kubectl_name, kubectl_object, orphan_command
+from .remedies import Remedy, kubectl_name, kubectl_object, release_command
 from .state import Desired, Requested, State
 from .tenancy import DEFAULT_HOST
 
@@ -61,7 +61,7 @@ def plan(
             Remedy("delete this CR", f"kubectl delete {obj}", obj),
             Remedy(
                 f"or release the resource from {rival.ref} so this CR can take it over",
-                f"{orphan_command(owner_obj)} && kubectl delete {owner_obj}",
+                release_command(owner_obj),
                 owner_obj,
             ),
         )
@@ -166,7 +166,7 @@ def _identity_changed(
         Remedy(
             "or release it with deletionPolicy Orphan, without touching the host, then create a "
             "new CR that imports the resource (spec.importId)",
-            f"{orphan_command(obj)} && kubectl delete {obj}",
+            release_command(obj),
             obj,
         ),
     )

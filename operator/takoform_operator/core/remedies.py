@@ -87,3 +87,8 @@ def patch_command(obj: str, spec: dict[str, object]) -> str:
 def orphan_command(obj: str) -> str:
     """Sets deletionPolicy Orphan: the CR can go without anything sent to the host."""
     return patch_command(obj, {"deletionPolicy": "Orphan"})
+
+
+def release_command(obj: str) -> str:
+    """The CR `obj` released without a host call: Orphan, then deleted."""
+    return f"{orphan_command(obj)} && kubectl delete {obj}"
