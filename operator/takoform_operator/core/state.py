@@ -252,7 +252,7 @@ def state_from_status(status: Mapping[str, Any] | None) -> State:
                 verb=Verb(status.get("pendingOperationVerb") or "Create"),
             )
         attempt = int(status.get("attempt") or 0)
-        requested = _requested_from(status.get("requested"))
+        requested = requested_from_json(status.get("requested"))
     except (KeyError, TypeError, ValueError) as exc:
         raise StateUnreadable(f"status does not hold a readable state: {exc}") from None
     return State(
@@ -279,7 +279,7 @@ def state_to_status(state: State) -> dict[str, Any]:
         "host": state.host,
         "space": state.space,
         "name": state.name,
-        "requested": _requested_to(state.requested),
+        "requested": requested_to_json(state.requested),
         "uid": state.uid,
         "generation": state.generation,
         "revision": state.revision,
@@ -291,7 +291,7 @@ def state_to_status(state: State) -> dict[str, Any]:
     }
 
 
-def _requested_from(doc: Any) -> Requested | None:
+def requested_from_json(doc: Any) -> Requested | None:
     if not doc:
         return None
     pin_doc = doc.get("pin")
@@ -305,7 +305,7 @@ def _requested_from(doc: Any) -> Requested | None:
     )
 
 
-def _requested_to(requested: Requested | None) -> dict[str, Any] | None:
+def requested_to_json(requested: Requested | None) -> dict[str, Any] | None:
     if requested is None:
         return None
     pin = requested.pin
