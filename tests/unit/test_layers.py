@@ -8,12 +8,13 @@ Which of our modules may import which (same-layer imports are always allowed):
     catalog      takoform_spec.catalog                     spec
     core         takoform_operator.core                    spec
     host_port    takoform_operator.host_port               spec, core
-    service      takoform_operator.service                 spec, core, host_port
+    binding_port takoform_operator.binding_port            spec, core
+    service      takoform_operator.service                 spec, core, host_port, binding_port
     settings     takoform_operator.settings                (nothing of ours)
     metrics      takoform_operator.metrics                 spec, core, host_port, service, settings
     host_client  takoform_operator.host_client             spec, core, host_port, service
-    kube         takoform_operator.kube                    spec, core, host_port, service, settings,
-                                                           metrics
+    kube         takoform_operator.kube                    spec, core, host_port, binding_port,
+                                                           service, settings, metrics
     build        takoform_operator.generator,              spec, catalog, core
                  takoform_operator.generator_crd,
                  takoform_operator.generator_docs,
@@ -21,8 +22,9 @@ Which of our modules may import which (same-layer imports are always allowed):
                  takoform_operator.generator_argocd,
                  takoform_operator.registry_data
     render       takoform_operator.plugin.render           spec, core
-    plugin       takoform_operator.plugin                  spec, core, host_port, settings,
-                                                           host_client, kube, build, render
+    plugin       takoform_operator.plugin                  spec, core, host_port, binding_port,
+                                                           settings, host_client, kube, build,
+                                                           render
     root         takoform_operator (package), .main, .cli  catalog and every layer of the operator
     host         takoform_host                             spec, catalog
     conformance  takoform_conformance                      spec
@@ -60,7 +62,11 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "catalog": (("takoform_spec.catalog",), frozenset({"spec"})),
     "core": (("takoform_operator.core",), frozenset({"spec"})),
     "host_port": (("takoform_operator.host_port",), frozenset({"spec", "core"})),
-    "service": (("takoform_operator.service",), frozenset({"spec", "core", "host_port"})),
+    "binding_port": (("takoform_operator.binding_port",), frozenset({"spec", "core"})),
+    "service": (
+        ("takoform_operator.service",),
+        frozenset({"spec", "core", "host_port", "binding_port"}),
+    ),
     "settings": (("takoform_operator.settings",), frozenset()),
     "metrics": (
         ("takoform_operator.metrics",),
@@ -74,7 +80,16 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "kube": (
         ("takoform_operator.kube",),
         frozenset(
-            {"spec", "core", "host_port", "service", "settings", "metrics", "http_transport"}
+            {
+                "spec",
+                "core",
+                "host_port",
+                "binding_port",
+                "service",
+                "settings",
+                "metrics",
+                "http_transport",
+            }
         ),
     ),
     "build": (
@@ -92,7 +107,17 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "plugin": (
         ("takoform_operator.plugin",),
         frozenset(
-            {"spec", "core", "host_port", "settings", "host_client", "kube", "build", "render"}
+            {
+                "spec",
+                "core",
+                "host_port",
+                "binding_port",
+                "settings",
+                "host_client",
+                "kube",
+                "build",
+                "render",
+            }
         ),
     ),
     "root": (
@@ -104,6 +129,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
                 "catalog",
                 "core",
                 "host_port",
+                "binding_port",
                 "service",
                 "settings",
                 "metrics",
