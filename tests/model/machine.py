@@ -119,7 +119,8 @@ SPEC_CAUSED = {
 KNOWN_DEFECTS: frozenset[str] = frozenset()
 #: Kinds of invariant `_fail` raises that a run steps around (comma-separated names in
 #: TAKOFORM_MODEL_STEP_AROUND): no-grant, two-actors, released-to-another-namespace,
-#: lost-to-another-cr, silent-rebind, remedy-unmanaged, squatting, two-claims.
+#: lost-to-another-cr, silent-rebind, remedy-unmanaged, squatting, two-claims; and "sharding"
+#: keeps the processes one (the rule that shards them is off).
 STEP_AROUND: frozenset[str] = frozenset(
     k for k in os.environ.get("TAKOFORM_MODEL_STEP_AROUND", "").split(",") if k
 )
@@ -633,6 +634,14 @@ class OwnershipModel(RuleBasedStateMachine):
         self._reconcile(self._pick(pick))
 
     @precondition(lambda self: self.cluster.crs)
+    @rule()
+    def reconcile_all(self) -> None:
+        """The operator catches up: every CR reconciled once, oldest first (a resync)."""
+        for uid in self._live():
+            if uid in self.cluster.crs:
+                self._reconcile(uid)
+
+    @precondition(lambda self: self.cluster.crs)
     @rule(pick=st.integers(0, 2))
     def reconcile_losing_status_write(self, pick: int) -> None:
         """The reconcile's host calls happen; its last write (status, or finalizer) is lost."""
@@ -643,6 +652,7 @@ class OwnershipModel(RuleBasedStateMachine):
         for process in self.operators:
             process.restart()
 
+    @precondition(lambda self: "sharding" not in self.step_around)
     @rule(two=st.booleans())
     def shard_operators(self, two: bool) -> None:
         """A new deployment: one process for every namespace, or two namespace shards (ns-a;
@@ -673,6 +683,40 @@ class OwnershipModel(RuleBasedStateMachine):
             if verb == "delete":
                 self.deleted_out_of_band.append(resource)
             self._touched()
+
+    @rule(
+        name=st.sampled_from(("alpha", "beta")),
+        version=st.sampled_from(("1.0.0", "1.1.0")),
+    )
+    def out_of_band_create_new(self, name: str, version: str) -> None:
+        """Another client of the host creates a resource no CR made (what imports are for), in
+        the example's first space; refused when the name is taken."""
+        ref = self.world.refs[version]
+        self.used_spaces.add(self.spaces[0])
+        self.used_refs.add(ref)
+        resource = {
+            "formRef": ref.to_json(),
+            "metadata": {"space": self.spaces[0], "name": name},
+            "spec": {"region": "eu-west-1", "sizeGiB": 10},
+        }
+        self.world.view.create(resource)
+        self._touched()
+
+    @precondition(lambda self: self.cluster.crs)
+    @rule(which=st.integers(0, 3))
+    def out_of_band_delete_seen_then_create(self, which: int) -> None:
+        """A resource is deleted out of band for longer than the operator's poll (every CR is
+        reconciled while it is gone), then another client creates it again: the same identity,
+        FormRef and spec, a new uid and no creation key."""
+        resources = self.host().resources
+        if not resources:
+            return
+        resource = resources[which % len(resources)]
+        self.world.view.out_of_band("delete", resource)
+        self._touched()
+        self.reconcile_all()
+        self.world.view.create(resource)
+        self._touched()
 
     @precondition(lambda self: self.deleted_out_of_band)
     @rule(which=st.integers(0, 3))
@@ -867,7 +911,8 @@ class OwnershipModel(RuleBasedStateMachine):
         for other in self.cluster.live():
             other_uid = other["metadata"]["uid"]
             if other_uid != cr_uid and status_of(other).get("uid") == expected:
-                raise self._violation(
+                self._fail(
+                    "two-claims",
                     f"{action.verb} sent to uid {expected}, which another CR is bound to",
                     cr=cr_uid,
                     other=other_uid,
