@@ -14,7 +14,7 @@ import pytest
 from takoform_operator.core.actions import Create, Update
 from takoform_operator.core.conditions import ConditionType, Reason
 
-from .cluster import creator_of
+from .cluster import creator_of, status_of
 from .machine import OwnershipModel, World
 from .steps import replay, step
 
@@ -291,3 +291,166 @@ def test_deleting_a_claimed_cr_with_a_malformed_pin_ends(model_world: World) -> 
     )
     assert machine.cluster.crs == {}
     assert len(resources(machine)) == 1, "orphaned on purpose"
+
+
+# -- found on the tie-break ownership (ClaimBook), kept for the TakoformBindings ---------------
+
+
+def cr_named(machine: OwnershipModel, namespace: str, name: str) -> dict[str, Any]:
+    (body,) = [
+        b
+        for b in machine.cluster.live()
+        if (b["metadata"]["namespace"], b["metadata"]["name"]) == (namespace, name)
+    ]
+    return body
+
+
+def asserted(machine: OwnershipModel, body: dict[str, Any], kind: ConditionType) -> Reason | None:
+    return machine.last_outcomes[body["metadata"]["uid"]].asserted().get(kind)
+
+
+def sent_by(machine: OwnershipModel, body: dict[str, Any]) -> list[Any]:
+    return [s for s in machine.port.sent if s.cr_uid == body["metadata"]["uid"]]
+
+
+def test_a_cr_without_a_grant_never_keeps_a_granted_cr_from_its_name(model_world: World) -> None:
+    """Squatting: ns-c (no grant for any space) makes alpha first; ns-a then makes alpha for
+    the same name. The tie-break counted ns-c/alpha as the oldest claimant, so ns-a/alpha was
+    Blocked AlreadyManaged by a CR that can never send anything, for ever."""
+    machine = replay(
+        model_world,
+        [
+            step(
+                "create_cr_ungranted",
+                name="alpha",
+                resource_name=None,
+                policy="Delete",
+                same_instant=False,
+            ),
+            CREATE_ALPHA,
+        ],
+    )
+    squatter, granted = cr_named(machine, "ns-c", "alpha"), cr_named(machine, "ns-a", "alpha")
+    assert asserted(machine, squatter, ConditionType.BLOCKED) is Reason.SPACE_NOT_GRANTED
+    assert asserted(machine, granted, ConditionType.READY) is Reason.AVAILABLE
+    assert not sent_by(machine, squatter)
+    (alpha,) = resources(machine)
+    assert creator_of(alpha) == granted["metadata"]["uid"]
+
+
+def test_a_released_resource_never_goes_to_another_namespaces_import(model_world: World) -> None:
+    """Hand-off to another team: ns-a/alpha made "alpha" and is deleted with Orphan; ns-b/alpha
+    imports it. The tie-break let ns-b's CR bind it (and update or delete it) once ns-a's CR was
+    gone: a Released resource goes only to an import of ns-a, or to a CR an admin pre-binds."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile", pick=0),
+            step("delete_cr", pick=0, policy="Orphan"),
+            step(
+                "create_importing_cr",
+                namespace="ns-b",
+                name="alpha",
+                pick=0,
+                size=10,
+                policy="Delete",
+            ),
+            step("reconcile_all"),
+        ],
+    )
+    importer = cr_named(machine, "ns-b", "alpha")
+    assert asserted(machine, importer, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
+    assert not status_of(importer).get("uid")
+    assert not sent_by(machine, importer)
+    assert len(resources(machine)) == 1, "orphaned on purpose, and left alone"
+
+
+def test_an_import_whose_resource_vanished_never_binds_the_next_incarnation(
+    model_world: World,
+) -> None:
+    """Silent re-bind of an import: ns-a/alpha imports "alpha" (made by another host client);
+    the resource is deleted out of band for longer than a poll, then made again under the same
+    name (new uid). The import forgot the uid while the resource was gone and then bound the new
+    incarnation as if it were the one imported, without UidMismatch."""
+    machine = replay(
+        model_world,
+        [
+            step("out_of_band_create_new", name="alpha", version="1.0.0"),
+            step(
+                "create_importing_cr",
+                namespace="ns-a",
+                name="alpha",
+                pick=0,
+                size=10,
+                policy="Delete",
+            ),
+            step("reconcile", pick=0),
+            step("out_of_band_delete_seen_then_create", which=0),
+        ],
+    )
+    importer = cr_named(machine, "ns-a", "alpha")
+    assert asserted(machine, importer, ConditionType.BLOCKED) is Reason.UID_MISMATCH
+    (alpha,) = resources(machine)
+    first = machine.first_bound[importer["metadata"]["uid"]]
+    assert alpha["metadata"]["uid"] != first
+    assert status_of(importer).get("uid") == first, "still bound to what it imported"
+    assert not [s for s in sent_by(machine, importer) if s.operation_id is not None]
+
+
+def test_two_namespace_shards_never_both_own_one_name(model_world: World) -> None:
+    """Two operator processes, one for ns-a and one for ns-b and ns-c: each ClaimBook saw only
+    its own namespaces, so ns-a/alpha and ns-b/alpha (the same name in the same space) both
+    claimed "alpha", and both acted on it."""
+    machine = replay(
+        model_world,
+        [
+            step("shard_operators", two=True),
+            CREATE_ALPHA,
+            step(
+                "create_cr",
+                namespace="ns-b",
+                name="alpha",
+                resource_name=None,
+                size=10,
+                policy="Delete",
+                same_instant=False,
+            ),
+        ],
+    )
+    a, b = cr_named(machine, "ns-a", "alpha"), cr_named(machine, "ns-b", "alpha")
+    outcomes = {
+        asserted(machine, body, ConditionType.READY)
+        or asserted(machine, body, ConditionType.BLOCKED)
+        for body in (a, b)
+    }
+    assert outcomes == {Reason.AVAILABLE, Reason.ALREADY_MANAGED}, "one owner, one waiting"
+    (alpha,) = resources(machine)
+    assert creator_of(alpha) in {a["metadata"]["uid"], b["metadata"]["uid"]}
+
+
+def test_a_lost_resource_never_goes_to_another_namespaces_import(model_world: World) -> None:
+    """ns-a/alpha made "alpha"; its finalizer is removed by hand (it vanishes without a
+    reconcile); ns-b/alpha imports "alpha". The tie-break forgot the vanished owner and let
+    ns-b's CR bind it: a Lost resource goes only to a restore of ns-a/alpha, or to a CR an admin
+    pre-binds."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile", pick=0),
+            step("remove_finalizer", pick=0),
+            step(
+                "create_importing_cr",
+                namespace="ns-b",
+                name="alpha",
+                pick=0,
+                size=10,
+                policy="Delete",
+            ),
+        ],
+    )
+    importer = cr_named(machine, "ns-b", "alpha")
+    assert asserted(machine, importer, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
+    assert not status_of(importer).get("uid")
+    assert not sent_by(machine, importer)
