@@ -1,7 +1,8 @@
 """A simulated cluster for the model checker: CR bodies, status merge-patches, an operator process.
 
 Nothing here is Kubernetes or kopf; everything the operator itself runs is real:
-`reconcile_cr_body` (the seam the kopf handlers call), the `ClaimBook` ownership index, the
+`reconcile_cr_body` (the seam the kopf handlers call), its ownership (the TakoformBindings, in the
+API server semantics of tests/support/memory_bindings.py, or today's `ClaimBook` index), the
 `HostClientPort` over the HTTP client, and the reference host as a process on loopback.
 
 - `Cluster` holds what the API server would hold: CR bodies with metadata (uid, generation bumped

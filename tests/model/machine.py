@@ -6,20 +6,30 @@ process and the host can do to each other; its invariants are checked after ever
 host's own data and the CRs' statuses — never from the outcomes the operator reports:
 
 - never more than one live host resource created on behalf of one CR;
-- no orphan: a resource created with a CR's key is bound or claimed by that CR, or was released
-  by an Orphan deletion (resources without a creation key only come from out-of-band actions);
-- every mutation is sent to the exact target (space, FormRef, name) the CR's status records, to
-  the uid it is bound to (or explicitly accepted, or proven ours by our creation key), and never
-  to an identity or uid another CR claims or is bound to (checked when it is sent);
-- never a silent rebind: status.uid changes only by a first binding to a resource we created or
-  imported, an accept-uid naming exactly the new uid, or clearing after the bound incarnation
-  vanished from the host (checked on every status write);
+- no orphan: a resource created with a CR's key is bound or claimed by that CR (or held in the
+  binding it holds), or was released by an Orphan deletion, or its CR vanished (Lost);
+- deny by default: no request at all, not even a read, for a CR whose namespace has no grant
+  for the space at the moment it is sent (`ModelTenancy`, checked in the port);
+- every mutation is sent to the exact target (space, FormRef, name) the CR has recorded (its
+  status, or its binding), to the uid it is bound to (or explicitly accepted, or proven ours by
+  our creation key), and never to an identity or uid another CR claims or is bound to;
+- at most one CR acts (an accepted mutation, or a binding) on an identity; a Released
+  incarnation goes only to the last owner's namespace, a Lost one only to a restore of its
+  owner (same namespace and name), unless an admin pre-bound the CR;
+- never a silent rebind: status.uid changes only by a first binding to a resource we (or the CR
+  we were restored from) created or imported or were pre-bound to, an accept-uid naming exactly
+  the new uid, or clearing after the bound incarnation vanished; and never to another uid than
+  the first one bound for that identity (an import's included) without accept-uid, unless our
+  own creation key made it (checked on every status write);
+- a remedy we printed that deletes a Delete-policy CR leaves what it created deleted or owned;
 - never two CRs claiming one host identity in their status;
 - a pending operation in a status is one of this CR's own, for its recorded target; an accepted
   create whose record the host no longer keeps left nothing unaccounted for;
 - liveness (teardown): with every fault off, within `LIVENESS_ROUNDS` reconciles of each CR the
   cluster reaches a fixpoint where every CR is Ready, Blocked with a remedy, Degraded by its own
-  spec, or gone, and a further round has no mutation accepted and changes no condition.
+  spec, or gone, and a further round has no mutation accepted and changes no condition; there,
+  a CR Blocked AlreadyManaged is kept off by something that holds the identity, never by a
+  squatter (a CR without a grant, which can never send anything).
 
 Commits are under the model's control: the host runs with commit delay 0 (an accepted operation
 commits before the host serves its next request) and the `stuck` rules hold every operation
@@ -201,8 +211,11 @@ class OwnershipModel(RuleBasedStateMachine):
         #: status continues the one it was restored from): uid -> the first uid of the line.
         self.names: dict[str, tuple[str, str]] = {}
         self.lineage: dict[str, str] = {}
-        #: Lineage -> the host uid it was first bound to (or last accepted with accept-uid).
-        self.first_bound: dict[str, str] = {}
+        #: (lineage, identity) -> the host uid it was first bound to (or last accepted with
+        #: accept-uid).
+        self.first_bound: dict[tuple[str, IdentityKey], str] = {}
+        #: (namespace, name) of a CR that vanished -> its lineage.
+        self.vanished_roots: dict[tuple[str, str], str] = {}
         #: Identity -> the CR that last acted on it (an accepted mutation, or a binding).
         self.actor: dict[IdentityKey, str] = {}
         #: How a CR went: uid -> "Delete", "Orphan" (finalized under that policy) or "vanished"
@@ -257,9 +270,17 @@ class OwnershipModel(RuleBasedStateMachine):
         return self.operators[0]
 
     def _named(self, body: dict[str, Any]) -> None:
+        """A CR of the namespace and name of one that vanished continues its lineage (a
+        restore; the API server cannot tell it from a CR made anew under that name)."""
         metadata = body["metadata"]
-        self.names.setdefault(metadata["uid"], (metadata["namespace"], metadata["name"]))
-        self.lineage.setdefault(metadata["uid"], metadata["uid"])
+        uid, named = metadata["uid"], (metadata["namespace"], metadata["name"])
+        self.names.setdefault(uid, named)
+        self.lineage.setdefault(uid, self.vanished_roots.get(named, uid))
+
+    def first_bound_of(self, cr_uid: str) -> dict[IdentityKey, str]:
+        """The host uid this CR's lineage was first bound to (or accepted), by identity."""
+        root = self.lineage.get(cr_uid, cr_uid)
+        return {identity: uid for (r, identity), uid in self.first_bound.items() if r == root}
 
     def _line(self, cr_uid: str) -> set[str]:
         """Every CR uid of this CR's lineage (itself, what it was restored from, and so on)."""
@@ -568,6 +589,7 @@ class OwnershipModel(RuleBasedStateMachine):
         metadata = body["metadata"]
         self.gone[uid] = "vanished"
         self.vanished[(metadata["namespace"], metadata["name"])] = body
+        self.vanished_roots[(metadata["namespace"], metadata["name"])] = self.lineage[uid]
         for resource_uid in owned:
             if resource_uid and resource_uid not in self.released:
                 self.lost[resource_uid] = (metadata["namespace"], metadata["name"])
@@ -587,9 +609,7 @@ class OwnershipModel(RuleBasedStateMachine):
         ]
         if not candidates:
             return
-        body = self.vanished.pop(candidates[pick % len(candidates)])
-        uid = self.cluster.restore(body)
-        self.lineage[uid] = self.lineage.get(body["metadata"]["uid"], body["metadata"]["uid"])
+        self.cluster.restore(self.vanished.pop(candidates[pick % len(candidates)]))
 
     @precondition(lambda self: self.cluster.crs)
     @rule(pick=st.integers(0, 2), which=st.integers(0, 2))
@@ -790,7 +810,7 @@ class OwnershipModel(RuleBasedStateMachine):
         )
 
     def _run_command(self, remedy: Remedy, command: str) -> None:
-        if "| kubectl apply -f -" in command:
+        if command.startswith("echo ") and "| kubectl " in command:  # create or apply -f -
             grant = json.loads(shlex.split(command)[1])
             for namespace in grant["spec"]["namespaces"].get("names", []):
                 if namespace in NAMESPACES:  # the admin never grants the ungranted namespace
@@ -799,6 +819,8 @@ class OwnershipModel(RuleBasedStateMachine):
             return
         words = shlex.split(command)
         assert words[0] == "kubectl", f"a remedy command the model cannot run: {command}"
+        if words[1] == "get":
+            return  # a read: what an admin looks at before acting
         if words[1:3] == ["takoform", "release"]:
             namespace, name = words[words.index("--to") + 1].split("/", 1)
             binding = next(b for b in self.ownership.all() if b.name == words[3])
@@ -982,8 +1004,15 @@ class OwnershipModel(RuleBasedStateMachine):
                     uid=old,
                 )
             return
-        root = self.lineage.get(cr_uid, cr_uid)
-        first = self.first_bound.get(root)
+        ref = after.get("formRef") or {}
+        identity = (
+            str(after.get("space")),
+            str(ref.get("apiVersion")),
+            str(ref.get("kind")),
+            str(after.get("name")),
+        )
+        line = (self.lineage.get(cr_uid, cr_uid), identity)
+        first = self.first_bound.get(line)
         if accept_uid_of(body) != new:  # accepted: remedy 1, the user imported exactly this
             if old is not None:
                 raise self._violation(
@@ -991,7 +1020,11 @@ class OwnershipModel(RuleBasedStateMachine):
                     cr=cr_uid,
                     accept=accept_uid_of(body),
                 )
-            evidence = self._binding_evidence(cr_uid, new, after, data)
+            evidence = (
+                "pre-bound"
+                if self.prebound.get(identity) == self.names[cr_uid]
+                else self._binding_evidence(cr_uid, new, after, data)
+            )
             if first is not None and first != new and evidence != "created":
                 self._fail(
                     "silent-rebind",
@@ -1000,14 +1033,7 @@ class OwnershipModel(RuleBasedStateMachine):
                     cr=cr_uid,
                     accept=accept_uid_of(body),
                 )
-        self.first_bound[root] = new
-        ref = after.get("formRef") or {}
-        identity = (
-            str(after.get("space")),
-            str(ref.get("apiVersion")),
-            str(ref.get("kind")),
-            str(after.get("name")),
-        )
+        self.first_bound[line] = new
         self._act(cr_uid, identity, new, "bound")
 
     def _binding_evidence(
@@ -1170,7 +1196,10 @@ class OwnershipModel(RuleBasedStateMachine):
             key = resource["metadata"].get("creationIdempotencyKey")
             if bound == uid or (bound is None and self._ours(body["metadata"]["uid"], key)):
                 return True
-        return False
+        held = self.ownership.bindings.held_by(creator) if self.ownership.uses_bindings else None
+        # The binding is the write-ahead record of the claim: a status write lost after the
+        # create leaves the creator holding the binding of that identity.
+        return held is not None and binding_key(held.identity) == identity
 
     # -- liveness ----------------------------------------------------------------------------------
 

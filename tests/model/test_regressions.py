@@ -356,7 +356,6 @@ def test_a_released_resource_never_goes_to_another_namespaces_import(model_world
                 size=10,
                 policy="Delete",
             ),
-            step("reconcile_all"),
         ],
     )
     importer = cr_named(machine, "ns-b", "alpha")
@@ -392,7 +391,7 @@ def test_an_import_whose_resource_vanished_never_binds_the_next_incarnation(
     importer = cr_named(machine, "ns-a", "alpha")
     assert asserted(machine, importer, ConditionType.BLOCKED) is Reason.UID_MISMATCH
     (alpha,) = resources(machine)
-    first = machine.first_bound[importer["metadata"]["uid"]]
+    (first,) = machine.first_bound_of(importer["metadata"]["uid"]).values()
     assert alpha["metadata"]["uid"] != first
     assert status_of(importer).get("uid") == first, "still bound to what it imported"
     assert not [s for s in sent_by(machine, importer) if s.operation_id is not None]
