@@ -9,14 +9,13 @@ from typing import Any
 
 import pytest
 import yaml
+from core_steps import decided
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.decide import Observation, decide
+from takoform_operator.core.decide import Observation
 from takoform_operator.core.import_id import canonical_import_id, parse_import_id
-from takoform_operator.core.outcome import Outcome
-from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.state import ResourceView, State
 from takoform_operator.kube.crs import desired_from_cr
 from takoform_operator.plugin.render import (
@@ -156,12 +155,7 @@ def test_an_imported_manifest_reconciles_to_ready_without_a_mutation(data: st.Da
     )  # fmt: skip
     state = State()
     for _ in range(2):  # the import binds, then the spec is compared
-        planned = plan(want, state, REGISTRY)
-        while isinstance(planned, Outcome) and planned.continue_now:
-            state = planned.state
-            planned = plan(want, state, REGISTRY)
-        assert isinstance(planned, Plan), planned
-        decision = decide(want, state, planned, Observation(resource=served), REGISTRY)
+        decision = decided(want, state, Observation(resource=served), REGISTRY)
         assert decision.action is None, decision.action
         state = decision.outcome.state
     ready = [c for c in decision.outcome.conditions if c.type is ConditionType.READY]

@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from takoform_operator.core.actions import Create, Target
+from takoform_operator.core.binding import Binding, ClaimRef, Identity, Phase
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.decide import Decision, Observation, decide
 from takoform_operator.core.host_answer import Rejection, rejected
 from takoform_operator.core.outcome import NextLook, Outcome, refused
-from takoform_operator.core.ownership import Claimant
+from takoform_operator.core.ownership import Contested, claim
 from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.remedies import (
     Remedy,
@@ -124,16 +125,24 @@ def test_a_refused_create_names_this_cr() -> None:
     assert _commands(_remedies(outcome)) == [["kubectl", "delete", *CR]]
 
 
-def test_already_managed_names_this_cr_and_the_owner() -> None:
-    owner = Claimant("cr-0", "ops", "first", "2026-11-30T08:00:00Z", claimed=True)
-    outcome = plan(DESIRED, State(), REGISTRY, [owner])
-    assert isinstance(outcome, Outcome)
-    owner_cr = ["buckets.storage.takoform.io/first", "-n", "ops"]
-    assert _commands(_remedies(outcome)) == [
+def test_already_managed_names_this_cr_and_the_binding_never_the_owner() -> None:
+    identity = Identity("team-a", REF.line, "logs", "default")
+    owned = Binding(identity, Phase.BOUND, ClaimRef("ops", "first", "cr-0"), REF)
+    verdict = claim(DESIRED, State(), Target("team-a", REF, "logs"), owned)
+    assert isinstance(verdict, Contested)
+    binding = f"takoformbindings/{identity.binding_name()}"
+    assert _commands(_remedies(verdict.outcome)) == [
         ["kubectl", "delete", *CR],
-        ["kubectl", "patch", *owner_cr, *ORPHAN],
-        ["kubectl", "delete", *owner_cr],
+        ["kubectl", "get", binding, "-o", "yaml"],
     ]
+    assert "ops" not in str(verdict.outcome), "another namespace's CR is never named"
+    released = replace(owned, phase=Phase.RELEASED, claim=None, last_owner=owned.claim)
+    outcome = claim(DESIRED, State(), Target("team-a", REF, "logs"), released)
+    assert isinstance(outcome, Outcome)
+    to = f"{DESIRED.namespace}/{DESIRED.cr_name}"
+    assert _commands(_remedies(outcome))[-1] == [
+        "kubectl", "takoform", "release", identity.binding_name(), "--to", to,
+    ]  # fmt: skip
 
 
 def test_an_identity_change_names_this_cr() -> None:
