@@ -9,6 +9,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import replace
 
+import pytest
+
 from takoform_operator.core.actions import Create, Target
 from takoform_operator.core.binding import Binding, ClaimRef, Identity, Phase
 from takoform_operator.core.conditions import ConditionType, Reason
@@ -155,7 +157,8 @@ def test_an_identity_change_names_this_cr() -> None:
 def test_the_grant_remedy_is_a_command_that_creates_the_grant() -> None:
     command = remedy("apps", "Team A's", "prod")
     words = shlex.split(command)
-    assert words[0] == "echo" and words[2:] == ["|", "kubectl", "apply", "-f", "-"]
+    # create, never apply: a pasted remedy must not overwrite a grant that exists.
+    assert words[0] == "echo" and words[2:] == ["|", "kubectl", "create", "-f", "-"]
     grant = json.loads(words[1])
     assert grant["kind"] == "TakoformSpaceGrant"
     assert grant["spec"] == {
@@ -163,7 +166,26 @@ def test_the_grant_remedy_is_a_command_that_creates_the_grant() -> None:
         "spaces": ["Team A's"],
         "namespaces": {"names": ["apps"]},
     }
-    assert grant["metadata"]["name"] == "apps-team-a-s"
+    assert grant["metadata"]["name"].startswith("apps-team-a-s-")
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        (("a-b", "c", "prod"), ("a", "b-c", "prod")),  # the same readable name
+        (("apps", "team-a", "prod"), ("apps", "team-a", "staging")),  # another host
+        (("apps", "Team A", "prod"), ("apps", "team-a", "prod")),  # spaces are case-sensitive
+    ],
+)
+def test_two_different_grant_remedies_never_name_the_same_grant(
+    one: tuple[str, str, str], other: tuple[str, str, str]
+) -> None:
+    def name(args: tuple[str, str, str]) -> str:
+        doc = json.loads(shlex.split(remedy(*args))[1])
+        assert len(doc["metadata"]["name"]) <= 63
+        return str(doc["metadata"]["name"])
+
+    assert name(one) != name(other)
 
 
 def test_the_tenancy_remedy_names_this_cr_for_an_orphaning_deletion() -> None:
