@@ -236,3 +236,30 @@ def test_two_namespaces_at_the_same_instant_make_exactly_one_owner(teams: Teams,
     assert not cr_status(teams.cluster, loser, "contended").get("uid")
     # One create: the out-of-band one (import) or the winner's; the loser sent nothing.
     assert teams.mutations() == [("create", "contended")]
+
+
+def test_a_cr_that_vanished_leaves_its_binding_lost_for_its_restore_only(teams: Teams) -> None:
+    owners, others = teams.namespaces
+    teams.grant(owners, others)
+    teams.start(one_process=True)
+    teams.apply(owners, bucket("kept"))
+    teams.wait_ready(owners, "kept")
+    uid = cr_status(teams.cluster, owners, "kept")["uid"]
+    # Someone removes the finalizer by hand: the CR goes without the operator's deletion.
+    teams.cluster.kubectl("delete", "bucket", "kept", "--wait=false", namespace=owners)
+    gone = json.dumps({"metadata": {"finalizers": None}})
+    teams.cluster.kubectl("patch", "bucket", "kept", "--type=merge", "-p", gone, namespace=owners)
+    wait_until(lambda: teams.binding("kept")["spec"]["phase"] == "Lost", "the binding Lost")
+    lost = teams.binding("kept")["spec"]
+    assert lost["lastOwner"]["name"] == "kept" and lost["uid"] == uid
+    # Another namespace's CR gets nothing; the restore (same namespace and name) re-binds.
+    teams.apply(others, bucket("kept", importId=canonical_import_id(SPACE, "kept", REF)))
+    teams.wait_blocked(others, "kept", "AlreadyManaged")
+    teams.apply(owners, bucket("kept"))  # restored from a backup without status
+    teams.wait_ready(owners, "kept")
+    assert cr_status(teams.cluster, owners, "kept")["uid"] == uid, "the same incarnation"
+    events = teams.cluster.kubectl_json("get", "events", namespace=owners)["items"]
+    assert any(e["reason"] == "Rebound" for e in events), "the re-bind is said"
+    assert teams.binding("kept")["spec"]["phase"] == "Bound"
+    assert teams.blocked(others, "kept")["reason"] == "AlreadyManaged"
+    assert teams.mutations() == [("create", "kept")], "nothing created again, nothing deleted"

@@ -307,9 +307,11 @@ def test_without_a_grant_nothing_is_sent_not_even_a_read(
     body: dict[str, Any], grants: tuple[SpaceGrant, ...], default: str | None, reason: str
 ) -> None:
     tenancy = FakeTenancy(grants, default)
-    result = _run(body, tenancy)
+    bindings = MemoryBindings()
+    result = _run(body, tenancy, bindings=bindings)
     assert _blocked(result) == reason
     assert tenancy.calls() == []
+    assert bindings.writes == [], "no grant, no binding: an ungranted CR can never squat a name"
     assert result.status is not None and result.status["conditions"]
 
 
