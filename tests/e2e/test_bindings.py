@@ -245,7 +245,10 @@ def test_a_cr_that_vanished_leaves_its_binding_lost_for_its_restore_only(teams: 
     teams.apply(owners, bucket("kept"))
     teams.wait_ready(owners, "kept")
     uid = cr_status(teams.cluster, owners, "kept")["uid"]
-    # Someone removes the finalizer by hand: the CR goes without the operator's deletion.
+    # Someone removes the finalizer by hand: the CR goes without the operator's deletion (it
+    # is paused first, so the operator does not start the deletion meanwhile).
+    teams.cluster.kubectl("annotate", "bucket", "kept", "takoform.io/paused=true",
+                          namespace=owners)  # fmt: skip
     teams.cluster.kubectl("delete", "bucket", "kept", "--wait=false", namespace=owners)
     gone = json.dumps({"metadata": {"finalizers": None}})
     teams.cluster.kubectl("patch", "bucket", "kept", "--type=merge", "-p", gone, namespace=owners)
