@@ -53,8 +53,9 @@ async def reconcile_cr_body(
     now: str,
     deleting: bool = False,
 ) -> CrOutcome:
-    """Reconcile the CR `body` once (service.reconcile) and say what to write. `deleting`
-    forces deletion even before the body says so."""
+    """Reconcile the CR `body` once (service.reconcile) and say what to write. `bindings` are
+    the TakoformBindings (binding_port: who owns which host resource). `deleting` forces
+    deletion even before the body says so."""
     metadata = body.get("metadata") or {}
     status = dict(body.get("status") or {})
     generation = int(metadata.get("generation") or 0)
