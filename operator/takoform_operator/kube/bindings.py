@@ -19,6 +19,7 @@ from takoform_operator.core.binding import (
     ClaimRef,
     Identity,
     InvalidBinding,
+    Phase,
     binding_from_json,
 )
 from takoform_operator.core.tenancy import GROUP, VERSION
@@ -33,6 +34,8 @@ class BindingBook:
     def __init__(self, client: Callable[[], httpx.AsyncClient]) -> None:
         self._client = client
         self._by_name: dict[str, Binding] = {}
+        #: owner CR uid -> the name of the binding Bound to it (a CR holds at most one).
+        self._held: dict[str, str] = {}
         #: binding name -> the newest resourceVersion seen (a late watch event is dropped).
         self._versions: dict[str, str] = {}
 
@@ -52,10 +55,7 @@ class BindingBook:
             binding = None  # a hand-made object under another name binds nothing
         before = self._by_name.get(name)
         self._versions[name] = version
-        if binding is None:
-            self._by_name.pop(name, None)
-        else:
-            self._by_name[name] = binding
+        self._store(name, binding)
         return before != binding
 
     def forget(self, body: Mapping[str, Any]) -> bool:
@@ -64,7 +64,7 @@ class BindingBook:
         if older(resource_version(body), self._versions.get(name, "")):
             return False
         self._versions.pop(name, None)
-        return self._by_name.pop(name, None) is not None
+        return self._store(name, None) is not None
 
     # -- BindingPort ---------------------------------------------------------------------------
 
@@ -72,7 +72,8 @@ class BindingBook:
         return self._by_name.get(identity.binding_name())
 
     def held_by(self, cr_uid: str) -> Binding | None:
-        return next((b for b in self._by_name.values() if b.owned_by(cr_uid)), None)
+        binding = self._by_name.get(self._held.get(cr_uid, ""))
+        return binding if binding is not None and binding.owned_by(cr_uid) else None
 
     async def create(self, binding: Binding) -> Binding:
         answer = await self._send("POST", _COLLECTION, binding.to_json())
@@ -96,7 +97,7 @@ class BindingBook:
             raise BindingConflict(f"TakoformBinding {binding.name} changed meanwhile")
         if answer.status_code not in (200, 202, 404):
             raise BindingError(_refused("delete", binding.name, answer))
-        self._by_name.pop(binding.name, None)
+        self._store(binding.name, None)
 
     async def claim_exists(self, identity: Identity, claim: ClaimRef) -> bool:
         line = identity.line
@@ -119,12 +120,27 @@ class BindingBook:
         except httpx.HTTPError as exc:
             raise BindingError(f"TakoformBinding {name} could not be read: {exc}") from exc
         if answer.status_code == 404:
-            self._by_name.pop(name, None)
+            self._store(name, None)
             self._versions.pop(name, None)
         elif answer.status_code == 200:
             self.observe(answer.json())
         else:
             raise BindingError(_refused("read", name, answer))
+
+    def _store(self, name: str, binding: Binding | None) -> Binding | None:
+        """Hold `binding` under `name` (None: drop it); returns what was held before."""
+        before = self._by_name.pop(name, None)
+        if (
+            before is not None
+            and before.claim is not None
+            and self._held.get(before.claim.uid) == name
+        ):
+            del self._held[before.claim.uid]
+        if binding is not None:
+            self._by_name[name] = binding
+            if binding.phase is Phase.BOUND and binding.claim is not None and binding.claim.uid:
+                self._held[binding.claim.uid] = name
+        return before
 
     async def _send(self, method: str, path: str, body: dict[str, Any]) -> httpx.Response:
         try:
