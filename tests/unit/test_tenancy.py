@@ -125,6 +125,22 @@ def test_without_a_host_the_message_says_why_none_is_the_default(
     assert says in denied.message
 
 
+def test_an_unknown_host_ref_is_refused_without_listing_the_hosts_there_are() -> None:
+    """A tenant learns that the host it named does not exist, not which hosts do."""
+    denied = access(
+        namespace="ns-a",
+        namespace_labels={},
+        host="nowhere",
+        host_ref="nowhere",
+        space="team-a",
+        hosts=("prod", "secret-staging"),
+        grants=GRANTS,
+    )
+    assert denied is not None and denied.reason is Reason.HOST_NOT_FOUND
+    assert "'nowhere'" in denied.message
+    assert "prod" not in denied.message and "secret-staging" not in denied.message
+
+
 @pytest.mark.parametrize(
     ("operator", "values", "labels", "matches"),
     [

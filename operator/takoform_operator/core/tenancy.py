@@ -159,8 +159,8 @@ def access(
         named = f"spec.hostRef {host_ref!r}" if host_ref else f"the recorded host {host!r}"
         return Denied(
             Reason.HOST_NOT_FOUND,
-            f"{named} names no TakoformHost this operator knows (known: "
-            f"{', '.join(sorted(known)) or 'none'}); nothing is sent.",
+            # The hosts there are are a cluster admin's business: not listed to a tenant.
+            f"{named} names no TakoformHost this operator knows; nothing is sent.",
             (
                 Remedy("fix spec.hostRef (before anything was sent)"),
                 Remedy(f"or ask a cluster admin to create TakoformHost {host!r}"),
