@@ -47,7 +47,15 @@ from takoform_operator.core.outcome import (
     refused,
     unavailable,
 )
-from takoform_operator.core.ownership import Contested, Ours, claim, let_go, restored
+from takoform_operator.core.ownership import (
+    Bind,
+    Contested,
+    Ours,
+    by_evidence,
+    claim,
+    let_go,
+    restored,
+)
 from takoform_operator.core.plan import host_of, plan, reclaims, target_of
 from takoform_operator.core.policy import hold, observe_only
 from takoform_operator.core.registry import Registry
@@ -112,7 +120,7 @@ async def reconcile(
     if isinstance(granted, Outcome):
         return Reconciled(granted)
     desired, port = granted
-    owned = await _own(desired, state, registry, bindings)
+    owned = await _own(desired, state, registry, bindings, port)
     if isinstance(owned, Outcome):
         return Reconciled(owned)
     binding, state, events = owned
@@ -150,7 +158,7 @@ async def reconcile(
 
 
 async def _own(
-    desired: Desired, state: State, registry: Registry, bindings: BindingPort
+    desired: Desired, state: State, registry: Registry, bindings: BindingPort, port: HostPort
 ) -> tuple[Binding, State, tuple[Event, ...]] | Outcome:
     """The binding of the CR's target, held by this CR (created or taken over here, after the
     grant check and before anything is sent), with the state to go on with; or the Outcome of
@@ -174,12 +182,15 @@ async def _own(
         if isinstance(verdict, Contested):
             rival = verdict.binding
             assert rival.claim is not None
-            if await bindings.claim_exists(identity, rival.claim):
+            if not await bindings.claim_exists(identity, rival.claim):
+                with contextlib.suppress(BindingConflict):
+                    # Its owner went without releasing it (finalizer removed, namespace gone).
+                    await bindings.replace(rival.lost(None))
+                continue
+            taken = await _by_evidence(desired, state, target, verdict, port)
+            if taken is None:
                 return verdict.outcome
-            with contextlib.suppress(BindingConflict):
-                # Its owner went without releasing it (finalizer removed, namespace gone).
-                await bindings.replace(rival.lost(None))
-            continue
+            verdict = taken
         try:
             if verdict.binding.resource_version:
                 written = await bindings.replace(verdict.binding)
@@ -204,6 +215,20 @@ async def _let_go(
     else:
         await bindings.replace(after)
     return outcome
+
+
+async def _by_evidence(
+    desired: Desired, state: State, target: Target, contested: Contested, port: HostPort
+) -> Bind | None:
+    """Two recorded claims (an upgrade from a release without bindings): one read of the
+    recorded target, granted to this CR's namespace, and core.ownership.by_evidence decides."""
+    if not contested.recorded:
+        return None
+    try:
+        resource = await port.read(target)
+    except (HostUnavailable, HostRejected, HostProtocolError):
+        return None  # no evidence this time: Blocked, and asked again at the next look
+    return by_evidence(desired, state, contested.binding, resource)
 
 
 def _with_events(outcome: Outcome, events: tuple[Event, ...]) -> Outcome:

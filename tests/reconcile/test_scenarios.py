@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from memory_bindings import MemoryBindings
 from waiting import await_settled
 
 from takoform_operator.core.actions import Create, Delete, Update
@@ -453,3 +454,28 @@ async def test_a_vanished_import_is_never_created_again_nor_rebound_to_a_strange
     assert imported_uid in message(outcome, ConditionType.BLOCKED)
     assert "accept-uid" in message(outcome, ConditionType.BLOCKED)
     assert cr.state.uid == imported_uid and spy.mutations == []
+
+
+async def test_an_upgrade_with_two_recorded_claims_gives_the_binding_to_the_creator(
+    client: HostClient,
+) -> None:
+    """Label shards of a release without bindings could both record one target. After the
+    upgrade, whichever CR binds first, the host evidence (the creation key) decides, never the
+    order or the CRs' age."""
+    creator = SimulatedCr(desired("raced"))
+    await creator.converge(SpyPort(client), REGISTRY)
+    assert creator.state.uid is not None
+    upgraded = MemoryBindings()  # the API server right after the upgrade: no binding yet
+    rival = SimulatedCr(desired("raced"), replace(creator.state), bindings=upgraded)
+    creator.bindings = upgraded
+    await rival.reconcile(SpyPort(client), REGISTRY)  # binds first
+    (binding,) = upgraded.objects.values()
+    assert binding.claim is not None and binding.claim.uid == rival.desired.cr_uid
+    outcome = await creator.reconcile(SpyPort(client), REGISTRY)
+    assert condition(outcome, ConditionType.READY) is Reason.AVAILABLE
+    (binding,) = upgraded.objects.values()
+    assert binding.claim is not None and binding.claim.uid == creator.desired.cr_uid
+    spy = SpyPort(client)
+    outcome = await rival.reconcile(spy, REGISTRY)
+    assert condition(outcome, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
+    assert spy.mutations == []

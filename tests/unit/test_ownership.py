@@ -23,7 +23,15 @@ from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.decide import Observation, decide
 from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.outcome import Outcome
-from takoform_operator.core.ownership import Bind, Contested, Ours, claim, let_go, restored
+from takoform_operator.core.ownership import (
+    Bind,
+    Contested,
+    Ours,
+    by_evidence,
+    claim,
+    let_go,
+    restored,
+)
 from takoform_operator.core.plan import Plan, plan, reclaims, target_of
 from takoform_operator.core.state import DeletionPolicy, Desired, Requested, ResourceView, State
 from takoform_operator.core.tenancy import DEFAULT_HOST
@@ -306,3 +314,45 @@ def test_an_import_id_that_disagrees_names_what_disagrees(
     assert isinstance(planned, Outcome)
     assert planned.asserted() == {ConditionType.DEGRADED: reason}
     assert says in planned.conditions[0].message
+
+
+# -- an upgrade: two CRs had both recorded the target before bindings existed -------------------
+
+
+def _served(uid: str, creation_key: str | None) -> ResourceView:
+    return ResourceView(
+        form_ref=REF, space="team-a", name="logs", uid=uid, generation="1", revision="1",
+        spec={}, creation_key=creation_key,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mine_uid", "binding_uid", "served", "takes"),
+    [
+        (None, None, _served("h-1", "me:create:0"), True),  # created with this CR's key
+        ("h-1", "h-0", _served("h-1", "other:create:0"), True),  # the incarnation it is bound to
+        ("h-1", "h-1", _served("h-1", "other:create:0"), False),  # the holder is bound to it too
+        ("h-2", "h-0", _served("h-1", "other:create:0"), False),  # neither: it stays
+        ("h-1", "h-0", None, False),  # nothing on the host: no evidence
+    ],
+)
+def test_two_recorded_claims_are_decided_by_host_evidence_never_by_age(
+    mine_uid: str | None, binding_uid: str | None, served: ResourceView | None, takes: bool
+) -> None:
+    desired = _desired(created="2026-12-01T00:00:00Z")  # the younger CR
+    state = _claimed_state(desired, uid=mine_uid)
+    held = _bound(uid=binding_uid)
+    verdict = claim(desired, state, TARGET, held)
+    assert isinstance(verdict, Contested) and verdict.recorded
+    taken = by_evidence(desired, state, held, served)
+    if not takes:
+        assert taken is None
+        return
+    assert taken is not None and taken.binding.claim == ClaimRef("a", "cr-me", "me")
+    assert taken.binding.resource_version == "7", "a replace, conditioned on what was read"
+    assert taken.binding.uid == "h-1" and taken.state == state
+
+
+def test_a_cr_that_never_recorded_the_target_is_never_decided_by_evidence() -> None:
+    verdict = claim(_desired(), State(), TARGET, _bound())
+    assert isinstance(verdict, Contested) and not verdict.recorded

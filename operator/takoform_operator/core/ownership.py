@@ -33,10 +33,11 @@ from dataclasses import dataclass, replace
 from .actions import Target
 from .binding import Binding, ClaimRef, Identity, Phase
 from .conditions import Reason
+from .keys import proves_ours
 from .outcome import Event, Outcome, blocked, finalized
 from .policy import releases_without_host_call
 from .remedies import Remedy, kubectl_object
-from .state import Desired, Requested, State
+from .state import Desired, Requested, ResourceView, State
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,10 @@ class Contested:
 
     binding: Binding
     outcome: Outcome
+    #: This CR too recorded the target in its own status, before bindings existed (the label
+    #: shards of an earlier release could both do so): the host resource decides between the
+    #: two claims (`by_evidence`), never their age.
+    recorded: bool = False
 
 
 Verdict = Ours | Bind | Contested | Outcome
@@ -108,7 +113,8 @@ def claim(desired: Desired, state: State, target: Target, binding: Binding | Non
             return _take_over(binding, mine, target, desired, state)
         return _blocked(desired, state, binding, "reserved by an admin for another CR")
     if binding.phase is Phase.BOUND:
-        return Contested(binding, _blocked(desired, state, binding, "bound to another CR"))
+        outcome = _blocked(desired, state, binding, "bound to another CR")
+        return Contested(binding, outcome, recorded=state.claimed)
     last = binding.last_owner
     if binding.phase is Phase.RELEASED:
         if desired.import_id is not None and last is not None and last.namespace == mine.namespace:
@@ -122,6 +128,33 @@ def claim(desired: Desired, state: State, target: Target, binding: Binding | Non
         )
         return replace(taken, event=Event("Normal", Reason.REBOUND, message))
     return _blocked(desired, state, binding, "lost by its last owner")
+
+
+def by_evidence(
+    desired: Desired, state: State, binding: Binding, resource: ResourceView | None
+) -> Bind | None:
+    """Two recorded claims of one target (Contested.recorded): this CR takes the binding over
+    when the host resource is its own, created with this CR's idempotency key, or the
+    incarnation its status is bound to while the binding records another. None: no such
+    evidence, the binding stays where it is."""
+    if resource is None:
+        return None
+    bound_here = state.uid is not None and resource.uid == state.uid != binding.uid
+    if not (proves_ours(resource, desired) or bound_here):
+        return None
+    mine = me(desired)
+    taken = replace(
+        binding,
+        claim=mine,
+        form_ref=state.form_ref,
+        requested=state.requested,
+        uid=resource.uid,
+    )
+    message = (
+        f"took {binding.name} over: the host resource (uid {resource.uid}) is this CR's by "
+        "its creation key or its recorded uid"
+    )
+    return Bind(taken, state, Event("Normal", Reason.REBOUND, message))
 
 
 def let_go(desired: Desired, state: State, binding: Binding) -> Binding | None:
