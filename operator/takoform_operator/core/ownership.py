@@ -85,13 +85,8 @@ def restored(state: State, held: Binding | None) -> State:
     if state.claimed or held is None or held.form_ref is None:
         return state
     identity = held.identity
-    return replace(
-        state,
-        host=identity.host,
-        form_ref=held.form_ref,
-        space=identity.space,
-        name=identity.name,
-        requested=held.requested,
+    return state.with_target(
+        identity.host, held.form_ref, identity.space, identity.name, held.requested
     )
 
 
@@ -173,14 +168,8 @@ def claimed(state: State, target: Target, desired: Desired) -> State:
     """The state with `target` recorded, as the binding records it (unchanged once claimed)."""
     if state.claimed:
         return state
-    return replace(
-        state,
-        host=desired.host,
-        form_ref=target.form_ref,
-        space=target.space,
-        name=target.name,
-        requested=Requested.of(desired),
-    )
+    requested = Requested.of(desired)
+    return state.with_target(desired.host, target.form_ref, target.space, target.name, requested)
 
 
 def _new_binding(
