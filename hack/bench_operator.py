@@ -61,6 +61,8 @@ LINES = [
     ("Zone", "zones", "dns.takoform.io/v1", {"domain": "bench.example.org"}),
 ]
 PLURALS = {plural for _, plural, _, _ in LINES}
+#: The one record per host resource that says who owns it (docs/tenancy.md, Bindings).
+BINDING_PLURAL = "takoformbindings"
 
 
 def _load_localcluster() -> Any:
@@ -324,11 +326,12 @@ class Row:
 def _writes(
     before: Counter[tuple[str, str, str]], after: Counter[tuple[str, str, str]]
 ) -> Counter[str]:
-    """Writes to the CRs (any subresource) and Events between two snapshots, by verb."""
+    """Writes to the CRs (any subresource), their TakoformBindings and Events between two
+    snapshots, by verb."""
     writes: Counter[str] = Counter()
     for (verb, resource, sub), count in (after - before).items():
         if verb in ("POST", "PATCH", "PUT", "DELETE", "APPLY") and (
-            resource in PLURALS or resource == "events"
+            resource in PLURALS or resource in (BINDING_PLURAL, "events")
         ):
             writes[f"{verb} {resource}{'/' + sub if sub else ''}"] += count
     return writes

@@ -2,7 +2,7 @@
 
 `render(catalog)` is pure and returns {relative path: file text}; `generate(root, check=...)`
 writes them or, in check mode, reports which committed files a regeneration would change. The
-pieces: generator_crd (the CRDs), generator_docs (docs/forms), generator_tenancy (the two
+pieces: generator_crd (the CRDs), generator_docs (docs/forms), generator_tenancy (the three
 cluster-scoped CRDs), generator_argocd (docs/argocd-health.md).
 """
 
@@ -49,7 +49,11 @@ def render(catalog: Catalog, *, with_chart: bool, argocd_lua: str | None = None)
         if with_chart:
             files[f"{CHART_CRD_DIR}/{crd_file(line)}"] = crd
         files[f"{DOCS_DIR}/{doc_file(line)}"] = render_doc(line, definitions, registry)
-    for policy in (generator_tenancy.host_crd(), generator_tenancy.grant_crd()):
+    for policy in (
+        generator_tenancy.host_crd(),
+        generator_tenancy.grant_crd(),
+        generator_tenancy.binding_crd(),
+    ):
         name = f"{policy['metadata']['name']}.yaml"
         text = crd_text(policy)
         files[f"{CRD_DIR}/{name}"] = text

@@ -179,6 +179,21 @@ def _form_ref_status_schema() -> dict[str, Any]:
 DEFINITION_VERSION_PATTERN = r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$"
 
 
+def space_schema(description: str, *, immutable: bool = True) -> dict[str, Any]:
+    """A SpaceID (takoform_spec.identity.validate_space_id): the Form CRDs' spec.space and every
+    space a TakoformBinding records, so that a binding accepts every space a CR does."""
+    rules = [{"rule": "self != '.' && self != '..'", "message": "space must not be '.' or '..'"}]
+    if immutable:
+        rules.insert(0, {"rule": "self == oldSelf", "message": "space is immutable"})
+    return {
+        "type": "string",
+        "minLength": 1,
+        "pattern": "^[^/\\x00-\\x1f\\x7f-\\x9f]+$",
+        "description": description,
+        "x-kubernetes-validations": rules,
+    }
+
+
 def _unchanged_rule(field: str) -> dict[str, str]:
     return {
         "rule": f"has(self.{field}) == has(oldSelf.{field}) && "
@@ -324,20 +339,10 @@ def render_crd(line: FormLine, definitions: Sequence[FormDefinition], registry: 
             _unchanged_rule("hostRef"),
         ],
         "properties": {
-            "space": {
-                "type": "string",
-                "minLength": 1,
-                "pattern": "^[^/\\x00-\\x1f\\x7f-\\x9f]+$",
-                "description": "Host space (opaque, case-sensitive; '/', control characters and "
-                "the dot segments '.' and '..' are forbidden). Immutable.",
-                "x-kubernetes-validations": [
-                    {"rule": "self == oldSelf", "message": "space is immutable"},
-                    {
-                        "rule": "self != '.' && self != '..'",
-                        "message": "space must not be '.' or '..'",
-                    },
-                ],
-            },
+            "space": space_schema(
+                "Host space (opaque, case-sensitive; '/', control characters and the dot "
+                "segments '.' and '..' are forbidden). Immutable."
+            ),
             "hostRef": {
                 "type": "string",
                 "minLength": 1,

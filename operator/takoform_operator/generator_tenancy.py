@@ -1,16 +1,20 @@
-"""The two cluster-scoped CRDs of the tenancy model (docs/tenancy.md), for the generator.
+"""The three cluster-scoped CRDs of the tenancy model (docs/tenancy.md), for the generator.
 
 `TakoformHost`: where a host is and which Secret (in the operator's namespace) holds its token.
 `TakoformSpaceGrant`: which namespaces may address which spaces on one host. Both are written
 by cluster admins only (the chart's `takoform-admin` ClusterRole); the operator only reads them
 and writes the host's status.
+`TakoformBinding`: which CR owns one host resource (core.binding), written by the operator and,
+to release or pre-bind a resource, by cluster admins (`kubectl takoform release`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from takoform_operator.core.binding import BINDING_KIND, BINDING_PLURAL, Phase
 from takoform_operator.core.tenancy import (
+    DEFAULT_HOST,
     GRANT_KIND,
     GRANT_PLURAL,
     GROUP,
@@ -18,8 +22,20 @@ from takoform_operator.core.tenancy import (
     HOST_PLURAL,
     VERSION,
 )
+from takoform_operator.generator_crd import DEFINITION_VERSION_PATTERN, space_schema
 
 _STRING: dict[str, Any] = {"type": "string", "minLength": 1}
+#: Object names (DNS subdomains) and namespace names (DNS labels), as the API server checks them.
+_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+#: The shapes takoform_spec.identity checks: a Form line's apiVersion and kind, a host resource
+#: name, a FormRef's definition version and schema digest.
+_API_VERSION = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/v[0-9]+((alpha|beta)[0-9]+)?$"
+_KIND = r"^[A-Z][A-Za-z0-9]*$"
+_RESOURCE_NAME = r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$"
+_SCHEMA_DIGEST = r"^sha256:[0-9a-f]{64}$"
+#: Length bounds: a group (253) + "/" + a version (63); a kind (a DNS label's 63); uids.
+_API_VERSION_MAX, _KIND_MAX, _UID_MAX, _DEFINITION_VERSION_MAX = 317, 63, 128, 64
 
 
 def _secret_key_ref(what: str, default_key: str) -> dict[str, Any]:
@@ -203,6 +219,183 @@ def grant_crd() -> dict[str, Any]:
         "tkgrant",
         "Lets namespaces address spaces on one TakoformHost; without a grant nothing is sent "
         "(deny by default). Cluster admins only.",
+        spec,
+        None,
+        columns,
+    )
+
+
+def _bounded(max_length: int, description: str, pattern: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": max_length}
+    if pattern is not None:
+        schema["pattern"] = pattern
+    return {**schema, "description": description}
+
+
+def _immutable(schema: dict[str, Any], field: str) -> dict[str, Any]:
+    rule = {"rule": "self == oldSelf", "message": f"{field} is immutable"}
+    return {
+        **schema,
+        "x-kubernetes-validations": [*schema.get("x-kubernetes-validations", []), rule],
+    }
+
+
+def _cr_ref(description: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": description,
+        "required": ["namespace", "name"],
+        "properties": {
+            "namespace": _bounded(63, "Namespace of the CR.", _LABEL),
+            "name": _bounded(253, "Name of the CR.", _SUBDOMAIN),
+            "uid": _bounded(
+                _UID_MAX,
+                "metadata.uid of the CR; without it, whichever CR has that namespace and name.",
+            ),
+        },
+    }
+
+
+def _form_ref() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": "The exact FormRef the target was bound under (0017 rule 1).",
+        "required": ["apiVersion", "kind", "definitionVersion", "schemaDigest"],
+        "properties": {
+            "apiVersion": _bounded(_API_VERSION_MAX, "Form apiVersion.", _API_VERSION),
+            "kind": _bounded(_KIND_MAX, "Form kind.", _KIND),
+            "definitionVersion": _definition_version(),
+            "schemaDigest": _schema_digest(),
+        },
+    }
+
+
+def _definition_version() -> dict[str, Any]:
+    return _bounded(_DEFINITION_VERSION_MAX, "MAJOR.MINOR.PATCH.", DEFINITION_VERSION_PATTERN)
+
+
+def _schema_digest() -> dict[str, Any]:
+    return {
+        "type": "string",
+        "maxLength": 71,
+        "pattern": _SCHEMA_DIGEST,
+        "description": "sha256:<64 hex> of the definition schema.",
+    }
+
+
+def _requested() -> dict[str, Any]:
+    """The owner's identity fields when it bound: the same document as a Form CR's
+    status.requested (core.state.requested_to_json), with the same bounds as the CR's spec."""
+    return {
+        "type": "object",
+        "description": "The identity fields of the owner's spec when it bound (its "
+        "status.requested): the write-ahead record of the claim.",
+        "required": ["space", "name"],
+        "properties": {
+            "space": space_schema("spec.space of the owner.", immutable=False),
+            "name": _bounded(253, "The host resource name the owner asked for.", _RESOURCE_NAME),
+            "pin": {
+                "type": "object",
+                "nullable": True,
+                "description": "spec.formRef of the owner (null: unpinned).",
+                "required": ["definitionVersion", "schemaDigest"],
+                "properties": {
+                    "definitionVersion": _definition_version(),
+                    "schemaDigest": _schema_digest(),
+                },
+            },
+            "importId": {
+                "type": "string",
+                "nullable": True,
+                "description": "spec.importId of the owner (null: none). No maxLength, like the "
+                "CR's spec.importId and the space it may contain.",
+            },
+            "hostRef": {
+                "type": "string",
+                "nullable": True,
+                "maxLength": 253,
+                "description": "spec.hostRef of the owner (null: the default host): a "
+                "TakoformHost's name, which the owner could only bind through.",
+            },
+        },
+    }
+
+
+def binding_crd() -> dict[str, Any]:
+    """TakoformBinding: one per host resource, the CR that owns it (core.binding). Everything is
+    in spec, without a status subresource, so that one write conditioned on metadata.
+    resourceVersion changes the whole of it at once. The identity fields are immutable: the
+    object's name is their digest."""
+    spec = {
+        "type": "object",
+        "required": ["space", "apiVersion", "kind", "resourceName"],
+        "properties": {
+            "host": _immutable(
+                {
+                    **_bounded(253, "The TakoformHost the resource lives on.", _SUBDOMAIN),
+                    "default": DEFAULT_HOST,
+                },
+                "host",
+            ),
+            "space": space_schema(
+                "Host space of the resource (opaque, case-sensitive; '/', control characters "
+                "and the dot segments '.' and '..' are forbidden, as in a CR's spec.space). "
+                "Immutable."
+            ),
+            "apiVersion": _immutable(
+                _bounded(_API_VERSION_MAX, "apiVersion of the Form line.", _API_VERSION),
+                "apiVersion",
+            ),
+            "kind": _immutable(_bounded(_KIND_MAX, "kind of the Form line.", _KIND), "kind"),
+            "resourceName": _immutable(
+                _bounded(253, "Host resource name.", _RESOURCE_NAME), "resourceName"
+            ),
+            "phase": {
+                "type": "string",
+                "enum": [str(phase) for phase in Phase],
+                "maxLength": max(len(phase) for phase in Phase),
+                "default": str(Phase.BOUND),
+                "description": "Bound: claimRef owns the resource (without a uid: only the CR of "
+                "that namespace and name may bind it). Released: the owner let go "
+                "(deletionPolicy Orphan). Lost: the owner went without releasing. Who may bind it "
+                "next: docs/tenancy.md; deleting it (kubectl takoform release) unbinds the "
+                "resource.",
+            },
+            "claimRef": _cr_ref(
+                "Bound: the owner CR (without uid: an admin's pre-binding to that namespace and "
+                "name). Released/Lost: the only CR that may bind next, or absent."
+            ),
+            "lastOwner": _cr_ref("Released/Lost: the CR that held the resource last."),
+            "formRef": _form_ref(),
+            "requested": _requested(),
+            "uid": _bounded(_UID_MAX, "The host incarnation (uid) the binding was last bound to."),
+        },
+    }
+    columns: list[dict[str, Any]] = [
+        {"name": "Phase", "type": "string", "jsonPath": ".spec.phase"},
+        {"name": "Host", "type": "string", "jsonPath": ".spec.host"},
+        {"name": "Space", "type": "string", "jsonPath": ".spec.space"},
+        {"name": "Kind", "type": "string", "jsonPath": ".spec.kind"},
+        {"name": "Resource", "type": "string", "jsonPath": ".spec.resourceName"},
+        {"name": "Namespace", "type": "string", "jsonPath": ".spec.claimRef.namespace"},
+        {"name": "Claim", "type": "string", "jsonPath": ".spec.claimRef.name"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {
+            "name": "Last-Owner-Namespace",
+            "type": "string",
+            "jsonPath": ".spec.lastOwner.namespace",
+            "priority": 1,
+        },
+        {"name": "Last-Owner", "type": "string", "jsonPath": ".spec.lastOwner.name", "priority": 1},
+        {"name": "UID", "type": "string", "jsonPath": ".spec.uid", "priority": 1},
+    ]
+    return _crd(
+        BINDING_KIND,
+        BINDING_PLURAL,
+        "tkb",
+        "Which CR owns one host resource (host, space, Form line, name), like a "
+        "PersistentVolume's claimRef; the object name is a digest of that identity. Written by "
+        "the operator; cluster admins release or pre-bind with kubectl takoform release.",
         spec,
         None,
         columns,

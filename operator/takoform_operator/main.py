@@ -19,7 +19,7 @@ from takoform_operator.health import Health
 from takoform_operator.host_client.client import HostClient, TokenSource
 from takoform_operator.host_client.pool import HostPool
 from takoform_operator.host_client.token_file import FileToken
-from takoform_operator.kube.claims import ClaimBook
+from takoform_operator.kube.bindings import BindingBook
 from takoform_operator.kube.connection_secrets import HttpSecretStore
 from takoform_operator.kube.handlers import Runtime, register
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
@@ -79,7 +79,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         settings=settings,
         writer=writer,
         metrics=metrics,
-        claims=ClaimBook(default_host=pool.default_host),
+        bindings=BindingBook(writer.client),
         tenancy=book,
         secrets=HttpSecretStore(writer.client),
     )

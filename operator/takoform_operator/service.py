@@ -1,34 +1,62 @@
 """The one reconcile of a CR against its host, as a straight line:
 
     hold        core.policy.hold: a paused CR sends nothing, not even a read; a deletion that
-                needs no host call (Orphan, Observe, never claimed) is let go here and only here
+                needs no host call (Orphan, Observe, never claimed) is let go here and only here,
+                its binding Released (the host resource stays)
     grant       core.tenancy.access: the CR's namespace must hold a grant for the host and space
                 the requests would go to, before anything is sent (deny by default)
-    owner/plan  core.plan.plan: one owner per identity; which operation and resource to read
+    owner       core.ownership.claim: the TakoformBinding of the identity, created (the lock)
+                or taken over on the API server before anything is sent; not ours: Blocked
+    plan        core.plan.plan: identity unchanged? which operation and resource to read
     read        the planned reads, once each
     decide      core.decide.decide, then core.policy.observe_only (Observe never mutates)
     act         at most one mutation; core.host_answer records what the host said
+    let go      a finished deletion deletes the binding (or releases it: Orphan)
 
 It performs I/O in the order the core asks for and returns the Outcome whose state the caller
 persists. Crash safety does not depend on anything here being atomic: if the caller dies before
 persisting, the next reconcile recomputes the same idempotency key and the host answers with the
 operation it already accepted. The CR body (kube.cr_reconcile) and the status write
-(kube.handlers) stay outside: this module knows no Kubernetes.
+(kube.handlers) stay outside: this module knows no Kubernetes; the bindings are a port
+(binding_port) like the host.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from takoform_operator.binding_port import (
+    BindingConflict,
+    BindingError,
+    BindingExists,
+    BindingPort,
+)
 from takoform_operator.core.actions import Action, Target
+from takoform_operator.core.binding import Binding, Identity
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.decide import Decision, Observation, decide
 from takoform_operator.core.host_answer import Rejection, accepted, rejected
-from takoform_operator.core.outcome import NextLook, Outcome, degraded, refused, unavailable
-from takoform_operator.core.ownership import Claimant, Identity
-from takoform_operator.core.plan import host_of, identity_of, plan
+from takoform_operator.core.outcome import (
+    Event,
+    NextLook,
+    Outcome,
+    degraded,
+    refused,
+    unavailable,
+)
+from takoform_operator.core.ownership import (
+    Bind,
+    Contested,
+    Ours,
+    by_evidence,
+    claim,
+    let_go,
+    restored,
+)
+from takoform_operator.core.plan import host_of, plan, reclaims, target_of
 from takoform_operator.core.policy import hold, observe_only
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.remedies import kubectl_object
@@ -43,6 +71,9 @@ from takoform_operator.host_port import (
     OperationInProgress,
     SpaceNotFound,
 )
+
+#: A binding that changes under us this many times in one reconcile is decided again later.
+_BIND_TRIES = 4
 
 
 class Tenancy(Protocol):
@@ -61,12 +92,6 @@ class Tenancy(Protocol):
     def port(self, host: str) -> HostPort: ...
 
 
-class ClaimIndex(Protocol):
-    """Every CR of the cluster that names an identity (the CR being reconciled included)."""
-
-    def claimants(self, identity: Identity) -> Sequence[Claimant]: ...
-
-
 @dataclass(frozen=True)
 class Reconciled:
     outcome: Outcome
@@ -80,20 +105,28 @@ async def reconcile(
     state: State,
     registry: Registry,
     tenancy: Tenancy,
-    claims: ClaimIndex,
+    bindings: BindingPort,
 ) -> Reconciled:
-    """Hold, grant, plan, read, decide, act: see the module docstring. Never raises for host
-    trouble: it becomes an Outcome that keeps the state and says when to look again."""
+    """Hold, grant, owner, plan, read, decide, act, let go: see the module docstring. Never
+    raises for host trouble: it becomes an Outcome that keeps the state and says when to look
+    again. A binding write the API server did not take raises BindingError (retried)."""
+    state = restored(state, bindings.held_by(desired.cr_uid))
     held = hold(desired, state)
     if held is not None:
+        if held.finalized:
+            held = await _let_go(desired, held, bindings.held_by(desired.cr_uid), bindings)
         return Reconciled(held)
     granted = _grant(desired, state, tenancy)
     if isinstance(granted, Outcome):
         return Reconciled(granted)
     desired, port = granted
-    planned = plan(desired, state, registry, claims.claimants(identity_of(desired, state)))
+    owned = await _own(desired, state, registry, bindings, port)
+    if isinstance(owned, Outcome):
+        return Reconciled(owned)
+    binding, state, events = owned
+    planned = plan(desired, state, registry)
     if isinstance(planned, Outcome):
-        return Reconciled(planned)
+        return Reconciled(_with_events(planned, events))
     host = _ReadRecorder(port)
     try:
         operation = await host.get_operation(planned.operation_id) if planned.operation_id else None
@@ -116,9 +149,90 @@ async def reconcile(
     seen = Observation(operation, resource, operations)
     decided = decide(desired, state, planned, seen, registry)
     decision = observe_only(desired, decided, seen, registry)
-    if decision.action is None:
-        return Reconciled(decision.outcome, host.resource)
-    return Reconciled(await _act(desired, decision, host), host.resource)
+    outcome = decision.outcome
+    if decision.action is not None:
+        outcome = await _act(desired, decision, host)
+    if outcome.finalized:
+        outcome = await _let_go(desired, outcome, binding, bindings)
+    return Reconciled(_with_events(outcome, events), host.resource)
+
+
+async def _own(
+    desired: Desired, state: State, registry: Registry, bindings: BindingPort, port: HostPort
+) -> tuple[Binding, State, tuple[Event, ...]] | Outcome:
+    """The binding of the CR's target, held by this CR (created or taken over here, after the
+    grant check and before anything is sent), with the state to go on with; or the Outcome of
+    a CR that may not act (core.ownership). The API server decides every race: a create that
+    finds the binding there, or a replace that finds it changed, is decided again."""
+    if reclaims(desired, state):
+        held = bindings.held_by(desired.cr_uid)
+        if held is not None:
+            await bindings.delete(held)
+        state = State(attempt=state.attempt)
+    target = target_of(desired, state, registry)
+    if isinstance(target, Outcome):
+        return target
+    identity = Identity(target.space, target.form_ref.line, target.name, host_of(desired, state))
+    for _ in range(_BIND_TRIES):
+        verdict = claim(desired, state, target, await bindings.get(identity))
+        if isinstance(verdict, Outcome):
+            return verdict
+        if isinstance(verdict, Ours):
+            return verdict.binding, verdict.state, ()
+        if isinstance(verdict, Contested):
+            rival = verdict.binding
+            assert rival.claim is not None
+            if not await bindings.claim_exists(identity, rival.claim):
+                with contextlib.suppress(BindingConflict):
+                    # Its owner went without releasing it (finalizer removed, namespace gone).
+                    await bindings.replace(rival.lost(None))
+                continue
+            taken = await _by_evidence(desired, state, target, verdict, port)
+            if taken is None:
+                return verdict.outcome
+            verdict = taken
+        try:
+            if verdict.binding.resource_version:
+                written = await bindings.replace(verdict.binding)
+            else:
+                written = await bindings.create(verdict.binding)
+        except (BindingExists, BindingConflict):
+            continue  # somebody else wrote it first: decide again on what they wrote
+        return written, verdict.state, (verdict.event,) if verdict.event else ()
+    raise BindingError(f"the TakoformBinding of {identity} kept changing; deciding again later")
+
+
+async def _let_go(
+    desired: Desired, outcome: Outcome, binding: Binding | None, bindings: BindingPort
+) -> Outcome:
+    """A finished deletion: its binding Released (the host resource stays) or deleted (it
+    went), before the finalizer goes. Not ours (or none): nothing to write."""
+    if binding is None or not binding.owned_by(desired.cr_uid):
+        return outcome
+    after = let_go(desired, outcome.state, binding)
+    if after is None:
+        await bindings.delete(binding)
+    else:
+        await bindings.replace(after)
+    return outcome
+
+
+async def _by_evidence(
+    desired: Desired, state: State, target: Target, contested: Contested, port: HostPort
+) -> Bind | None:
+    """Two recorded claims (an upgrade from a release without bindings): one read of the
+    recorded target, granted to this CR's namespace, and core.ownership.by_evidence decides."""
+    if not contested.recorded:
+        return None
+    try:
+        resource = await port.read(target)
+    except (HostUnavailable, HostRejected, HostProtocolError):
+        return None  # no evidence this time: Blocked, and asked again at the next look
+    return by_evidence(desired, state, contested.binding, resource)
+
+
+def _with_events(outcome: Outcome, events: tuple[Event, ...]) -> Outcome:
+    return replace(outcome, events=(*events, *outcome.events)) if events else outcome
 
 
 def _grant(desired: Desired, state: State, tenancy: Tenancy) -> Outcome | tuple[Desired, HostPort]:

@@ -3,8 +3,8 @@
 - A create accepted by the host whose status write is lost, then a resourceName edit: still one
   host resource, and the CR is Blocked IdentityChanged (the operator-side check, proven on a
   CRD without the transition rules, as older CRDs and clusters with validation off have).
-- A second CR importing a resource another CR manages: Blocked AlreadyManaged naming the owner;
-  the owner's resource is neither rewritten nor deleted.
+- A second CR importing a resource another CR manages: Blocked AlreadyManaged naming the
+  TakoformBinding (never the owner CR); the owner's resource is neither rewritten nor deleted.
 
 Lost status writes are real: a ValidatingAdmissionPolicy denies the status writes that record a
 pending operation, so the API server refuses them exactly as it would under trouble.
@@ -21,6 +21,7 @@ from admission import refused_status_writes
 from fixtures_kube import KubeCluster, apply_crds, crd_files, wait_until
 from manifests import bucket
 from operator_process import Operator, condition_of, cr_status, is_ready
+from tenancy import binding_of
 
 from takoform_operator.registry_data import load_registry
 from takoform_spec.identity import FormLine
@@ -120,7 +121,10 @@ def test_lost_status_write_then_resource_name_edit_makes_no_second_resource(
 
     wait_until(create_accepted, "the host accepted the create of vol")
     status = cr_status(kube_cluster, namespace, "vol", "volume")
-    assert status.get("name") == "vol", "the target was recorded before the create was sent"
+    binding = binding_of(kube_cluster, "Volume", "vol")
+    assert binding is not None, "the target was bound before the create was sent"
+    assert binding["spec"]["claimRef"]["name"] == "vol"
+    assert binding["spec"]["phase"] == "Bound"
     assert not status.get("pendingOperationId"), "the write recording the operation was lost"
 
     # The user edits the identity while the operator does not know its operation.
@@ -173,7 +177,10 @@ def test_second_cr_importing_an_owned_resource_is_blocked_and_touches_nothing(
 
     wait_until(lambda: bool(blocked()), "the intruder Blocked")
     assert blocked()["reason"] == "AlreadyManaged"
-    assert f"{namespace}/owner" in blocked()["message"], "the owner is named"
+    binding = binding_of(kube_cluster, "Bucket", "shared")
+    assert binding is not None and binding["spec"]["claimRef"]["name"] == "owner"
+    assert binding["metadata"]["name"] in blocked()["message"], "the binding is named"
+    assert "/owner" not in blocked()["message"], "another CR is never named"
     assert not cr_status(kube_cluster, namespace, "intruder").get("uid"), "never bound"
 
     # The owner keeps managing it; the intruder's parameters never reach the host.

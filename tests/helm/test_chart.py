@@ -4,6 +4,7 @@ promtool; the RBAC it grants is proven sufficient by running the operator with i
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -64,6 +65,7 @@ def test_watch_namespace_narrows_rbac_to_a_role(helm: Any) -> None:
         ("operator.takoform.io", "takoformspacegrants", "watch"),
         ("operator.takoform.io", "takoformhosts/status", "get"),
         ("operator.takoform.io", "takoformhosts/status", "patch"),
+        *(("operator.takoform.io", "takoformbindings", verb) for verb in BINDING_VERBS),
         ("", "namespaces", "get"),
         ("", "namespaces", "list"),
         ("", "namespaces", "watch"),
@@ -74,6 +76,49 @@ def test_watch_namespace_narrows_rbac_to_a_role(helm: Any) -> None:
         for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
     }
     assert env["TAKOFORM_NAMESPACE"] == "team-a"
+
+
+#: What the operator does with TakoformBindings: create is the claim, replace and delete carry a
+#: resourceVersion, get/list/watch feed its cache. No deletecollection.
+BINDING_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
+
+
+@pytest.mark.parametrize(
+    "values",
+    [(), ("watchNamespace=team-a",)],
+    ids=["all namespaces", "one namespace"],
+)
+def test_the_operator_writes_bindings_through_a_cluster_role_in_either_mode(
+    helm: Any, values: tuple[str, ...]
+) -> None:
+    """TakoformBindings are cluster-scoped: a Role in the watched namespace could not grant them,
+    so the operator gets them from a ClusterRole bound to its ServiceAccount also when it
+    watches one namespace; nowhere does it get deletecollection."""
+    docs = render(helm, *values)
+    granting = [
+        doc
+        for doc in docs
+        if doc["kind"] in ("Role", "ClusterRole")
+        and any(resource == "takoformbindings" for _, resource, _ in _grants(doc))
+    ]
+    names = {doc["metadata"]["name"]: doc for doc in granting}
+    assert set(names) == {"t-takoform-operator-tenancy", "takoform-admin"}
+    operator = names["t-takoform-operator-tenancy"]
+    assert operator["kind"] == "ClusterRole"
+    verbs = {
+        v for g, r, v in _grants(operator) if (g, r) == ("operator.takoform.io", "takoformbindings")
+    }
+    assert verbs == set(BINDING_VERBS)
+    (binding,) = [
+        doc
+        for doc in docs
+        if doc["kind"] == "ClusterRoleBinding"
+        and doc["roleRef"]["name"] == operator["metadata"]["name"]
+    ]
+    assert binding["roleRef"]["kind"] == "ClusterRole"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "t-takoform-operator", "namespace": "ops"}
+    ]
 
 
 def _grants(role: dict[str, Any]) -> set[tuple[str, str, str]]:
@@ -102,7 +147,8 @@ def test_rbac_covers_exactly_the_shipped_crds(helm: Any) -> None:
         crd = yaml.safe_load(path.read_text())
         group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
         if group == "operator.takoform.io":
-            # The policy: never written by the operator, never by namespace users.
+            # The policy (and the bindings the operator writes through its tenancy ClusterRole):
+            # not in this role, never for namespace users.
             assert (group, plural) not in granted and (group, plural) not in editor
             continue
         assert (group, plural) in granted and (group, f"{plural}/status") in granted
@@ -167,11 +213,20 @@ def test_user_roles_aggregate_into_edit_and_view_and_only_admins_manage_the_poli
     policy = {
         ("operator.takoform.io", "takoformhosts"),
         ("operator.takoform.io", "takoformspacegrants"),
+        ("operator.takoform.io", "takoformbindings"),
     }
-    assert policy <= {(g, r) for g, r, _ in _grants(docs["takoform-admin"])}
+    admin = _grants(docs["takoform-admin"])
+    full = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+    for group, resource in policy:
+        assert {v for g, r, v in admin if (g, r) == (group, resource)} == full, resource
     for name in ("takoform-editor", "takoform-viewer"):
         assert not policy & {(g, r) for g, r, _ in _grants(docs[name])}
         assert all(r != "secrets" for _, r, _ in _grants(docs[name]))
+        # No rule names the bindings, nor reaches them by a wildcard or the policy's group:
+        # which CR owns which host resource is not for namespace users to read or change.
+        for rule in docs[name]["rules"]:
+            assert "takoformbindings" not in rule["resources"] and "*" not in rule["resources"]
+            assert "operator.takoform.io" not in rule["apiGroups"] and "*" not in rule["apiGroups"]
 
 
 def test_labels_follow_the_conventions(helm: Any) -> None:
@@ -330,6 +385,31 @@ def test_service_monitor_keeps_the_crs_namespace_label(helm: Any) -> None:
 def test_chart_crds_are_the_generated_ones() -> None:
     for path in sorted((REPO / "crds").glob("*.yaml")):
         assert (CHART / "crds" / path.name).read_text() == path.read_text()
+    assert (CHART / "crds" / "takoformbindings.operator.takoform.io.yaml").is_file()
+
+
+def test_crds_upgrade_applies_every_chart_crd(
+    kube_cluster: KubeCluster, kube_crds: list[Any]
+) -> None:
+    """`make crds-upgrade` (hack/crds.sh) applies every file of the chart's crds/, the policy
+    CRDs and the TakoformBinding too, and waits until each is Established."""
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kube_cluster.kubeconfig),
+        "KUBECTL": str(kube_cluster.kubectl_bin),
+    }
+    applied = subprocess.run(
+        [str(REPO / "hack" / "crds.sh")], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert applied.returncode == 0, applied.stderr + applied.stdout
+    for path in sorted((CHART / "crds").glob("*.yaml")):
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        assert f"customresourcedefinition.apiextensions.k8s.io/{name} serverside-applied" in (
+            applied.stdout
+        ), name
+        assert f"customresourcedefinition.apiextensions.k8s.io/{name} condition met" in (
+            applied.stdout
+        ), name
 
 
 # -- alert rules ---------------------------------------------------------------------------------
@@ -601,6 +681,28 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
     sa = f"--as=system:serviceaccount:{namespace}:tko-takoform-operator"
     for args in (["list", "secrets", "-n", namespace], ["get", "secrets", "-A"]):
         assert kube_cluster.kubectl("auth", "can-i", *args, sa, check=False).stdout.strip() == "no"
+
+    # It writes TakoformBindings cluster-wide although it watches one namespace (they are
+    # cluster-scoped), never by collection; a namespace user with `edit` cannot even list them.
+    def can(*args: str) -> str:
+        return str(kube_cluster.kubectl("auth", "can-i", *args, check=False).stdout.strip())
+
+    for verb in ("create", "update", "delete", "watch"):
+        assert can(verb, "takoformbindings.operator.takoform.io", sa) == "yes", verb
+    assert can("deletecollection", "takoformbindings.operator.takoform.io", sa) == "no"
+    user = f"{namespace}-editor"
+    kube_cluster.kubectl(
+        "create", "rolebinding", user, "--clusterrole=edit", f"--user={user}", namespace=namespace
+    )
+    wait_until(
+        lambda: (
+            can("create", "buckets.storage.takoform.io", "-n", namespace, f"--as={user}") == "yes"
+        ),
+        "edit to aggregate takoform-editor",
+        timeout=30,
+    )
+    for verb in ("list", "get", "update", "delete"):
+        assert can(verb, "takoformbindings.operator.takoform.io", f"--as={user}") == "no", verb
     # The grant the Zone needs comes from the chart's `grants` value (see `installed`).
     grant = kube_cluster.kubectl_json("get", "takoformspacegrant", f"{namespace}-team-a")
     assert grant["spec"]["hostRef"] == "default"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from memory_bindings import MemoryBindings
 from one_host import reconcile_with_one_host
 from waiting import TimedOut, await_for
 
@@ -53,15 +54,15 @@ class SimulatedCr:
     desired: Desired
     state: State = field(default_factory=State)
     outcomes: list[Outcome] = field(default_factory=list)
+    #: The API server's bindings: they survive a lost status write.
+    bindings: MemoryBindings = field(default_factory=MemoryBindings)
 
     async def reconcile(self, host: Any, registry: Registry, *, persist: bool = True) -> Outcome:
-        """One reconcile as the operator runs it: a recorded claim is persisted and followed at
-        once by the next step (kube.handlers does the same); `persist=False` loses the status
-        write of that last step."""
-        outcome = await reconcile_with_one_host(self.desired, self.state, host, registry)
-        while outcome.continue_now:
-            self.state = outcome.state
-            outcome = await reconcile_with_one_host(self.desired, self.state, host, registry)
+        """One reconcile as the operator runs it; `persist=False` loses its status write (the
+        binding it wrote stays, as on the API server)."""
+        outcome = await reconcile_with_one_host(
+            self.desired, self.state, host, registry, self.bindings
+        )
         self.outcomes.append(outcome)
         if persist:
             self.state = outcome.state

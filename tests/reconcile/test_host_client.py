@@ -10,7 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
-from one_host import NoRivals, OneHost
+from memory_bindings import MemoryBindings
+from one_host import OneHost
 
 from takoform_operator import host_port as errors
 from takoform_operator.core.actions import Target
@@ -304,7 +305,9 @@ async def test_a_read_answered_form_unknown_is_never_an_absent_resource() -> Non
         port = HostClientPort(client)
         with pytest.raises(errors.FormUnknown):
             await port.read(Target("s", BUCKET_REF, "n"))
-        outcome = (await reconcile(desired, bound, REGISTRY, OneHost(port), NoRivals())).outcome
+        outcome = (
+            await reconcile(desired, bound, REGISTRY, OneHost(port), MemoryBindings())
+        ).outcome
     assert outcome.asserted() == {ConditionType.DEGRADED: Reason.HOST_REJECTED}
     assert outcome.state == bound, "still bound to the same incarnation"
     assert {request.method for request in sent} == {"GET"}, "nothing but reads was sent"

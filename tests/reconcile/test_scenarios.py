@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from memory_bindings import MemoryBindings
 from waiting import await_settled
 
 from takoform_operator.core.actions import Create, Delete, Update
@@ -424,3 +425,57 @@ async def test_deletion_policies(client: HostClient) -> None:
     deletes = [m for m in spy.mutations if isinstance(m, Delete)]
     assert [d.expected_uid for d in deletes] == [gone.state.uid]
     assert await client.find_resource("team-a", ref("1.1.0"), "gone") is None
+
+
+async def test_a_vanished_import_is_never_created_again_nor_rebound_to_a_stranger(
+    host: Any, client: HostClient
+) -> None:
+    """0011's rejected alternative: delete/recreate must never silently rebind an import. The
+    imported resource vanishes (Blocked ImportedResourceGone, its uid kept, nothing created);
+    someone re-creates the name (a new uid): UidMismatch with the accept-uid remedy, not a
+    silent bind."""
+    owner = SimulatedCr(desired("shared-import"))
+    await owner.converge(SpyPort(client), REGISTRY)
+    import_id = canonical_import_id("team-a", "shared-import", ref("1.1.0"))
+    spy = SpyPort(client)
+    cr = SimulatedCr(desired("shared-import", import_id=import_id))
+    await cr.converge(spy, REGISTRY)
+    imported_uid = cr.state.uid
+    assert imported_uid == owner.state.uid
+    host.admin("POST", "/admin/v1/resources/delete", admin_target("shared-import"))
+    outcome = await cr.converge(spy, REGISTRY)
+    assert condition(outcome, ConditionType.BLOCKED) is Reason.IMPORTED_RESOURCE_GONE
+    assert cr.state.uid == imported_uid, "the uid it was bound to is kept"
+    assert spy.mutations == [], "an import is never created again"
+    created = await client.create("team-a", ref("1.1.0"), "shared-import", SPEC, key="stranger")
+    await await_settled(client, created.id)
+    outcome = await cr.converge(spy, REGISTRY)
+    assert condition(outcome, ConditionType.BLOCKED) is Reason.UID_MISMATCH
+    assert imported_uid in message(outcome, ConditionType.BLOCKED)
+    assert "accept-uid" in message(outcome, ConditionType.BLOCKED)
+    assert cr.state.uid == imported_uid and spy.mutations == []
+
+
+async def test_an_upgrade_with_two_recorded_claims_gives_the_binding_to_the_creator(
+    client: HostClient,
+) -> None:
+    """Label shards of a release without bindings could both record one target. After the
+    upgrade, whichever CR binds first, the host evidence (the creation key) decides, never the
+    order or the CRs' age."""
+    creator = SimulatedCr(desired("raced"))
+    await creator.converge(SpyPort(client), REGISTRY)
+    assert creator.state.uid is not None
+    upgraded = MemoryBindings()  # the API server right after the upgrade: no binding yet
+    rival = SimulatedCr(desired("raced"), replace(creator.state), bindings=upgraded)
+    creator.bindings = upgraded
+    await rival.reconcile(SpyPort(client), REGISTRY)  # binds first
+    (binding,) = upgraded.objects.values()
+    assert binding.claim is not None and binding.claim.uid == rival.desired.cr_uid
+    outcome = await creator.reconcile(SpyPort(client), REGISTRY)
+    assert condition(outcome, ConditionType.READY) is Reason.AVAILABLE
+    (binding,) = upgraded.objects.values()
+    assert binding.claim is not None and binding.claim.uid == creator.desired.cr_uid
+    spy = SpyPort(client)
+    outcome = await rival.reconcile(spy, REGISTRY)
+    assert condition(outcome, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
+    assert spy.mutations == []

@@ -204,6 +204,12 @@ def kube_namespace(kube_cluster: KubeCluster, request: pytest.FixtureRequest) ->
     )
     yield name
     kube_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    # Bindings are cluster-scoped: the test's own go with its namespace, so that another test's
+    # CR of the same host resource name is not AlreadyManaged by a CR of a finished test.
+    kube_cluster.kubectl(
+        "delete", "takoformbindings", "-l", f"takoform.io/namespace={name}", "--wait=false",
+        check=False,
+    )  # fmt: skip
 
 
 def crd_files(crd_dir: Path = REPO / "crds") -> Sequence[Path]:

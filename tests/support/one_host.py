@@ -5,10 +5,11 @@ the operator's path (hold, grant, plan, read, decide, act) with nothing left out
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
+
+from memory_bindings import MemoryBindings
 
 from takoform_operator.core.outcome import Outcome
-from takoform_operator.core.ownership import Claimant, Identity
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import Desired, State
 from takoform_operator.core.tenancy import DEFAULT_HOST, Selector, SpaceGrant
@@ -50,16 +51,15 @@ class OneHost:
         return self._port
 
 
-class NoRivals:
-    """A claim index where every CR is alone with its identity."""
-
-    def claimants(self, identity: Identity) -> Sequence[Claimant]:
-        return ()
-
-
 async def reconcile_with_one_host(
-    desired: Desired, state: State, port: HostPort, registry: Registry
+    desired: Desired,
+    state: State,
+    port: HostPort,
+    registry: Registry,
+    bindings: MemoryBindings | None = None,
 ) -> Outcome:
     """One reconcile exactly as the operator runs it (service.reconcile), on one host granted to
-    every namespace and with no rival CR."""
-    return (await reconcile(desired, state, registry, OneHost(port), NoRivals())).outcome
+    every namespace and with no rival CR (a binding store of its own, which the recorded state
+    re-binds: a CR claimed before bindings existed takes the same path), unless given one."""
+    store = MemoryBindings() if bindings is None else bindings
+    return (await reconcile(desired, state, registry, OneHost(port), store)).outcome

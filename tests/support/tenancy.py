@@ -104,3 +104,22 @@ def host_manifest(
             "spec": spec,
         }
     )
+
+
+def binding_of(
+    cluster: Any, kind: str, name: str, space: str = "team-a", host: str = "default"
+) -> dict[str, Any] | None:
+    """The TakoformBinding of a host resource (a Form kind of the storage group by default, e.g.
+    `Bucket`, or `group/version/Kind`), as the API server holds it; None when there is none."""
+    from takoform_operator.core.binding import Identity
+    from takoform_spec.identity import FormLine
+
+    api_version = "storage.takoform.io/v1"
+    if kind.count("/") == 2:
+        group, version, kind = kind.split("/")
+        api_version = f"{group}/{version}"
+    identity = Identity(space, FormLine(api_version, kind), name, host)
+    found = cluster.kubectl(
+        "get", "takoformbinding", identity.binding_name(), "-o", "json", check=False
+    )
+    return json.loads(found.stdout) if found.returncode == 0 else None

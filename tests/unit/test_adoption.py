@@ -15,13 +15,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from core_steps import decided
 
 from takoform_operator.core.actions import Create, Update
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.decide import Decision, Observation, decide
+from takoform_operator.core.decide import Decision, Observation
 from takoform_operator.core.host_answer import accepted
-from takoform_operator.core.outcome import Outcome
-from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.state import Desired, OperationView, OpState, ResourceView, State
 from takoform_operator.registry_data import load_registry
 from takoform_spec.identity import FormLine
@@ -41,13 +40,8 @@ def desired(cr_uid: str = CR_UID, **changes: Any) -> Desired:
 
 
 def reconcile(want: Desired, state: State, seen: Observation) -> Decision:
-    """One reconcile as the service runs it; a recorded claim is persisted and followed at once."""
-    planned = plan(want, state, REGISTRY)
-    while isinstance(planned, Outcome) and planned.continue_now:
-        state = planned.state
-        planned = plan(want, state, REGISTRY)
-    assert isinstance(planned, Plan), planned
-    return decide(want, state, planned, seen, REGISTRY)
+    """One reconcile as the service runs it: the target claimed, planned, decided."""
+    return decided(want, state, seen, REGISTRY)
 
 
 def create_of(want: Desired) -> Create:

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 from argocd import HEALTH_LUA, health, lua_literal
+from core_steps import decided
 
 from takoform_operator.core.actions import Create
-from takoform_operator.core.decide import Decision, Observation, decide
+from takoform_operator.core.decide import Decision, Observation
 from takoform_operator.core.host_answer import accepted
 from takoform_operator.core.outcome import Outcome
-from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.state import (
     Desired,
     OperationView,
@@ -43,12 +43,8 @@ def desired(**changes: Any) -> Desired:
 
 
 def reconcile(want: Desired, state: State, seen: Observation) -> Decision:
-    planned = plan(want, state, REGISTRY)
-    while isinstance(planned, Outcome) and planned.continue_now:
-        state = planned.state
-        planned = plan(want, state, REGISTRY)
-    assert isinstance(planned, Plan), planned
-    return decide(want, state, planned, seen, REGISTRY)
+    """One reconcile as the service runs it: the target claimed, planned, decided."""
+    return decided(want, state, seen, REGISTRY)
 
 
 class Cr:

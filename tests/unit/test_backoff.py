@@ -73,6 +73,7 @@ def _runtime() -> Runtime:
         tenancy=None,  # type: ignore[arg-type]
         writer=None,  # type: ignore[arg-type]
         metrics=None,  # type: ignore[arg-type]
+        bindings=None,  # type: ignore[arg-type]
         random=_top,
     )
 

@@ -19,7 +19,7 @@ from takoform_operator.core.conditions import (
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operator.md"
 #: Reasons that only ever name an Event.
-EVENT_ONLY = {Reason.RESUMED}
+EVENT_ONLY = {Reason.RESUMED, Reason.REBOUND}
 
 
 def documented() -> dict[ConditionType, set[str]]:

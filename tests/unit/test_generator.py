@@ -1,4 +1,5 @@
-"""The generator: registry data, one structural CRD per Form line, reference docs, --check."""
+"""The generator: registry data, one structural CRD per Form line, the TakoformBinding CRD,
+reference docs, --check."""
 
 from __future__ import annotations
 
@@ -15,10 +16,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from takoform_operator import cli, generator
+from takoform_operator.core.binding import (
+    BINDING_KIND,
+    BINDING_PLURAL,
+    Binding,
+    ClaimRef,
+    Identity,
+    Phase,
+    binding_from_json,
+)
 from takoform_operator.core.conditions import ConditionType
+from takoform_operator.core.import_id import canonical_import_id
+from takoform_operator.core.state import Requested
 from takoform_spec.catalog import load_catalog
 from takoform_spec.definitions import FormDefinition
-from takoform_spec.identity import FormLine
+from takoform_spec.identity import FormLine, FormRef
 
 from .strategies import document_strategy
 
@@ -405,3 +417,156 @@ def test_the_docs_index_lists_every_line() -> None:
 )
 def test_plural_of(kind: str, plural: str) -> None:
     assert FormLine("example.takoform.io/v1", kind).plural == plural
+
+
+# -- the TakoformBinding CRD ------------------------------------------------------------------
+
+BINDING_FILE = "takoformbindings.operator.takoform.io.yaml"
+BINDING_CRD: dict[str, Any] = yaml.safe_load(FILES[f"{generator.CRD_DIR}/{BINDING_FILE}"])
+BINDING_SPEC: dict[str, Any] = schema_of(BINDING_CRD)["properties"]["spec"]
+
+
+def _strings(node: dict[str, Any], where: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if node.get("type") == "string":
+        yield where, node
+    for name, child in node.get("properties", {}).items():
+        yield from _strings(child, f"{where}.{name}")
+
+
+def test_the_binding_crd_is_cluster_scoped_structural_and_has_no_status() -> None:
+    assert FILES[f"{generator.CRD_DIR}/{BINDING_FILE}"] == FILES.get(
+        f"{generator.CHART_CRD_DIR}/{BINDING_FILE}", FILES[f"{generator.CRD_DIR}/{BINDING_FILE}"]
+    )
+    if WITH_CHART:
+        assert f"{generator.CHART_CRD_DIR}/{BINDING_FILE}" in FILES
+    spec = BINDING_CRD["spec"]
+    assert (spec["group"], spec["scope"]) == ("operator.takoform.io", "Cluster")
+    names = spec["names"]
+    assert (names["kind"], names["plural"], names["shortNames"]) == (
+        BINDING_KIND,
+        BINDING_PLURAL,
+        ["tkb"],
+    )
+    # Like the other policy objects, out of the `takoform` category: `kubectl get takoform`
+    # would otherwise fail with Forbidden for every namespace user, who may not list them.
+    assert "categories" not in names
+    version = version_of(BINDING_CRD)
+    assert version["name"] == "v1alpha1" and "subresources" not in version
+    assert "status" not in schema_of(BINDING_CRD)["properties"]
+    assert structural_problems(schema_of(BINDING_CRD), "openAPIV3Schema") == []
+    assert BINDING_SPEC["properties"]["phase"]["enum"] == [str(p) for p in Phase]
+    for ref in ("claimRef", "lastOwner"):
+        assert BINDING_SPEC["properties"][ref]["required"] == ["namespace", "name"]
+
+
+def test_every_binding_string_is_bounded_but_the_spaces_a_cr_leaves_unbounded() -> None:
+    unbounded = {where for where, node in _strings(BINDING_SPEC, "spec") if "maxLength" not in node}
+    # A Form CR's spec.space (and its importId, which may carry it) has no maxLength: a shorter
+    # bound here would admit a CR whose binding the API server then refuses.
+    assert unbounded == {"spec.space", "spec.requested.space", "spec.requested.importId"}
+    cr_space = schema_of(crd_of(next(iter(LINES))))["properties"]["spec"]["properties"]["space"]
+
+    def shape(schema: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in schema.items() if k != "description"}
+
+    assert shape(BINDING_SPEC["properties"]["space"]) == shape(cr_space)
+    requested = BINDING_SPEC["properties"]["requested"]["properties"]["space"]
+    assert (requested["pattern"], requested["minLength"]) == (cr_space["pattern"], 1)
+    bounds = {
+        w: node["maxLength"] for w, node in _strings(BINDING_SPEC, "spec") if w not in unbounded
+    }
+    assert bounds["spec.resourceName"] == bounds["spec.claimRef.name"] == 253
+    assert bounds["spec.claimRef.namespace"] == 63
+    assert bounds["spec.uid"] == bounds["spec.claimRef.uid"] == bounds["spec.lastOwner.uid"] == 128
+
+
+def test_the_binding_patterns_are_the_identity_checks() -> None:
+    from takoform_spec import identity
+
+    props = BINDING_SPEC["properties"]
+    assert props["apiVersion"]["pattern"] == identity._API_VERSION.pattern
+    assert props["kind"]["pattern"] == identity._KIND.pattern
+    assert props["resourceName"]["pattern"] == identity._NAME.pattern
+    form_ref = props["formRef"]["properties"]
+    assert form_ref["definitionVersion"]["pattern"] == identity._DEFINITION_VERSION.pattern
+    assert form_ref["schemaDigest"]["pattern"] == identity._SCHEMA_DIGEST.pattern
+    # The object name is the identity's digest: the identity fields cannot change.
+    for field in ("host", "space", "apiVersion", "kind", "resourceName"):
+        rules = [r["rule"] for r in props[field]["x-kubernetes-validations"]]
+        assert "self == oldSelf" in rules, field
+
+
+def test_the_binding_columns() -> None:
+    columns = version_of(BINDING_CRD)["additionalPrinterColumns"]
+    shown = [(c["name"], c["jsonPath"]) for c in columns if not c.get("priority")]
+    assert shown == [
+        ("Phase", ".spec.phase"),
+        ("Host", ".spec.host"),
+        ("Space", ".spec.space"),
+        ("Kind", ".spec.kind"),
+        ("Resource", ".spec.resourceName"),
+        ("Namespace", ".spec.claimRef.namespace"),
+        ("Claim", ".spec.claimRef.name"),
+        ("Age", ".metadata.creationTimestamp"),
+    ]
+    wide = [(c["name"], c["jsonPath"]) for c in columns if c.get("priority") == 1]
+    assert wide == [
+        ("Last-Owner-Namespace", ".spec.lastOwner.namespace"),
+        ("Last-Owner", ".spec.lastOwner.name"),
+        ("UID", ".spec.uid"),
+    ]
+
+
+def _fits(value: Any, schema: dict[str, Any], where: str) -> list[str]:
+    """What of `value` the schema would refuse (the checks this CRD uses)."""
+    if value is None:
+        return [] if schema.get("nullable") else [f"{where}: null"]
+    problems = []
+    if schema["type"] == "object":
+        for name in schema.get("required", []):
+            if name not in value:
+                problems.append(f"{where}: {name} missing")
+        for name, child in value.items():
+            if name not in schema["properties"]:
+                problems.append(f"{where}.{name}: not declared (pruned)")
+            else:
+                problems += _fits(child, schema["properties"][name], f"{where}.{name}")
+    elif schema["type"] == "string":
+        if not isinstance(value, str):
+            return [f"{where}: not a string"]
+        if len(value) > schema.get("maxLength", len(value)) or len(value) < schema.get(
+            "minLength", 0
+        ):
+            problems.append(f"{where}: length {len(value)}")
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            problems.append(f"{where}: {value!r} does not match {schema['pattern']}")
+        if "enum" in schema and value not in schema["enum"]:
+            problems.append(f"{where}: {value!r} not in {schema['enum']}")
+    return problems
+
+
+def test_every_binding_the_operator_writes_fits_the_schema() -> None:
+    line = FormLine("storage.takoform.io/v1", "Bucket")
+    ref = FormRef(line.api_version, line.kind, "1.1.0", "sha256:" + "0" * 64)
+    identity = Identity("équipe A", line, "logs.eu-1", "prod")
+    full = Binding(
+        identity,
+        Phase.RELEASED,
+        ClaimRef("team-a", "logs"),
+        ref,
+        Requested(
+            "équipe A",
+            "logs.eu-1",
+            ("1.1.0", ref.schema_digest),
+            canonical_import_id("équipe A", "logs.eu-1", ref),
+            "prod",
+        ),
+        "0190-host-uid",
+        ClaimRef("team-b", "old.logs", "6f1d3b1e-0000-4000-8000-000000000000"),
+        "42",
+    )
+    bare = Binding(Identity("s", line, "n"), Phase.BOUND, None, requested=Requested("s", "n"))
+    for binding in (full, bare):
+        document = binding.to_json()
+        assert _fits(document["spec"], BINDING_SPEC, "spec") == []
+        assert binding_from_json(document) == binding

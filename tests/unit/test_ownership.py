@@ -1,32 +1,45 @@
-"""Ownership and identity in the pure core: one owner per host identity, decided from persisted
-claims alone; identity fields immutable once the target is recorded."""
+"""Ownership and identity in the pure core: one owner per host identity, decided by its
+TakoformBinding (core.ownership's table, row by row); identity fields immutable once the target
+is recorded."""
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from takoform_operator.core.actions import Update
+from takoform_operator.core.actions import Target, Update
+from takoform_operator.core.binding import (
+    Binding,
+    ClaimRef,
+    Identity,
+    InvalidBinding,
+    Phase,
+    binding_from_json,
+)
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.decide import Observation, decide
 from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.outcome import Outcome
-from takoform_operator.core.ownership import Claimant, owner
-from takoform_operator.core.plan import Plan, plan
-from takoform_operator.core.state import Desired, Requested, ResourceView, State
+from takoform_operator.core.ownership import (
+    Bind,
+    Contested,
+    Ours,
+    by_evidence,
+    claim,
+    let_go,
+    restored,
+)
+from takoform_operator.core.plan import Plan, plan, reclaims, target_of
+from takoform_operator.core.state import DeletionPolicy, Desired, Requested, ResourceView, State
+from takoform_operator.core.tenancy import DEFAULT_HOST
 from takoform_operator.registry_data import load_registry
 
 REGISTRY = load_registry()
 REF = next(r for r in REGISTRY.default_creates.values() if r.kind == "Bucket")
 T0, T1 = "2026-11-30T08:00:00Z", "2026-11-30T08:00:01Z"
-
-
-def _claimant(uid: str, created: str = T0, *, claimed: bool = False, ns: str = "a") -> Claimant:
-    return Claimant(uid=uid, namespace=ns, name=f"cr-{uid}", created=created, claimed=claimed)
 
 
 def _desired(**changes: object) -> Desired:
@@ -55,75 +68,154 @@ def _claimed_state(desired: Desired, **changes: object) -> State:
     return replace(state, **changes)  # type: ignore[arg-type]
 
 
-# -- the tie-break ---------------------------------------------------------------------------------
+# -- the binding rules (core.ownership: the table in its docstring) ------------------------------
+
+TARGET = Target("team-a", REF, "logs")
+IDENTITY = Identity("team-a", REF.line, "logs", DEFAULT_HOST)
+OWNER = ClaimRef("a", "cr-owner", "owner-uid")
 
 
-def test_a_claim_beats_an_older_cr_that_never_claimed() -> None:
-    older, claimed = _claimant("old", T0), _claimant("new", T1, claimed=True)
-    assert owner([older, claimed]) == claimed
+def _bound(claim: ClaimRef | None = OWNER, **changes: object) -> Binding:
+    base = Binding(IDENTITY, Phase.BOUND, claim, form_ref=REF, resource_version="7")
+    return replace(base, **changes)  # type: ignore[arg-type]
 
 
-def test_among_unclaimed_the_oldest_wins_then_namespace_then_name() -> None:
-    assert owner([_claimant("b", T1), _claimant("a", T0)]).uid == "a"  # type: ignore[union-attr]
-    same_instant = [_claimant("x", ns="zeta"), _claimant("y", ns="alpha")]
-    assert owner(same_instant).uid == "y"  # type: ignore[union-attr]
-    assert owner([]) is None
+def test_no_binding_creates_one_for_this_cr_with_the_target_it_records() -> None:
+    verdict = claim(_desired(), State(), TARGET, None)
+    assert isinstance(verdict, Bind) and not verdict.binding.resource_version, "a create"
+    assert verdict.binding.claim == ClaimRef("a", "cr-me", "me")
+    assert verdict.binding.form_ref == REF
+    assert verdict.binding.requested == Requested("team-a", "logs", None, None)
+    assert verdict.state.form_ref == REF and verdict.state.uid is None, "claimed, not bound"
+
+
+def test_a_state_claimed_before_bindings_existed_gets_its_binding_with_its_uid() -> None:
+    desired = _desired()
+    state = _claimed_state(desired, uid="h-1")
+    verdict = claim(desired, state, TARGET, None)
+    assert isinstance(verdict, Bind) and verdict.binding.uid == "h-1"
+    assert verdict.state == state
+
+
+def test_our_own_binding_restores_the_target_the_status_lost() -> None:
+    desired = _desired()
+    mine = _bound(ClaimRef("a", "cr-me", "me"), requested=Requested.of(desired))
+    verdict = claim(desired, State(), TARGET, mine)
+    assert isinstance(verdict, Ours)
+    assert verdict.state.form_ref == REF and verdict.state.requested == Requested.of(desired)
+    assert restored(State(), mine) == verdict.state
+
+
+def test_bound_to_another_cr_is_contested_and_names_only_the_binding() -> None:
+    verdict = claim(_desired(namespace="b"), State(), TARGET, _bound())
+    assert isinstance(verdict, Contested)
+    blocked = verdict.outcome
+    assert blocked.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+    message = blocked.conditions[0].message
+    assert IDENTITY.binding_name() in message
+    assert "cr-owner" not in message and "cr-owner" not in str(blocked.remedies)
+    assert blocked.state == State(), "nothing recorded, nothing sent"
+
+
+def test_a_deletion_of_a_cr_that_is_not_the_owner_sends_nothing() -> None:
+    verdict = claim(_desired(deleting=True), _claimed_state(_desired()), TARGET, _bound())
+    assert isinstance(verdict, Outcome) and verdict.finalized
+
+
+@pytest.mark.parametrize(
+    ("phase", "namespace", "name", "importing", "binds"),
+    [
+        # Released (Orphan): only an import from the last owner's namespace.
+        (Phase.RELEASED, "a", "other", True, True),
+        (Phase.RELEASED, "a", "other", False, False),
+        (Phase.RELEASED, "b", "other", True, False),
+        # Lost (the owner vanished): only the CR of the same namespace and name (a restore).
+        (Phase.LOST, "a", "cr-owner", False, True),
+        (Phase.LOST, "a", "cr-owner", True, True),
+        (Phase.LOST, "a", "other", True, False),
+        (Phase.LOST, "b", "cr-owner", False, False),
+    ],
+)
+def test_who_may_take_over_a_released_or_lost_binding(
+    phase: Phase, namespace: str, name: str, importing: bool, binds: bool
+) -> None:
+    let_go = replace(_bound(None, uid="h-1", last_owner=OWNER), phase=phase)
+    import_id = canonical_import_id("team-a", "logs", REF) if importing else None
+    desired = _desired(namespace=namespace, cr_name=name, cr_uid="new-uid", import_id=import_id)
+    verdict = claim(desired, State(), TARGET, let_go)
+    if not binds:
+        assert isinstance(verdict, Outcome)
+        assert verdict.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+        return
+    assert isinstance(verdict, Bind) and verdict.binding.resource_version == "7", "a replace"
+    assert verdict.binding.claim == ClaimRef(namespace, name, "new-uid")
+    assert verdict.binding.phase is Phase.BOUND
+    assert verdict.state.uid == "h-1", "the uid the binding kept is checked, not trusted anew"
+    if phase is Phase.LOST:
+        assert verdict.event is not None and verdict.event.reason is Reason.REBOUND
+
+
+@pytest.mark.parametrize("phase", [Phase.BOUND, Phase.RELEASED, Phase.LOST])
+def test_an_admins_pre_binding_admits_exactly_the_cr_it_names(phase: Phase) -> None:
+    reserved = replace(_bound(ClaimRef("b", "taker"), uid="h-1", last_owner=OWNER), phase=phase)
+    taker = _desired(namespace="b", cr_name="taker", cr_uid="t-uid")
+    verdict = claim(taker, State(), TARGET, reserved)
+    assert isinstance(verdict, Bind) and verdict.binding.claim == ClaimRef("b", "taker", "t-uid")
+    assert verdict.state.uid == "h-1"
+    other = claim(_desired(namespace="b", cr_name="other"), State(), TARGET, reserved)
+    assert isinstance(other, Outcome)
+    assert other.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+
+
+@pytest.mark.parametrize(
+    ("orphan", "after"), [(True, Phase.RELEASED), (False, None)], ids=["Orphan", "Delete"]
+)
+def test_a_finished_deletion_releases_or_deletes_the_binding(
+    orphan: bool, after: Phase | None
+) -> None:
+    policy = DeletionPolicy.ORPHAN if orphan else DeletionPolicy.DELETE
+    desired = _desired(deleting=True, deletion_policy=policy)
+    mine = _bound(ClaimRef("a", "cr-me", "me"))
+    result = let_go(desired, _claimed_state(desired, uid="h-9"), mine)
+    if after is None:
+        assert result is None, "deleted: the host resource went"
+        return
+    assert result is not None and result.phase is after and result.claim is None
+    assert result.last_owner == ClaimRef("a", "cr-me", "me") and result.uid == "h-9"
+
+
+def test_a_binding_whose_owner_went_is_lost_remembering_it() -> None:
+    lost = _bound(uid=None).lost("h-2")
+    assert lost.phase is Phase.LOST and lost.claim is None
+    assert lost.last_owner == OWNER and lost.uid == "h-2"
 
 
 @given(
-    st.lists(
-        st.tuples(st.sampled_from([T0, T1]), st.booleans(), st.sampled_from(["a", "b"])),
-        min_size=1,
-        max_size=5,
-    )
+    st.text(min_size=1, max_size=20),
+    st.text(min_size=1, max_size=20),
+    st.text(min_size=1, max_size=20),
 )
-def test_the_owner_does_not_depend_on_the_order_reconciles_see_the_claimants(
-    facts: list[tuple[str, bool, str]],
+def test_binding_names_are_valid_object_names_and_differ_by_identity(
+    host: str, space: str, name: str
 ) -> None:
-    claimants = [
-        _claimant(str(i), created, claimed=claimed, ns=ns)
-        for i, (created, claimed, ns) in enumerate(facts)
-    ]
-    owners = {owner(list(order)) for order in itertools.permutations(claimants)}
-    assert len(owners) == 1
+    one = Identity(space, REF.line, name, host)
+    named = one.binding_name()
+    assert len(named) <= 63 and named.startswith("tb-") and named[3:].isalnum()
+    assert named.islower()
+    assert named != Identity(space + "x", REF.line, name, host).binding_name()
+    assert named != Identity(space, REF.line, name, host + "x").binding_name()
 
 
-# -- plan() with rivals ----------------------------------------------------------------------------
+def test_a_binding_round_trips_through_its_object() -> None:
+    binding = replace(
+        _bound(ClaimRef("b", "taker")), uid="h-1", requested=Requested("team-a", "logs")
+    )
+    assert binding_from_json(binding.to_json()) == binding
+    with pytest.raises(InvalidBinding):
+        binding_from_json({"spec": {"space": "x"}})
 
 
-def test_a_cr_whose_identity_another_owns_is_blocked_and_sends_nothing() -> None:
-    rival = _claimant("rival", T1, claimed=True)
-    planned = plan(_desired(created=T0), State(), REGISTRY, [rival])
-    assert isinstance(planned, Outcome), "no host read is planned"
-    assert planned.asserted()[ConditionType.BLOCKED] is Reason.ALREADY_MANAGED
-    assert "a/cr-rival" in planned.conditions[0].message
-    assert planned.state == State(), "nothing recorded"
-
-
-def test_deleting_a_cr_that_does_not_own_its_identity_releases_it_without_a_host_call() -> None:
-    rival = _claimant("rival", T0, claimed=True)
-    planned = plan(_desired(deleting=True), State(), REGISTRY, [rival])
-    assert isinstance(planned, Outcome) and planned.finalized
-
-
-def test_the_owner_itself_is_not_its_own_rival() -> None:
-    desired = _desired()
-    me_in_index = _claimant("me", T1, claimed=True)
-    state = _claimed_state(desired)
-    planned = plan(desired, state, REGISTRY, [me_in_index, _claimant("late", T1)])
-    assert isinstance(planned, Plan)
-
-
-# -- the claim and the identity rule ---------------------------------------------------------------
-
-
-def test_the_first_step_records_the_target_and_sends_nothing() -> None:
-    desired = _desired()
-    claimed = plan(desired, State(), REGISTRY)
-    assert isinstance(claimed, Outcome) and claimed.continue_now
-    assert claimed.state.form_ref == REF and claimed.state.name == "logs"
-    assert claimed.state.requested == Requested("team-a", "logs", None, None)
-    assert claimed.state.uid is None, "claimed, not bound"
+# -- the identity rule ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -165,9 +257,8 @@ def test_a_bound_import_never_claims_a_new_target(change: dict[str, object]) -> 
     assert isinstance(planned, Outcome)
     assert planned.asserted()[ConditionType.BLOCKED] is Reason.IDENTITY_CHANGED
     assert planned.state == bound, "state kept"
-    never_found = plan(changed, _claimed_state(imported), REGISTRY)
-    assert isinstance(never_found, Outcome) and never_found.continue_now, "claims afresh"
-    assert never_found.state.requested == Requested.of(changed)
+    assert reclaims(changed, _claimed_state(imported)), "one that never bound claims afresh"
+    assert not reclaims(changed, bound)
 
 
 def test_deleting_after_an_identity_change_deletes_the_recorded_target() -> None:
@@ -182,9 +273,9 @@ def test_an_import_that_never_found_its_target_may_be_corrected() -> None:
     desired = _desired(import_id="team-a/logs")
     state = _claimed_state(desired)
     corrected = replace(desired, name="logs-2", import_id="team-a/logs-2")
-    planned = plan(corrected, state, REGISTRY)
-    assert isinstance(planned, Outcome) and planned.continue_now, "claimed afresh"
-    assert planned.state.name == "logs-2"
+    assert reclaims(corrected, state), "claimed afresh"
+    target = target_of(corrected, State(), REGISTRY)
+    assert isinstance(target, Target) and target.name == "logs-2"
 
 
 def test_an_accepted_rebind_starts_a_fresh_key_sequence() -> None:
@@ -219,7 +310,49 @@ def test_an_import_id_that_disagrees_names_what_disagrees(
     named: tuple[str, str], reason: Reason, says: str
 ) -> None:
     desired = _desired(import_id=canonical_import_id(*named, REF))
-    planned = plan(desired, State(), REGISTRY)
+    planned = target_of(desired, State(), REGISTRY)
     assert isinstance(planned, Outcome)
     assert planned.asserted() == {ConditionType.DEGRADED: reason}
     assert says in planned.conditions[0].message
+
+
+# -- an upgrade: two CRs had both recorded the target before bindings existed -------------------
+
+
+def _served(uid: str, creation_key: str | None) -> ResourceView:
+    return ResourceView(
+        form_ref=REF, space="team-a", name="logs", uid=uid, generation="1", revision="1",
+        spec={}, creation_key=creation_key,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mine_uid", "binding_uid", "served", "takes"),
+    [
+        (None, None, _served("h-1", "me:create:0"), True),  # created with this CR's key
+        ("h-1", "h-0", _served("h-1", "other:create:0"), True),  # the incarnation it is bound to
+        ("h-1", "h-1", _served("h-1", "other:create:0"), False),  # the holder is bound to it too
+        ("h-2", "h-0", _served("h-1", "other:create:0"), False),  # neither: it stays
+        ("h-1", "h-0", None, False),  # nothing on the host: no evidence
+    ],
+)
+def test_two_recorded_claims_are_decided_by_host_evidence_never_by_age(
+    mine_uid: str | None, binding_uid: str | None, served: ResourceView | None, takes: bool
+) -> None:
+    desired = _desired(created="2026-12-01T00:00:00Z")  # the younger CR
+    state = _claimed_state(desired, uid=mine_uid)
+    held = _bound(uid=binding_uid)
+    verdict = claim(desired, state, TARGET, held)
+    assert isinstance(verdict, Contested) and verdict.recorded
+    taken = by_evidence(desired, state, held, served)
+    if not takes:
+        assert taken is None
+        return
+    assert taken is not None and taken.binding.claim == ClaimRef("a", "cr-me", "me")
+    assert taken.binding.resource_version == "7", "a replace, conditioned on what was read"
+    assert taken.binding.uid == "h-1" and taken.state == state
+
+
+def test_a_cr_that_never_recorded_the_target_is_never_decided_by_evidence() -> None:
+    verdict = claim(_desired(), State(), TARGET, _bound())
+    assert isinstance(verdict, Contested) and not verdict.recorded

@@ -14,7 +14,7 @@ from takoform_operator.plugin import cli
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operator.md"
 BLOCK = re.compile(r"<!-- help: (kubectl takoform[^>]*) -->\n```text\n\$ \1\n(.*?)```", re.S)
-COMMANDS = ["", "import", "blocked", "trace"]
+COMMANDS = ["", "import", "blocked", "trace", "bindings", "release"]
 
 
 def help_of(argv: list[str]) -> str:

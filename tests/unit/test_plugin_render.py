@@ -1,6 +1,6 @@
 """What the plugin prints (plugin.render): kinds as kubectl names them, the import manifest (whose
 first reconcile, run through the core itself, sends nothing), the Blocked table with the remedy as
-the core wrote it, and the trace chain."""
+the core wrote it, the trace chain, the TakoformBindings table and what `release` decides."""
 
 from __future__ import annotations
 
@@ -9,28 +9,36 @@ from typing import Any
 
 import pytest
 import yaml
+from core_steps import decided
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from takoform_operator.core.binding import Binding, ClaimRef, Identity, Phase, binding_from_json
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.decide import Observation, decide
+from takoform_operator.core.decide import Observation
 from takoform_operator.core.import_id import canonical_import_id, parse_import_id
-from takoform_operator.core.outcome import Outcome
-from takoform_operator.core.plan import Plan, plan
-from takoform_operator.core.state import ResourceView, State
+from takoform_operator.core.state import Requested, ResourceView, State
 from takoform_operator.kube.crs import desired_from_cr
 from takoform_operator.plugin.render import (
     Lookup,
     UsageError,
+    binding_name_arg,
+    binding_rows,
+    bindings_report,
     blocked_report,
     blocked_rows,
     check_object_name,
+    claim_arg,
     import_manifest,
+    release_refusal,
     remedy_of,
+    reserved_document,
+    reserved_message,
     resolve_kind,
     split_kind_name,
     table,
     trace_report,
+    unbound_message,
 )
 from takoform_operator.registry_data import load_registry
 from takoform_spec.definitions import parse_definition
@@ -156,12 +164,7 @@ def test_an_imported_manifest_reconciles_to_ready_without_a_mutation(data: st.Da
     )  # fmt: skip
     state = State()
     for _ in range(2):  # the import binds, then the spec is compared
-        planned = plan(want, state, REGISTRY)
-        while isinstance(planned, Outcome) and planned.continue_now:
-            state = planned.state
-            planned = plan(want, state, REGISTRY)
-        assert isinstance(planned, Plan), planned
-        decision = decide(want, state, planned, Observation(resource=served), REGISTRY)
+        decision = decided(want, state, Observation(resource=served), REGISTRY)
         assert decision.action is None, decision.action
         state = decision.outcome.state
     ready = [c for c in decision.outcome.conditions if c.type is ConditionType.READY]
@@ -423,3 +426,145 @@ def test_tenant_strings_reach_the_terminal_as_text() -> None:
     )
     assert "\x1b" not in traced and "\u202e" not in traced and "\x07" not in traced
     assert not any(line.startswith("kube-system") for line in traced.splitlines())
+
+
+# -- bindings -----------------------------------------------------------------------------------
+
+
+def _binding(
+    name: str,
+    phase: Phase,
+    claim: ClaimRef | None = None,
+    last_owner: ClaimRef | None = None,
+    space: str = "team-a",
+) -> Binding:
+    ref = FormRef(BUCKET.api_version, BUCKET.kind, "1.1.0", "sha256:" + "0" * 64)
+    return Binding(
+        Identity(space, BUCKET, name, "prod"),
+        phase,
+        claim,
+        ref,
+        Requested(space, name),
+        "h-1",
+        last_owner,
+        "17",
+    )
+
+
+def test_the_bindings_table_shows_owners_reservations_last_owners_and_unreadable_objects() -> None:
+    items = [
+        _binding("logs", Phase.BOUND, ClaimRef("team-a", "logs", "u-1")).to_json(),
+        _binding("data", Phase.BOUND, ClaimRef("team-a", "data")).to_json(),
+        _binding("old", Phase.RELEASED, None, ClaimRef("team-a", "old", "u-2")).to_json(),
+        _binding(
+            "gone", Phase.LOST, ClaimRef("team-b", "next"), ClaimRef("team-a", "gone")
+        ).to_json(),
+        # Readable by nobody: no resourceName, and a phase no operator writes.
+        {
+            "metadata": {"name": "tb-typo"},
+            "spec": {"host": "prod", "space": "team-a", "phase": "Taken"},
+        },
+        {"metadata": {"name": "tb-worse"}, "spec": ["not", "a", "spec"]},
+    ]
+    report = bindings_report(binding_rows(items))
+    lines = [" ".join(line.split()) for line in report.splitlines()]
+    name = {i: items[i]["metadata"]["name"] for i in range(4)}
+    assert lines == [
+        "NAME PHASE HOST SPACE KIND RESOURCE OWNER LAST OWNER",
+        "tb-worse Invalid <none> -",
+        "tb-typo Invalid prod team-a <none> -",
+        f"{name[1]} Bound prod team-a Bucket data team-a/data (reserved) -",
+        f"{name[3]} Lost prod team-a Bucket gone team-b/next (reserved) team-a/gone",
+        f"{name[0]} Bound prod team-a Bucket logs team-a/logs -",
+        f"{name[2]} Released prod team-a Bucket old <none> team-a/old",
+    ]
+    assert bindings_report([]) == "No TakoformBindings."
+
+
+def test_the_bindings_table_escapes_what_it_prints() -> None:
+    body = _binding("logs", Phase.BOUND, ClaimRef("team-a", "logs", "u")).to_json()
+    body["spec"]["space"] = HOSTILE
+    body["spec"]["claimRef"]["name"] = "x\x1b[31mred"
+    report = bindings_report(binding_rows([body]))
+    assert len(report.splitlines()) == 2, report
+    assert not any(ord(c) < 32 or c == "\u202e" for c in report.replace("\n", ""))
+    assert "\\x1b[2J" in report and "\\u202e" in report and "x\\x1b[31mred" in report
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("tb-0123abc", "tb-0123abc"),
+        ("takoformbinding/tb-1", "tb-1"),
+        ("takoformbinding.operator.takoform.io/tb-1", "tb-1"),
+        ("tkb/tb-1", "tb-1"),
+    ],
+)
+def test_a_binding_is_named_as_kubectl_prints_it(text: str, name: str) -> None:
+    assert binding_name_arg(text) == name
+
+
+@pytest.mark.parametrize("text", ["", "TB-1", "a/b/c", "bucket/tb-1", "x" * 254])
+def test_a_binding_name_that_is_no_object_name_is_a_usage_error(text: str) -> None:
+    with pytest.raises(UsageError, match="not a TakoformBinding name"):
+        binding_name_arg(text)
+
+
+def test_to_is_a_namespace_and_a_name_without_uid() -> None:
+    assert claim_arg("team-a/logs.eu") == ClaimRef("team-a", "logs.eu")
+    for text in ("team-a", "/logs", "team-a/", "Team/logs", "a/b/c", "a" * 64 + "/x", "a/\x1b"):
+        with pytest.raises(UsageError, match="--to wants NAMESPACE/NAME"):
+            claim_arg(text)
+
+
+def test_only_a_binding_bound_to_a_crs_uid_is_refused() -> None:
+    owned = _binding("logs", Phase.BOUND, ClaimRef("team-a", "logs", "u-1"))
+    refusal = release_refusal("tb-x", owned)
+    assert refusal == (
+        "tb-x is bound to team-a/logs; delete that CR with deletionPolicy Orphan first: "
+        "kubectl patch buckets.storage.takoform.io/logs -n team-a --type=merge "
+        '-p \'{"spec":{"deletionPolicy":"Orphan"}}\' && '
+        "kubectl delete buckets.storage.takoform.io/logs -n team-a"
+    )
+    for free in (
+        _binding("logs", Phase.BOUND, ClaimRef("team-a", "logs")),
+        _binding("logs", Phase.BOUND),
+        _binding("logs", Phase.RELEASED, None, ClaimRef("team-a", "logs", "u-1")),
+        _binding("logs", Phase.LOST, ClaimRef("team-b", "x"), ClaimRef("team-a", "logs", "u-1")),
+    ):
+        assert release_refusal("tb-x", free) is None, free
+
+
+def test_a_reservation_changes_the_claim_ref_and_nothing_else() -> None:
+    released = _binding("logs", Phase.RELEASED, None, ClaimRef("team-a", "logs", "u-1"))
+    body = released.to_json()
+    body["metadata"] |= {
+        "uid": "obj-uid",
+        "managedFields": [{"manager": "x"}],
+        "annotations": {"a": "b"},
+    }
+    body["spec"]["someFutureField"] = "kept"
+    document = reserved_document(body, ClaimRef("team-c", "new"))
+    assert document["metadata"] == {
+        k: v for k, v in body["metadata"].items() if k != "managedFields"
+    }
+    assert document["metadata"]["resourceVersion"] == "17", "the precondition of the replace"
+    assert document["spec"] == {**body["spec"], "claimRef": {"namespace": "team-c", "name": "new"}}
+    assert "claimRef" not in body["spec"], "the document read is left as it was"
+    assert binding_from_json(document).claim == ClaimRef("team-c", "new")
+    assert reserved_message("tb-x", released, ClaimRef("team-c", "new")) == (
+        "TakoformBinding tb-x reserved for team-c/new: only the Bucket 'new' in namespace 'team-c' "
+        "may bind Bucket 'logs' in space 'team-a' on host 'prod' (phase Released kept, last owner "
+        "team-a/logs)."
+    )
+
+
+def test_what_a_deletion_says() -> None:
+    lost = _binding("logs", Phase.LOST, ClaimRef("team-b", "x"), ClaimRef("team-a", "logs"))
+    assert unbound_message("tb-x", lost) == (
+        "TakoformBinding tb-x deleted (it was Lost, reserved for team-b/x, last owner "
+        "team-a/logs): Bucket 'logs' in space 'team-a' on host 'prod' is unbound; any namespace "
+        "granted space 'team-a' on host 'prod' may import it."
+    )
+    tricky = _binding("logs", Phase.RELEASED, space="a\u202eb")
+    assert "\u202e" not in unbound_message("tb-x", tricky)

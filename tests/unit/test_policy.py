@@ -11,20 +11,21 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from one_host import NoRivals, OneHost
+from core_steps import decided
+from memory_bindings import MemoryBindings
+from one_host import OneHost
 
 from takoform_operator.core.actions import Create, Delete, Target, Update
+from takoform_operator.core.binding import Binding, ClaimRef, Identity, Phase
 from takoform_operator.core.conditions import (
     Condition,
     ConditionType,
     Reason,
     merge_conditions,
 )
-from takoform_operator.core.decide import Decision, Observation, decide
+from takoform_operator.core.decide import Decision, Observation
 from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.outcome import NextLook, Outcome
-from takoform_operator.core.ownership import Claimant, Identity
-from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.policy import hold, observe_only
 from takoform_operator.core.state import (
     DeletionPolicy,
@@ -38,7 +39,6 @@ from takoform_operator.core.state import (
     Verb,
 )
 from takoform_operator.core.tenancy import SpaceGrant
-from takoform_operator.kube.claims import ClaimBook
 from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.kube.crs import InvalidCustomResource, desired_from_cr, status_patch
 from takoform_operator.registry_data import load_registry
@@ -208,7 +208,7 @@ def test_an_unclear_pause_or_policy_is_refused(
 
 async def _reconcile(desired: Desired, state: State, host: Any) -> Outcome:
     """One reconcile of the operator's path with one host granted to every namespace."""
-    return (await reconcile(desired, state, REGISTRY, OneHost(host), NoRivals())).outcome
+    return (await reconcile(desired, state, REGISTRY, OneHost(host), MemoryBindings())).outcome
 
 
 class Policy:
@@ -233,11 +233,6 @@ class Policy:
         return NoCalls()
 
 
-class Claims:
-    def claimants(self, identity: Identity) -> list[Claimant]:
-        return []
-
-
 def _bound_status() -> dict[str, Any]:
     return {
         "formRef": REF.to_json(),
@@ -251,7 +246,7 @@ def _bound_status() -> dict[str, Any]:
 
 async def test_a_paused_cr_reports_its_pause_before_any_tenancy_check() -> None:
     body = {**_body({"takoform.io/paused": "true"}), "status": _bound_status()}
-    result = await reconcile_cr_body(body, REGISTRY, Policy(), Claims(), now="t")
+    result = await reconcile_cr_body(body, REGISTRY, Policy(), MemoryBindings(), now="t")
     assert result.outcome.asserted() == {}
     assert result.status is not None
     conditions = {c["type"]: c for c in result.status["conditions"]}
@@ -261,7 +256,7 @@ async def test_a_paused_cr_reports_its_pause_before_any_tenancy_check() -> None:
 
 async def test_an_invalid_pause_value_is_reported_and_sends_nothing() -> None:
     body = {**_body({"takoform.io/paused": "yes"}), "status": _bound_status()}
-    result = await reconcile_cr_body(body, REGISTRY, OneHost(NoCalls()), Claims(), now="t")
+    result = await reconcile_cr_body(body, REGISTRY, OneHost(NoCalls()), MemoryBindings(), now="t")
     assert result.outcome.asserted()[ConditionType.DEGRADED] is Reason.INVALID_SPEC
 
 
@@ -269,7 +264,7 @@ async def test_an_observe_deletion_needs_no_grant_and_no_host_call() -> None:
     body = _body(managementPolicy="Observe")
     body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     body["status"] = _bound_status()
-    result = await reconcile_cr_body(body, REGISTRY, Policy(), Claims(), now="t")
+    result = await reconcile_cr_body(body, REGISTRY, Policy(), MemoryBindings(), now="t")
     assert result.outcome.finalized and result.status is None
 
 
@@ -279,12 +274,7 @@ async def test_an_observe_deletion_needs_no_grant_and_no_host_call() -> None:
 def observed(want: Desired, state: State, seen: Observation) -> Decision:
     """One reconcile as the service runs it: plan (a recorded claim followed at once), decide,
     then the policy."""
-    planned = plan(want, state, REGISTRY)
-    while isinstance(planned, Outcome) and planned.continue_now:
-        state = planned.state
-        planned = plan(want, state, REGISTRY)
-    assert isinstance(planned, Plan), planned
-    return observe_only(want, decide(want, state, planned, seen, REGISTRY), seen, REGISTRY)
+    return observe_only(want, decided(want, state, seen, REGISTRY), seen, REGISTRY)
 
 
 def test_observe_reports_drift_instead_of_updating() -> None:
@@ -398,19 +388,18 @@ def test_observe_only_withholds_every_verb() -> None:
         assert full.action is action
 
 
-def test_a_paused_cr_keeps_its_claim() -> None:
-    """Ownership is decided on every CR, paused or not: a paused owner is still the owner, so
-    no other CR can take its host resource over while it is paused."""
-    book = ClaimBook()
-    paused_owner = {**_body({"takoform.io/paused": "true"}), "status": _bound_status()}
-    book.observe(paused_owner)
+async def test_a_paused_cr_keeps_its_binding() -> None:
+    """A paused owner is still the owner: its binding stays Bound, so no other CR can take its
+    host resource over while it is paused."""
+    bindings = MemoryBindings()
+    paused = {**_body({"takoform.io/paused": "true"}), "status": _bound_status()}
+    identity = Identity("team-a", BUCKET, "logs", "default")
+    await bindings.create(Binding(identity, Phase.BOUND, ClaimRef("demo", "logs", "cr-1"), REF))
+    result = await reconcile_cr_body(paused, REGISTRY, OneHost(NoCalls()), bindings, now="t")
+    assert result.outcome.asserted() == {}, "paused: nothing decided, nothing sent"
     rival = _body(resourceName="logs")
     rival["metadata"] = {**rival["metadata"], "uid": "cr-2", "name": "rival"}
-    book.observe(rival)
-    identity = Identity("team-a", BUCKET, "logs", "default")
-    claimants = {c.uid: c for c in book.claimants(identity)}
-    assert claimants["cr-1"].claimed and not claimants["cr-2"].claimed
-    want = replace(desired_from_cr(rival), host="default")
-    outcome = plan(want, State(), REGISTRY, list(claimants.values()))
-    assert isinstance(outcome, Outcome)
+    host = OneHost(NoCalls())
+    outcome = (await reconcile_cr_body(rival, REGISTRY, host, bindings, now="t")).outcome
     assert outcome.asserted()[ConditionType.BLOCKED] is Reason.ALREADY_MANAGED
+    assert [b.claim.uid for b in bindings.objects.values() if b.claim] == ["cr-1"]

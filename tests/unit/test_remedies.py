@@ -9,12 +9,15 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import replace
 
+import pytest
+
 from takoform_operator.core.actions import Create, Target
+from takoform_operator.core.binding import Binding, ClaimRef, Identity, Phase
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.decide import Decision, Observation, decide
 from takoform_operator.core.host_answer import Rejection, rejected
 from takoform_operator.core.outcome import NextLook, Outcome, refused
-from takoform_operator.core.ownership import Claimant
+from takoform_operator.core.ownership import Contested, claim
 from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.remedies import (
     Remedy,
@@ -124,16 +127,24 @@ def test_a_refused_create_names_this_cr() -> None:
     assert _commands(_remedies(outcome)) == [["kubectl", "delete", *CR]]
 
 
-def test_already_managed_names_this_cr_and_the_owner() -> None:
-    owner = Claimant("cr-0", "ops", "first", "2026-11-30T08:00:00Z", claimed=True)
-    outcome = plan(DESIRED, State(), REGISTRY, [owner])
-    assert isinstance(outcome, Outcome)
-    owner_cr = ["buckets.storage.takoform.io/first", "-n", "ops"]
-    assert _commands(_remedies(outcome)) == [
+def test_already_managed_names_this_cr_and_the_binding_never_the_owner() -> None:
+    identity = Identity("team-a", REF.line, "logs", "default")
+    owned = Binding(identity, Phase.BOUND, ClaimRef("ops", "first", "cr-0"), REF)
+    verdict = claim(DESIRED, State(), Target("team-a", REF, "logs"), owned)
+    assert isinstance(verdict, Contested)
+    binding = f"takoformbindings/{identity.binding_name()}"
+    assert _commands(_remedies(verdict.outcome)) == [
         ["kubectl", "delete", *CR],
-        ["kubectl", "patch", *owner_cr, *ORPHAN],
-        ["kubectl", "delete", *owner_cr],
+        ["kubectl", "get", binding, "-o", "yaml"],
     ]
+    assert "ops" not in str(verdict.outcome), "another namespace's CR is never named"
+    released = replace(owned, phase=Phase.RELEASED, claim=None, last_owner=owned.claim)
+    outcome = claim(DESIRED, State(), Target("team-a", REF, "logs"), released)
+    assert isinstance(outcome, Outcome)
+    to = f"{DESIRED.namespace}/{DESIRED.cr_name}"
+    assert _commands(_remedies(outcome))[-1] == [
+        "kubectl", "takoform", "release", identity.binding_name(), "--to", to,
+    ]  # fmt: skip
 
 
 def test_an_identity_change_names_this_cr() -> None:
@@ -146,7 +157,8 @@ def test_an_identity_change_names_this_cr() -> None:
 def test_the_grant_remedy_is_a_command_that_creates_the_grant() -> None:
     command = remedy("apps", "Team A's", "prod")
     words = shlex.split(command)
-    assert words[0] == "echo" and words[2:] == ["|", "kubectl", "apply", "-f", "-"]
+    # create, never apply: a pasted remedy must not overwrite a grant that exists.
+    assert words[0] == "echo" and words[2:] == ["|", "kubectl", "create", "-f", "-"]
     grant = json.loads(words[1])
     assert grant["kind"] == "TakoformSpaceGrant"
     assert grant["spec"] == {
@@ -154,7 +166,26 @@ def test_the_grant_remedy_is_a_command_that_creates_the_grant() -> None:
         "spaces": ["Team A's"],
         "namespaces": {"names": ["apps"]},
     }
-    assert grant["metadata"]["name"] == "apps-team-a-s"
+    assert grant["metadata"]["name"].startswith("apps-team-a-s-")
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        (("a-b", "c", "prod"), ("a", "b-c", "prod")),  # the same readable name
+        (("apps", "team-a", "prod"), ("apps", "team-a", "staging")),  # another host
+        (("apps", "Team A", "prod"), ("apps", "team-a", "prod")),  # spaces are case-sensitive
+    ],
+)
+def test_two_different_grant_remedies_never_name_the_same_grant(
+    one: tuple[str, str, str], other: tuple[str, str, str]
+) -> None:
+    def name(args: tuple[str, str, str]) -> str:
+        doc = json.loads(shlex.split(remedy(*args))[1])
+        assert len(doc["metadata"]["name"]) <= 63
+        return str(doc["metadata"]["name"])
+
+    assert name(one) != name(other)
 
 
 def test_the_tenancy_remedy_names_this_cr_for_an_orphaning_deletion() -> None:

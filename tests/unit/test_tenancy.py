@@ -8,9 +8,9 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import pytest
+from memory_bindings import MemoryBindings
 
 from takoform_operator.core.conditions import Reason
-from takoform_operator.core.ownership import Claimant, Identity
 from takoform_operator.core.state import Requested
 from takoform_operator.core.tenancy import (
     InvalidPolicy,
@@ -21,7 +21,6 @@ from takoform_operator.core.tenancy import (
     grant_from_body,
     remedy,
 )
-from takoform_operator.kube.claims import ClaimBook
 from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.registry_data import load_registry
 
@@ -124,6 +123,22 @@ def test_without_a_host_the_message_says_why_none_is_the_default(
     )
     assert denied is not None and denied.reason is Reason.HOST_NOT_FOUND
     assert says in denied.message
+
+
+def test_an_unknown_host_ref_is_refused_without_listing_the_hosts_there_are() -> None:
+    """A tenant learns that the host it named does not exist, not which hosts do."""
+    denied = access(
+        namespace="ns-a",
+        namespace_labels={},
+        host="nowhere",
+        host_ref="nowhere",
+        space="team-a",
+        hosts=("prod", "secret-staging"),
+        grants=GRANTS,
+    )
+    assert denied is not None and denied.reason is Reason.HOST_NOT_FOUND
+    assert "'nowhere'" in denied.message
+    assert "prod" not in denied.message and "secret-staging" not in denied.message
 
 
 @pytest.mark.parametrize(
@@ -265,13 +280,19 @@ def _claimed_status(host: str = "prod", host_ref: str | None = None) -> dict[str
     }
 
 
-def _run(body: dict[str, Any], tenancy: FakeTenancy, *, deleting: bool = False) -> Any:
+def _run(
+    body: dict[str, Any],
+    tenancy: FakeTenancy,
+    *,
+    deleting: bool = False,
+    bindings: MemoryBindings | None = None,
+) -> Any:
     return asyncio.run(
         reconcile_cr_body(
             body,
             REGISTRY,
             tenancy,  # type: ignore[arg-type]
-            ClaimBook(),
+            MemoryBindings() if bindings is None else bindings,
             now="2026-11-30T09:00:00Z",
             deleting=deleting,
         )
@@ -302,18 +323,23 @@ def test_without_a_grant_nothing_is_sent_not_even_a_read(
     body: dict[str, Any], grants: tuple[SpaceGrant, ...], default: str | None, reason: str
 ) -> None:
     tenancy = FakeTenancy(grants, default)
-    result = _run(body, tenancy)
+    bindings = MemoryBindings()
+    result = _run(body, tenancy, bindings=bindings)
     assert _blocked(result) == reason
     assert tenancy.calls() == []
+    assert bindings.writes == [], "no grant, no binding: an ungranted CR can never squat a name"
     assert result.status is not None and result.status["conditions"]
 
 
-def test_a_granted_cr_records_the_resolved_host_before_anything_is_sent() -> None:
+def test_a_granted_cr_binds_the_resolved_host_before_anything_is_sent() -> None:
     tenancy = FakeTenancy(GRANTS, "prod")
-    result = _run(_body(), tenancy)
-    assert result.status["host"] == "prod"
-    assert result.status["requested"]["hostRef"] is None
-    assert tenancy.calls() == []  # the claim itself sends nothing
+    bindings = MemoryBindings()
+    with pytest.raises(AssertionError, match="unexpected host call read"):
+        _run(_body(), tenancy, bindings=bindings)
+    (binding,) = bindings.objects.values()
+    assert binding.identity.host == "prod"
+    assert binding.requested is not None and binding.requested.host_ref is None
+    assert tenancy.calls() == ["read"], "the first request came after the binding"
 
 
 def test_a_deletion_without_a_grant_stays_blocked_and_deletes_nothing() -> None:
@@ -345,14 +371,13 @@ def test_host_ref_is_an_identity_field() -> None:
 
 
 def test_one_owner_per_host_the_same_name_on_two_hosts_is_two_resources() -> None:
-    book = ClaimBook(default_host=lambda: "prod")
-    line = REF.line
+    grants = (*GRANTS, SpaceGrant("s", "staging", ("team-a",), ("ns-a",)))
+    tenancy = FakeTenancy(grants, "prod")
+    bindings = MemoryBindings()
     on_prod = _body()
     on_staging = {**_body(hostRef="staging"), "metadata": {**_body()["metadata"], "uid": "cr-2"}}
-    book.observe(on_prod)
-    book.observe(on_staging)
-    prod_claimants = book.claimants(Identity("team-a", line, "logs", "prod"))
-    staging_claimants = book.claimants(Identity("team-a", line, "logs", "staging"))
-    assert [c.uid for c in prod_claimants] == ["cr-1"]  # no hostRef: the default host's
-    assert [c.uid for c in staging_claimants] == ["cr-2"]
-    assert all(isinstance(c, Claimant) for c in prod_claimants)
+    for body in (on_prod, on_staging):
+        with pytest.raises(AssertionError, match="unexpected host call read"):
+            _run(body, tenancy, bindings=bindings)  # bound, then the first read
+    owners = {b.identity.host: b.claim.uid for b in bindings.objects.values() if b.claim}
+    assert owners == {"prod": "cr-1", "staging": "cr-2"}  # no hostRef: the default host's

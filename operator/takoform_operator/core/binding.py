@@ -35,6 +35,9 @@ BINDING_KIND, BINDING_PLURAL = "TakoformBinding", "takoformbindings"
 BINDING_API_VERSION = f"{GROUP}/{VERSION}"
 #: Object names: this prefix and 40 hex digits of the identity's digest (a valid DNS label).
 _NAME_PREFIX = "tb-"
+#: The namespace of the CR a binding names (its owner, else its last owner), as a label:
+#: `kubectl get takoformbindings -l takoform.io/namespace=team-a`.
+NAMESPACE_LABEL = "takoform.io/namespace"
 
 
 @dataclass(frozen=True, order=True)
@@ -158,10 +161,11 @@ class Binding:
             spec["requested"] = requested_to_json(self.requested)
         if self.uid:
             spec["uid"] = self.uid
-        metadata: dict[str, Any] = {
-            "name": self.name,
-            "labels": {"app.kubernetes.io/managed-by": "takoform-operator"},
-        }
+        labels = {"app.kubernetes.io/managed-by": "takoform-operator"}
+        named = self.claim or self.last_owner
+        if named is not None:
+            labels[NAMESPACE_LABEL] = named.namespace
+        metadata: dict[str, Any] = {"name": self.name, "labels": labels}
         if self.resource_version:
             metadata["resourceVersion"] = self.resource_version
         return {

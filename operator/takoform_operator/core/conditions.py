@@ -52,8 +52,10 @@ class Reason(StrEnum):
     DELETING = "Deleting"
     SPACE_MISMATCH = "SpaceMismatch"
     NAME_MISMATCH = "NameMismatch"
-    CLAIMED = "Claimed"
     ALREADY_MANAGED = "AlreadyManaged"
+    #: An Event: a Lost binding taken over by the CR of the same namespace and name.
+    REBOUND = "Rebound"
+    IMPORTED_RESOURCE_GONE = "ImportedResourceGone"
     IDENTITY_CHANGED = "IdentityChanged"
     SPACE_NOT_GRANTED = "SpaceNotGranted"
     HOST_NOT_FOUND = "HostNotFound"
@@ -75,7 +77,6 @@ REASON_CONDITIONS: Mapping[Reason, frozenset[ConditionType]] = {
         (
             {_C.RECONCILING},
             (
-                Reason.CLAIMED,
                 Reason.CREATE_PENDING,
                 Reason.UPDATE_PENDING,
                 Reason.DELETE_PENDING,
@@ -94,6 +95,7 @@ REASON_CONDITIONS: Mapping[Reason, frozenset[ConditionType]] = {
                 Reason.HOST_NOT_FOUND,
                 Reason.UID_MISMATCH,
                 Reason.ALREADY_MANAGED,
+                Reason.IMPORTED_RESOURCE_GONE,
                 Reason.IDENTITY_CHANGED,
                 Reason.FORM_REF_UNSUPPORTED,
                 Reason.PIN_UNSUPPORTED,

@@ -13,6 +13,7 @@ from .outcome import (
     Event,
     NextLook,
     Outcome,
+    blocked,
     degraded,
     finalized,
     not_ours,
@@ -23,6 +24,7 @@ from .outcome import (
 )
 from .plan import Plan, importing
 from .registry import Registry
+from .remedies import Remedy, kubectl_object, release_command
 from .state import (
     DeletionPolicy,
     Desired,
@@ -93,6 +95,8 @@ def _decide_pending(
     if row.conclusion is Conclusion.GONE:
         if pending.verb is Verb.DELETE or desired.deleting:
             return Decision(finalized(base, "host resource deleted"))
+        if importing(state) and state.uid is not None:
+            return Decision(_import_gone(desired, base))
         gone = base.unbound()
         if pending.verb is Verb.CREATE and failed:
             return Decision(degraded(gone, Reason.OPERATION_FAILED, failure, NextLook.BACKOFF))
@@ -139,6 +143,8 @@ def _decide_bound(
     if rule is UidRule.GONE:
         if desired.deleting:
             return Decision(finalized(state, "host resource already gone"))
+        if importing(state):
+            return Decision(_import_gone(desired, state))
         # Ordinary drift repair: forget the vanished incarnation; create anew next time.
         message = f"host resource {state.name} (uid {state.uid}) is gone; it will be created again"
         return Decision(_drifted(state.unbound().fresh_attempt(), Reason.RESOURCE_DELETED, message))
@@ -251,6 +257,25 @@ def _decide_claimed(
     action = Create(target, spec, create_key(desired, state))
     message = f"creating {target.name} under {target.form_ref}"
     return Decision(waiting(state, Reason.CREATE_PENDING, message), action)
+
+
+def _import_gone(desired: Desired, state: State) -> Outcome:
+    """An imported resource vanished: it was never ours to create, so it is not created again,
+    and the uid it was bound to stays (a later incarnation under the name is a UidMismatch)."""
+    obj = kubectl_object(desired)
+    message = (
+        f"the imported host resource {state.name} (uid {state.uid}) is gone from space "
+        f"{state.space}; it is not created again (it was imported, not created by this CR)."
+    )
+    remedies = (
+        Remedy("restore it on the host (the same uid), or re-create it and accept the new uid"),
+        Remedy(
+            "or let this CR go without a host call",
+            release_command(obj),
+            obj,
+        ),
+    )
+    return blocked(state, Reason.IMPORTED_RESOURCE_GONE, message, remedies)
 
 
 def _host_health(state: State, resource: ResourceView) -> Outcome | None:

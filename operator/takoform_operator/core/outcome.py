@@ -46,8 +46,6 @@ class Outcome:
     events: tuple[Event, ...] = ()
     #: Deletion is complete (or orphaned): the adapter may let the CR go.
     finalized: bool = False
-    #: Nothing was sent: persist this state, then reconcile again at once (a recorded claim).
-    continue_now: bool = False
     #: Nothing was observed (a paused CR, core.policy): conditions not named here keep their
     #: last value, and the status does not claim to reflect the current generation.
     holds_conditions: bool = False

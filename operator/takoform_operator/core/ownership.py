@@ -1,62 +1,235 @@
-"""Who owns a host resource: at most one CR in the whole cluster (brief section 9).
+"""Who may bind a host resource: the rules of the TakoformBinding (brief section 9), in one place.
 
-A host resource is named by its `Identity` (host, space, Form line, name). Every CR that names an
-identity is a `Claimant` of it; a claimant has *claimed* it once its status records the target,
-which the operator writes before anything is sent to the host. The owner is decided from these
-persisted facts alone, the same way by every process and after every restart:
+Each reconcile that got past the grant check asks `claim` what the binding of its identity
+allows, and the service carries out the answer against the API server (binding_port):
 
-1. a claimant that has claimed always wins over one that has not (what was sent stays owned);
-2. among equals, the oldest CR wins: creationTimestamp, then namespace, then name, then uid.
+    binding of the identity                       this CR                       verdict
+    --------------------------------------------  ----------------------------  ----------------
+    none                                          any (a deletion: to lock it)  Bind (create)
+    Bound to this CR                              -                             Ours
+    claimRef without uid (an admin's pre-binding) the CR it names               Bind (take it)
+                                                  any other                     Blocked
+    Bound to another CR                           -                             Contested: that
+                                                                                CR proven gone
+                                                                                makes it Lost
+    Released                                      an import of the last         Bind (take it)
+                                                  owner's namespace
+                                                  any other                     Blocked
+    Lost                                          the last owner's namespace    Bind (take it,
+                                                  and name (a restore)          with an Event)
+                                                  any other                     Blocked
 
-Rule 2 makes the outcome independent of the order in which reconciles run: two CRs created in
-the same instant get the same owner whichever is reconciled first, and a process that restarts
-before either claim was written decides the same way again. Pure: no kopf, no I/O.
+A CR that takes a binding over starts from what the binding recorded: the exact FormRef and the
+host uid it was bound to, so the uid rule (0011, 0017 rule 6) holds across owners. A CR that
+is not the owner sends nothing; being deleted, it is let go without a host call. Docs:
+docs/tenancy.md "Bindings". Pure: no kopf, no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, replace
 
-from takoform_spec.identity import FormLine
-
-from .tenancy import DEFAULT_HOST
-
-
-@dataclass(frozen=True, order=True)
-class Identity:
-    """A host resource as ownership sees it: never two CRs for one of these."""
-
-    space: str
-    line: FormLine
-    name: str
-    #: The TakoformHost the resource lives on (the same name on two hosts is two resources).
-    host: str = DEFAULT_HOST
-
-    def __str__(self) -> str:
-        return f"{self.line} {self.name!r} in space {self.space!r} on host {self.host!r}"
+from .actions import Target
+from .binding import Binding, ClaimRef, Identity, Phase
+from .conditions import Reason
+from .keys import proves_ours
+from .outcome import Event, Outcome, blocked, finalized
+from .policy import releases_without_host_call
+from .remedies import Remedy, kubectl_object
+from .state import Desired, Requested, ResourceView, State
 
 
 @dataclass(frozen=True)
-class Claimant:
-    """One CR naming an identity, with the facts the tie-break reads."""
+class Ours:
+    """The binding is this CR's: go on with `state` (restored from the binding if the status
+    lost it)."""
 
-    uid: str
-    namespace: str
-    name: str
-    #: metadata.creationTimestamp as RFC 3339 (UTC, 'Z'): compares correctly as text.
-    created: str
-    #: The CR's status records this identity as its target: something may have been sent.
-    claimed: bool
-
-    @property
-    def ref(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def _rank(self) -> tuple[bool, str, str, str, str]:
-        return (not self.claimed, self.created, self.namespace, self.name, self.uid)
+    binding: Binding
+    state: State
 
 
-def owner(claimants: Iterable[Claimant]) -> Claimant | None:
-    """The one claimant that owns the identity, or None when nobody names it."""
-    return min(claimants, key=Claimant._rank, default=None)
+@dataclass(frozen=True)
+class Bind:
+    """Write `binding` (create when it has no resourceVersion, else replace it on that
+    condition); when the write lands, go on as owner with `state`."""
+
+    binding: Binding
+    state: State
+    event: Event | None = None
+
+
+@dataclass(frozen=True)
+class Contested:
+    """Bound to another CR: Blocked by `outcome`, unless that CR is proven gone, in which case
+    the binding is Lost (`binding.lost`) and the rules are asked again."""
+
+    binding: Binding
+    outcome: Outcome
+    #: This CR too recorded the target in its own status, before bindings existed (the label
+    #: shards of an earlier release could both do so): the host resource decides between the
+    #: two claims (`by_evidence`), never their age.
+    recorded: bool = False
+
+
+Verdict = Ours | Bind | Contested | Outcome
+
+
+def me(desired: Desired) -> ClaimRef:
+    return ClaimRef(desired.namespace, desired.cr_name, desired.cr_uid)
+
+
+def restored(state: State, held: Binding | None) -> State:
+    """The state, with the target of the binding this CR holds when the status lost it (the
+    binding is written before anything is sent; the status records the target afterwards)."""
+    if state.claimed or held is None or held.form_ref is None:
+        return state
+    identity = held.identity
+    return state.with_target(
+        identity.host, held.form_ref, identity.space, identity.name, held.requested
+    )
+
+
+def claim(desired: Desired, state: State, target: Target, binding: Binding | None) -> Verdict:
+    """What the binding of `target` (None: there is none) lets this CR do; see the table."""
+    mine = me(desired)
+    identity = Identity(target.space, target.form_ref.line, target.name, _host(desired, state))
+    if binding is None:
+        created = _new_binding(identity, mine, target, desired, state)
+        return Bind(created, claimed(state, target, desired))
+    if binding.owned_by(mine.uid):
+        return Ours(binding, restored(state, binding))
+    if desired.deleting:
+        # Not ours to delete: the owner keeps it.
+        message = f"released without a host call: {binding.name} binds it to another CR"
+        return finalized(state, message)
+    if binding.claim is not None and not binding.claim.uid:
+        if binding.claim.names(mine.namespace, mine.name, mine.uid):
+            return _take_over(binding, mine, target, desired, state)
+        return _blocked(desired, state, binding, "reserved by an admin for another CR")
+    if binding.phase is Phase.BOUND:
+        outcome = _blocked(desired, state, binding, "bound to another CR")
+        return Contested(binding, outcome, recorded=state.claimed)
+    last = binding.last_owner
+    if binding.phase is Phase.RELEASED:
+        if desired.import_id is not None and last is not None and last.namespace == mine.namespace:
+            return _take_over(binding, mine, target, desired, state)
+        return _blocked(desired, state, binding, "released by its last owner")
+    if last is not None and (last.namespace, last.name) == (mine.namespace, mine.name):
+        taken = _take_over(binding, mine, target, desired, state)
+        message = (
+            f"re-bound {binding.name}, Lost by an earlier CR of the same name (uid "
+            f"{last.uid or 'unknown'}); the host uid it was bound to is still checked"
+        )
+        return replace(taken, event=Event("Normal", Reason.REBOUND, message))
+    return _blocked(desired, state, binding, "lost by its last owner")
+
+
+def by_evidence(
+    desired: Desired, state: State, binding: Binding, resource: ResourceView | None
+) -> Bind | None:
+    """Two recorded claims of one target (Contested.recorded): this CR takes the binding over
+    when the host resource is its own, created with this CR's idempotency key, or the
+    incarnation its status is bound to while the binding records another. None: no such
+    evidence, the binding stays where it is."""
+    if resource is None:
+        return None
+    bound_here = state.uid is not None and resource.uid == state.uid != binding.uid
+    if not (proves_ours(resource, desired) or bound_here):
+        return None
+    mine = me(desired)
+    taken = replace(
+        binding,
+        claim=mine,
+        form_ref=state.form_ref,
+        requested=state.requested,
+        uid=resource.uid,
+    )
+    message = (
+        f"took {binding.name} over: the host resource (uid {resource.uid}) is this CR's by "
+        "its creation key or its recorded uid"
+    )
+    return Bind(taken, state, Event("Normal", Reason.REBOUND, message))
+
+
+def let_go(desired: Desired, state: State, binding: Binding) -> Binding | None:
+    """The binding after its owner's deletion finished: Released, remembering the owner and
+    the uid, when the host resource stays (Orphan, Observe); None (deleted) when it went."""
+    if releases_without_host_call(desired):
+        return binding.released(me(desired), state.uid)
+    return None
+
+
+def _host(desired: Desired, state: State) -> str:
+    return (state.host or desired.host) if state.claimed else desired.host
+
+
+def claimed(state: State, target: Target, desired: Desired) -> State:
+    """The state with `target` recorded, as the binding records it (unchanged once claimed)."""
+    if state.claimed:
+        return state
+    requested = Requested.of(desired)
+    return state.with_target(desired.host, target.form_ref, target.space, target.name, requested)
+
+
+def _new_binding(
+    identity: Identity, mine: ClaimRef, target: Target, desired: Desired, state: State
+) -> Binding:
+    recorded = claimed(state, target, desired)
+    return Binding(
+        identity=identity,
+        phase=Phase.BOUND,
+        claim=mine,
+        form_ref=recorded.form_ref,
+        requested=recorded.requested,
+        uid=state.uid,
+    )
+
+
+def _take_over(
+    binding: Binding, mine: ClaimRef, target: Target, desired: Desired, state: State
+) -> Bind:
+    """Bind a binding someone else held: the exact FormRef and the host uid it recorded come
+    with it (an import's own id names the FormRef it reads under)."""
+    form_ref = target.form_ref if desired.import_id is not None else binding.form_ref
+    taken_target = replace(target, form_ref=form_ref or target.form_ref)
+    taken = replace(claimed(State(attempt=state.attempt), taken_target, desired), uid=binding.uid)
+    written = replace(
+        binding,
+        phase=Phase.BOUND,
+        claim=mine,
+        form_ref=taken.form_ref,
+        requested=taken.requested,
+    )
+    return Bind(written, taken)
+
+
+def _blocked(desired: Desired, state: State, binding: Binding, why: str) -> Outcome:
+    """AlreadyManaged: names the binding an admin can inspect, never another namespace's CR."""
+    obj = kubectl_object(desired)
+    message = (
+        f"{binding.identity} is {why} (TakoformBinding {binding.name}, phase {binding.phase}); "
+        "this CR sends nothing while it is."
+    )
+    remedies = [Remedy("delete this CR", f"kubectl delete {obj}", obj)]
+    if binding.phase is Phase.RELEASED and desired.import_id is None:
+        remedies.append(Remedy("or import it from the last owner's namespace (spec.importId)"))
+    where = f"takoformbindings/{binding.name}"
+    if binding.phase is Phase.BOUND and binding.claim is not None and binding.claim.uid:
+        remedies.append(
+            Remedy(
+                "or ask a cluster admin to have its owner release it (deletionPolicy Orphan)",
+                f"kubectl get {where} -o yaml",
+                where,
+            )
+        )
+    else:
+        to = f"{desired.namespace}/{desired.cr_name}"
+        remedies.append(
+            Remedy(
+                "or ask a cluster admin to pre-bind it to this CR",
+                f"kubectl takoform release {binding.name} --to {shlex.quote(to)}",
+                where,
+            )
+        )
+    return blocked(state, Reason.ALREADY_MANAGED, message, tuple(remedies))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from takoform_spec.identity import FormRef
 
 from .actions import Target
+from .binding import Identity
 from .conditions import Reason
 from .errors import InvalidImportId, UnknownFormRef
 from .import_id import parse_import_id
@@ -16,14 +16,11 @@ from .outcome import (
     Outcome,
     blocked,
     degraded,
-    finalized,
-    waiting,
     with_deleting,
 )
-from .ownership import Claimant, Identity, owner
 from .registry import Registry
-from .remedies import Remedy, kubectl_name, kubectl_object, release_command
-from .state import Desired, Requested, State
+from .remedies import Remedy, kubectl_object, release_command
+from .state import Desired, State
 from .tenancy import DEFAULT_HOST
 
 
@@ -37,47 +34,30 @@ class Plan:
     list_operations: bool = False
 
 
-def plan(
-    desired: Desired,
-    state: State,
-    registry: Registry,
-    claimants: Sequence[Claimant] = (),
-) -> Plan | Outcome:
+def plan(desired: Desired, state: State, registry: Registry) -> Plan | Outcome:
     """Which operation to consult and which exact resource to read; or an Outcome right away.
+    The state is claimed: the CR holds the binding of its target (core.ownership)."""
+    assert state.claimed, "the target is bound before the plan"
+    return _plan_claimed(desired, state, registry)
 
-    `claimants` are the CRs of the cluster that name the same identity (core.ownership)."""
-    rival = _rival_owner(desired, state, claimants)
-    if rival is not None:
-        if desired.deleting:
-            # Not ours to delete: the owner keeps it. Released without a host call.
-            return finalized(state, f"released without a host call: {rival.ref} owns it")
-        message = (
-            f"{identity_of(desired, state)} is already managed by {rival.ref}; this CR sends "
-            "nothing while it does."
-        )
-        obj = kubectl_object(desired)
-        owner_obj = kubectl_name(desired.line, rival.name, rival.namespace)
-        remedies = (
-            Remedy("delete this CR", f"kubectl delete {obj}", obj),
-            Remedy(
-                f"or release the resource from {rival.ref} so this CR can take it over",
-                release_command(owner_obj),
-                owner_obj,
-            ),
-        )
-        return blocked(state, Reason.ALREADY_MANAGED, message, remedies)
-    if state.form_ref is not None:
-        return _plan_claimed(desired, state, registry)
+
+def target_of(desired: Desired, state: State, registry: Registry) -> Target | Outcome:
+    """The exact target this CR stands for: the recorded one once claimed, else the one its
+    spec asks for (the import id's, or the create ref's); or why there is none."""
+    if state.form_ref is not None and state.space is not None and state.name is not None:
+        return Target(state.space, state.form_ref, state.name)
     if state.pending is not None:
         # A pending operation without a bound ref cannot be written by this operator.
         message = "status holds a pending operation but no FormRef; restore the status"
         return blocked(state, Reason.STATE_UNREADABLE, message)
-    # A deletion of a CR that claimed nothing never gets here (core.policy.hold lets it go).
-    assert not desired.deleting, "an unclaimed deletion is let go before the plan"
-    target = _requested_target(desired, registry)
-    if isinstance(target, Outcome):
-        return target
-    return _claim(desired, state, target)
+    return _requested_target(desired, registry)
+
+
+def reclaims(desired: Desired, state: State) -> bool:
+    """An import that never found its target, whose spec now names another one: it sent
+    nothing but reads, so it lets go of its binding and claims afresh."""
+    changes = state.requested.changes(desired) if state.requested is not None else []
+    return bool(changes) and not desired.deleting and _import_never_bound(state)
 
 
 def identity_of(desired: Desired, state: State) -> Identity:
@@ -108,26 +88,10 @@ def create_ref(desired: Desired, registry: Registry) -> FormRef:
     return ref_or_none
 
 
-def _rival_owner(desired: Desired, state: State, claimants: Sequence[Claimant]) -> Claimant | None:
-    me = Claimant(
-        uid=desired.cr_uid,
-        namespace=desired.namespace,
-        name=desired.cr_name,
-        created=desired.created,
-        claimed=state.form_ref is not None,
-    )
-    winner = owner([me, *(c for c in claimants if c.uid != desired.cr_uid)])
-    return None if winner is None or winner.uid == me.uid else winner
-
-
 def _plan_claimed(desired: Desired, state: State, registry: Registry) -> Plan | Outcome:
     assert state.form_ref is not None and state.space is not None and state.name is not None
     changes = state.requested.changes(desired) if state.requested is not None else []
     if changes and not desired.deleting:
-        if _import_never_bound(state):
-            # An import that never found its target sent nothing but reads: claim afresh.
-            target = _requested_target(desired, registry)
-            return target if isinstance(target, Outcome) else _claim(desired, State(), target)
         return _identity_changed(desired, state, changes)
     try:
         registry.lookup(state.form_ref)
@@ -184,24 +148,6 @@ def _requested_target(desired: Desired, registry: Registry) -> Target | Outcome:
     except LookupError as exc:
         return blocked(State(), Reason.NO_DEFAULT_CREATE, str(exc))
     return Target(desired.space, ref, desired.name)
-
-
-def _claim(desired: Desired, state: State, target: Target) -> Outcome:
-    """Record the target (and the identity fields that chose it) before anything is sent: from
-    now on every request goes to this target and ownership is a persisted fact."""
-    claimed = replace(
-        state,
-        host=desired.host,
-        form_ref=target.form_ref,
-        space=target.space,
-        name=target.name,
-        requested=Requested.of(desired),
-    )
-    message = (
-        f"claimed {target.name} under {target.form_ref} in space {target.space} "
-        f"on host {desired.host}"
-    )
-    return replace(waiting(claimed, Reason.CLAIMED, message, NextLook.NOW), continue_now=True)
 
 
 def _import_target(desired: Desired, state: State, registry: Registry) -> Target | Outcome:

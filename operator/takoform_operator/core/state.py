@@ -141,6 +141,15 @@ class State:
             attempt=self.attempt,
         )
 
+    def with_target(
+        self, host: str, form_ref: FormRef, space: str, name: str, requested: Requested | None
+    ) -> State:
+        """The target recorded (with the identity fields that chose it): where every request
+        goes from now on."""
+        return replace(
+            self, host=host, form_ref=form_ref, space=space, name=name, requested=requested
+        )
+
     def with_pending(self, pending: Pending | None) -> State:
         return replace(self, pending=pending)
 

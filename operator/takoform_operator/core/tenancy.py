@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from takoform_spec.canonical import canonical_json, sha256_digest
+
 from .conditions import Reason
 from .remedies import Remedy, orphan_command
 
@@ -157,8 +159,8 @@ def access(
         named = f"spec.hostRef {host_ref!r}" if host_ref else f"the recorded host {host!r}"
         return Denied(
             Reason.HOST_NOT_FOUND,
-            f"{named} names no TakoformHost this operator knows (known: "
-            f"{', '.join(sorted(known)) or 'none'}); nothing is sent.",
+            # The hosts there are are a cluster admin's business: not listed to a tenant.
+            f"{named} names no TakoformHost this operator knows; nothing is sent.",
             (
                 Remedy("fix spec.hostRef (before anything was sent)"),
                 Remedy(f"or ask a cluster admin to create TakoformHost {host!r}"),
@@ -186,14 +188,17 @@ def access(
 
 
 def remedy(namespace: str, space: str, host: str) -> str:
-    """The command that creates the TakoformSpaceGrant an admin must write (pasteable)."""
+    """The command that creates the TakoformSpaceGrant an admin must write (pasteable). Its
+    name is readable and ends in a digest of (namespace, space, host), so two different grants
+    never share one; `kubectl create` refuses, rather than overwrites, a grant that exists."""
+    digest = sha256_digest(canonical_json([namespace, space, host])).removeprefix("sha256:")[:10]
     grant = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "TakoformSpaceGrant",
-        "metadata": {"name": _object_name(f"{namespace}-{space}")},
+        "metadata": {"name": f"{_object_name(f'{namespace}-{space}')[:52]}-{digest}"},
         "spec": {"hostRef": host, "spaces": [space], "namespaces": {"names": [namespace]}},
     }
-    return f"echo {shlex.quote(json.dumps(grant, separators=(',', ':')))} | kubectl apply -f -"
+    return f"echo {shlex.quote(json.dumps(grant, separators=(',', ':')))} | kubectl create -f -"
 
 
 def _object_name(text: str) -> str:

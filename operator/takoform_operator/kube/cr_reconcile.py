@@ -1,9 +1,9 @@
 """One reconcile of one CR body: its state and desired spec read, the service run, its status.
 
 Plain async code over the CR's JSON body, with no kopf and no Kubernetes API calls: the kopf
-handlers call it and write the status it returns; the model checker (tests/model) calls it over a
-simulated cluster. Every error a CR can cause becomes an outcome here, never an exception; the
-reconcile itself is service.reconcile.
+handlers call it and write the status it returns; the model checker (tests/model) calls it over
+a simulated cluster and its bindings. Every error a CR can cause becomes an outcome here, never
+an exception; the reconcile itself is service.reconcile.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from takoform_operator.binding_port import BindingPort
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.connection import ConnectionSecret, connection_secret, secret_name
 from takoform_operator.core.outcome import NextLook, Outcome, degraded
@@ -29,7 +30,7 @@ from takoform_operator.kube.crs import (
     merged_status,
     status_patch,
 )
-from takoform_operator.service import ClaimIndex, Tenancy, reconcile
+from takoform_operator.service import Tenancy, reconcile
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,14 @@ async def reconcile_cr_body(
     body: Mapping[str, Any],
     registry: Registry,
     tenancy: Tenancy,
-    claims: ClaimIndex,
+    bindings: BindingPort,
     *,
     now: str,
     deleting: bool = False,
 ) -> CrOutcome:
-    """Reconcile the CR `body` once (service.reconcile) and say what to write. `deleting`
-    forces deletion even before the body says so."""
+    """Reconcile the CR `body` once (service.reconcile) and say what to write. `bindings` are
+    the TakoformBindings (binding_port: who owns which host resource). `deleting` forces
+    deletion even before the body says so."""
     metadata = body.get("metadata") or {}
     status = dict(body.get("status") or {})
     generation = int(metadata.get("generation") or 0)
@@ -67,7 +69,7 @@ async def reconcile_cr_body(
     try:
         desired = desired_from_cr(body)
     except InvalidCustomResource as exc:
-        if deleting and not state.claimed:
+        if deleting and not state.claimed and bindings.held_by(str(metadata.get("uid"))) is None:
             # Nothing was ever sent for a CR that never claimed a target: let it go.
             return CrOutcome(Outcome(state, (), NextLook.NEVER, finalized=True), None)
         try:
@@ -80,7 +82,7 @@ async def reconcile_cr_body(
             return CrOutcome(outcome, _patch(outcome, status, now, generation))
     if deleting and not desired.deleting:
         desired = replace(desired, deleting=True)
-    reconciled = await reconcile(desired, state, registry, tenancy, claims)
+    reconciled = await reconcile(desired, state, registry, tenancy, bindings)
     outcome = reconciled.outcome
     if outcome.finalized:
         return CrOutcome(outcome, None)

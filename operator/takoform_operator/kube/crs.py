@@ -10,7 +10,6 @@ from typing import Any
 
 from takoform_operator.core.conditions import merge_conditions
 from takoform_operator.core.outcome import Outcome
-from takoform_operator.core.ownership import Claimant, Identity
 from takoform_operator.core.policy import PAUSED_ANNOTATION, PAUSED_VALUE
 from takoform_operator.core.state import (
     DeletionPolicy,
@@ -23,15 +22,10 @@ from takoform_operator.core.tenancy import DEFAULT_HOST
 from takoform_spec.errors import InvalidIdentity
 from takoform_spec.identity import (
     FormLine,
-    FormRef,
     form_ref_problems,
     validate_resource_name,
     validate_space_id,
 )
-
-#: The host of an unclaimed CR without spec.hostRef in the ownership index: the default host,
-#: whichever it is when the index is read.
-ANY_DEFAULT = ""
 
 #: The annotation that imports a new incarnation explicitly (rule 6, remedy 1).
 ACCEPT_UID_ANNOTATION = "takoform.io/accept-uid"
@@ -195,37 +189,3 @@ def _replacing(before: Any, after: Any) -> Any:
     patch = {key: _replacing(before.get(key), value) for key, value in after.items()}
     patch.update({key: None for key in before if key not in after})
     return patch
-
-
-def claimant_of(body: Mapping[str, Any]) -> tuple[Identity, Claimant] | None:
-    """The identity this CR names and its claim on it, for the cluster-wide ownership index.
-
-    A CR whose status records a target has claimed that target, whatever its spec says now; one
-    without names what its spec asks for. None for a CR that names nothing usable or is being
-    deleted before it claimed anything (it will never send a request)."""
-    metadata = body.get("metadata") or {}
-    status = body.get("status") or {}
-    line = FormLine(str(body.get("apiVersion", "")), str(body.get("kind", "")))
-    ref_doc = status.get("formRef")
-    try:
-        if ref_doc and status.get("space") and status.get("name"):
-            ref = FormRef.from_json(dict(ref_doc))
-            host = str(status.get("host") or DEFAULT_HOST)
-            identity = Identity(str(status["space"]), ref.line, str(status["name"]), host)
-            claimed = True
-        elif metadata.get("deletionTimestamp") is not None:
-            return None
-        else:
-            desired = desired_from_cr(body)
-            # Without spec.hostRef: whichever host is the default (kube.claims resolves it).
-            identity = Identity(desired.space, line, desired.name, desired.host_ref or ANY_DEFAULT)
-            claimed = False
-    except (InvalidCustomResource, KeyError, TypeError, ValueError):
-        return None
-    return identity, Claimant(
-        uid=str(metadata.get("uid", "")),
-        namespace=str(metadata.get("namespace", "")),
-        name=str(metadata.get("name", "")),
-        created=str(metadata.get("creationTimestamp", "")),
-        claimed=claimed,
-    )

@@ -1,6 +1,7 @@
-"""kopf handlers: registration-thin. Watch events feed the ownership index and the reconcile
-loops (kube.loops), which reconcile, delete and manage our finalizer. kopf keeps nothing of
-ours in the CR (no progress or diff-base annotations): what to do is read from the CR itself.
+"""kopf handlers: registration-thin. Watch events feed the binding cache (kube.bindings) and
+the reconcile loops (kube.loops), which reconcile, delete and manage our finalizer. kopf keeps
+nothing of ours in the CR (no progress or diff-base annotations): what to do is read from the CR
+itself.
 
 One failure path: every reconcile ends in an Outcome, and `next_delay` alone turns it into the
 time of the next look. A failure (an outcome asking for NextLook.BACKOFF, a status write that did
@@ -23,7 +24,9 @@ from typing import Any, cast
 
 import kopf
 
+from takoform_operator.binding_port import BindingError
 from takoform_operator.core.backoff import backoff_delay, doubled
+from takoform_operator.core.binding import BINDING_PLURAL
 from takoform_operator.core.conditions import ConditionType, Reason, transitions
 from takoform_operator.core.connection import (
     ConnectionSecret,
@@ -35,7 +38,7 @@ from takoform_operator.core.policy import PAUSED_ANNOTATION
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import DeletionPolicy
 from takoform_operator.core.tenancy import GRANT_PLURAL, GROUP, HOST_PLURAL, VERSION
-from takoform_operator.kube.claims import ClaimBook
+from takoform_operator.kube.bindings import BindingBook
 from takoform_operator.kube.connection_secrets import (
     SecretNotOurs,
     SecretStore,
@@ -53,8 +56,6 @@ from takoform_operator.settings import Settings
 from takoform_spec.identity import FormLine, plural_of
 
 FINALIZER = "takoform.io/finalizer"
-#: A recorded claim is followed at once by the next step; never more than this in one go.
-_MAX_STEPS = 3
 _MIN_DELAY = 0.2
 #: The first look at a just-accepted operation: most settle within a fraction of a second.
 _FIRST_LOOK = 0.25
@@ -71,7 +72,8 @@ class Runtime:
     tenancy: TenancyBook
     writer: CrWriter
     metrics: Metrics
-    claims: ClaimBook = field(default_factory=ClaimBook)
+    #: Who owns which host resource (docs/tenancy.md, Bindings): the API server decides.
+    bindings: BindingBook
     clock: Callable[[], datetime.datetime] = field(
         default=lambda: datetime.datetime.now(datetime.UTC)
     )
@@ -85,6 +87,8 @@ class Runtime:
     random: Callable[[], float] = field(default=random.random)
     #: Where sensitive outputs go (docs/tenancy.md, Connection Secrets); None: not written.
     secrets: SecretStore | None = None
+    #: CRs whose last look found their identity bound to another CR: woken by binding changes.
+    contending: set[str] = field(default_factory=set)
 
 
 def _now(runtime: Runtime) -> str:
@@ -130,40 +134,39 @@ def failed(outcome: Outcome) -> bool:
 async def reconcile_cr(
     runtime: Runtime, body: Mapping[str, Any], *, deleting: bool = False
 ) -> tuple[Outcome, Mapping[str, Any]]:
-    """Reconcile one CR and write its status; serialised per CR. A recorded claim (nothing
-    sent) is persisted and followed at once by the next step. Returns the outcome and the body
-    as written. Raises StatusWriteFailed."""
+    """Reconcile one CR and write its status; serialised per CR. Returns the outcome and the
+    body as written. Raises StatusWriteFailed (and BindingError)."""
     uid = str(body["metadata"]["uid"])
     lock = runtime.locks.setdefault(uid, asyncio.Lock())
     async with lock:
-        for _ in range(_MAX_STEPS):
-            started = runtime.clock()
-            result = await reconcile_cr_body(
-                body,
-                runtime.registry,
-                runtime.tenancy,
-                runtime.claims,
-                now=_now(runtime),
-                deleting=deleting,
-            )
-            outcome = result.outcome
-            runtime.metrics.reconciled(body, outcome, (runtime.clock() - started).total_seconds())
-            if result.status is not None:
-                version = await _persist(runtime, body, result.status)
-                body = {
-                    **body,
-                    "metadata": {**body["metadata"], "resourceVersion": version},
-                    "status": merged_status(body.get("status"), result.status),
-                }
-                runtime.claims.observe(body)
-                if runtime.loops is not None:
-                    runtime.loops.wrote(uid, body)
-            if result.connection is not None:
-                await write_connection_secret(runtime, body, result.connection)
-            for event in _events_to_post(outcome, wrote=result.status is not None):
-                _post(body, event.type, str(event.reason), event.message)
-            if not outcome.continue_now:
-                break
+        started = runtime.clock()
+        result = await reconcile_cr_body(
+            body,
+            runtime.registry,
+            runtime.tenancy,
+            runtime.bindings,
+            now=_now(runtime),
+            deleting=deleting,
+        )
+        outcome = result.outcome
+        runtime.metrics.reconciled(body, outcome, (runtime.clock() - started).total_seconds())
+        if result.status is not None:
+            version = await _persist(runtime, body, result.status)
+            body = {
+                **body,
+                "metadata": {**body["metadata"], "resourceVersion": version},
+                "status": merged_status(body.get("status"), result.status),
+            }
+            if runtime.loops is not None:
+                runtime.loops.wrote(uid, body)
+        if result.connection is not None:
+            await write_connection_secret(runtime, body, result.connection)
+        for event in _events_to_post(outcome, wrote=result.status is not None):
+            _post(body, event.type, str(event.reason), event.message)
+        if outcome.asserted().get(ConditionType.BLOCKED) is Reason.ALREADY_MANAGED:
+            runtime.contending.add(uid)
+        else:
+            runtime.contending.discard(uid)
         return outcome, body
 
 
@@ -250,7 +253,7 @@ async def _loop_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
             # On before anything is sent: a deletion can never miss a create of ours.
             body = await _set_finalizer(runtime, body, present=True)
         outcome, _ = await reconcile_cr(runtime, body)
-    except StatusWriteFailed as exc:
+    except (StatusWriteFailed, BindingError) as exc:
         delay = _delay(runtime, str(metadata.get("uid")), None)
         logger.warning("%s; retrying in %.1f s", exc, delay)
         return delay
@@ -289,9 +292,7 @@ async def _delete_step(runtime: Runtime, body: Mapping[str, Any]) -> float | Non
     runtime.metrics.forget(body)
     runtime.pending_looks.pop(uid, None)
     runtime.failures.pop(uid, None)
-    if runtime.loops is not None:
-        for waiting in runtime.claims.forget(uid):
-            runtime.loops.wake(waiting.uid)  # the identity may be free for one of them now
+    runtime.contending.discard(uid)
     return None
 
 
@@ -365,27 +366,19 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
     loops = runtime.loops
     shard = parse_selector(runtime.settings.shard_selector)
 
-    def index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
-        # kopf fills every index from the initial listing before any handler runs: ownership
-        # is decided on a complete picture even right after a restart.
-        runtime.claims.observe(body)
-        return {}
-
     async def watch(type: str | None, body: kopf.Body, **_: Any) -> None:
         uid = str(body.metadata.uid)
-        if type != "DELETED" and not shard.matches(body.metadata.labels):
-            # Another shard's CR (or one relabelled away from ours): no loop here. Its claims
-            # stay in the index, so ownership is decided on every CR in the watched scope.
-            loops.stop(uid)
-            runtime.metrics.forget(body)
-            return
         if type == "DELETED":
             loops.stop(uid)
             runtime.locks.pop(uid, None)
             runtime.pending_looks.pop(uid, None)
             runtime.failures.pop(uid, None)
-            for waiting in runtime.claims.forget(uid):
-                loops.wake(waiting.uid)  # the identity may be free for one of them now
+            runtime.contending.discard(uid)
+            await _note_vanished(runtime, body)
+        elif not shard.matches(body.metadata.labels):
+            # Another shard's CR (or one relabelled away from ours): no loop here.
+            loops.stop(uid)
+            runtime.metrics.forget(body)
         else:
             loops.seen(uid, body)
 
@@ -394,11 +387,57 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
 
     _register_tenancy(runtime.tenancy, loops, kopf_registry)
 
+    _register_bindings(runtime, kopf_registry)
     for line in runtime.registry.lines():
         group, version, plural = line.group, line.version, line.plural
-        kopf.index(group, version, plural, id=f"claims-{plural}", registry=kopf_registry)(index)
         kopf.on.event(group, version, plural, id="watch", registry=kopf_registry)(watch)
     kopf.on.cleanup(registry=kopf_registry)(cleanup)
+
+
+async def _note_vanished(runtime: Runtime, body: Mapping[str, Any]) -> None:
+    """A CR went while its binding still named it (its finalizer was removed by hand, or its
+    namespace was force-deleted): the binding is Lost, remembering the host uid the CR's last
+    status recorded, and is handed to nobody automatically (core.ownership)."""
+    uid = str(body["metadata"]["uid"])
+    binding = runtime.bindings.held_by(uid)
+    if binding is None:
+        return
+    status = body.get("status") or {}
+    try:
+        await runtime.bindings.replace(binding.lost(status.get("uid")))
+    except BindingError as exc:
+        # Found again by the next CR that asks for the identity (its owner is proven gone).
+        logger.warning("TakoformBinding %s could not be marked Lost: %s", binding.name, exc)
+        return
+    where = f"{body['metadata'].get('namespace')}/{body['metadata'].get('name')}"
+    logger.warning(
+        "%s went without releasing its host resource; TakoformBinding %s is Lost",
+        where,
+        binding.name,
+    )
+
+
+def _register_bindings(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
+    """The binding cache, complete before any CR is reconciled (a kopf index), kept by the watch;
+    a binding that changes wakes the CRs whose identity another CR held."""
+
+    def wake_contenders() -> None:
+        if runtime.loops is not None:
+            for uid in list(runtime.contending):
+                runtime.loops.wake(uid)
+
+    # Async: kopf runs a sync handler in a worker thread (see _register_tenancy).
+    async def index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+        if runtime.bindings.observe(body):
+            wake_contenders()
+        return {}
+
+    async def event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        if type == "DELETED" and runtime.bindings.forget(body):
+            wake_contenders()
+
+    kopf.index(GROUP, VERSION, BINDING_PLURAL, id="bindings", registry=kopf_registry)(index)
+    kopf.on.event(GROUP, VERSION, BINDING_PLURAL, id="gone-bindings", registry=kopf_registry)(event)
 
 
 def _register_tenancy(

@@ -1,5 +1,7 @@
-"""The cluster as the plugin reads it, with the user's kubeconfig: CRs, Events, TakoformHosts and
-the one Secret a host names. Reads only; every failure becomes a PluginError with one clear line."""
+"""The cluster as the plugin sees it, with the user's kubeconfig: CRs, Events, TakoformHosts, the
+one Secret a host names, and TakoformBindings. The only writes are `release`'s, of one
+TakoformBinding, each conditioned on the resourceVersion read. Every failure becomes a
+PluginError with one clear line."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
+from takoform_operator.core.binding import BINDING_PLURAL
 from takoform_operator.core.tenancy import GROUP, HOST_PLURAL, VERSION
 from takoform_spec.identity import FormLine
 
@@ -30,6 +33,10 @@ class PluginError(Exception):
 
 class Forbidden(PluginError):
     """The user's credentials may not make this read (RBAC)."""
+
+
+class Conflict(PluginError):
+    """A conditional write found the object changed since it was read (409), or gone."""
 
 
 class Cluster:
@@ -155,6 +162,64 @@ class Cluster:
             return None
         return {k: base64.b64decode(v) for k, v in (document.get("data") or {}).items()}
 
+    # -- TakoformBindings (cluster-scoped) -------------------------------------------------------
+
+    def list_bindings(self) -> list[dict[str, Any]] | None:
+        """Every TakoformBinding (None when the CRD is not installed)."""
+        document = self._read(
+            lambda: self._objects.list_cluster_custom_object(
+                GROUP, VERSION, BINDING_PLURAL, _preload_content=False, **_timeout()
+            ),
+            f"list {BINDING_PLURAL}",
+            missing_ok=True,
+        )
+        return None if document is None else list(document.get("items") or [])
+
+    def get_binding(self, name: str) -> dict[str, Any] | None:
+        return self._read(
+            lambda: self._objects.get_cluster_custom_object(
+                GROUP, VERSION, BINDING_PLURAL, name, _preload_content=False, **_timeout()
+            ),
+            f"get {BINDING_PLURAL} {name}",
+            missing_ok=True,
+        )
+
+    def replace_binding(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT the whole object; its metadata.resourceVersion is the precondition. Raises
+        Conflict when the object changed since (or is gone)."""
+        document = self._read(
+            lambda: self._objects.replace_cluster_custom_object(
+                GROUP, VERSION, BINDING_PLURAL, name, body, _preload_content=False, **_timeout()
+            ),
+            f"replace {BINDING_PLURAL} {name}",
+            missing_ok=True,
+        )
+        if document is None:
+            raise Conflict(f"{name} is gone")
+        return document
+
+    def delete_binding(self, name: str, resource_version: str, uid: str | None) -> None:
+        """DELETE on the condition that the object is still the one read (its resourceVersion and
+        uid). Raises Conflict when it changed since, or is gone."""
+        options = k8s.V1DeleteOptions(
+            preconditions=k8s.V1Preconditions(resource_version=resource_version, uid=uid)
+        )
+        document = self._read(
+            lambda: self._objects.delete_cluster_custom_object(
+                GROUP,
+                VERSION,
+                BINDING_PLURAL,
+                name,
+                body=options,
+                _preload_content=False,
+                **_timeout(),
+            ),
+            f"delete {BINDING_PLURAL} {name}",
+            missing_ok=True,
+        )
+        if document is None:
+            raise Conflict(f"{name} is gone")
+
     def _read(
         self, call: Callable[[], Any], what: str, *, missing_ok: bool = False
     ) -> dict[str, Any] | None:
@@ -165,6 +230,8 @@ class Cluster:
                 return None
             if exc.status == 403:
                 raise Forbidden(f"{what}: forbidden: {_api_reason(exc)}") from None
+            if exc.status == 409:
+                raise Conflict(f"{what}: {_api_reason(exc)}") from None
             raise PluginError(f"{what}: {exc.status} {_api_reason(exc)}") from None
         except (HTTPError, OSError) as exc:
             raise PluginError(f"cannot reach the cluster at {self.server}: {_cause(exc)}") from None

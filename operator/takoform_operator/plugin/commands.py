@@ -1,6 +1,6 @@
-"""The plugin's commands (`import`, `blocked`, `trace`) and their command line, shared by
-`kubectl takoform` and `takoform-operator`. Errors end as one line on stderr: exit status 1 for
-what the cluster or the host answered, 2 for a command line that cannot be right."""
+"""The plugin's commands (`import`, `blocked`, `trace`, `bindings`, `release`) and their command
+line, shared by `kubectl takoform` and `takoform-operator`. Errors end as one line on stderr: exit
+status 1 for what the cluster or the host answered, 2 for a command line that cannot be right."""
 
 from __future__ import annotations
 
@@ -15,10 +15,16 @@ from typing import Any, TextIO
 import yaml
 from pydantic import ValidationError
 
+from takoform_operator.core.binding import (
+    BINDING_KIND,
+    BINDING_PLURAL,
+    InvalidBinding,
+    binding_from_json,
+)
 from takoform_operator.core.errors import CodecError, InvalidImportId
 from takoform_operator.core.import_id import parse_import_id
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.tenancy import DEFAULT_HOST
+from takoform_operator.core.tenancy import DEFAULT_HOST, GROUP
 from takoform_operator.host_client.pool import HostPool
 from takoform_operator.host_port import (
     HostError,
@@ -28,19 +34,28 @@ from takoform_operator.host_port import (
     ResourceNotFound,
     SecretNotFound,
 )
-from takoform_operator.plugin.cluster import Cluster, PluginError
+from takoform_operator.plugin.cluster import Cluster, Conflict, PluginError
 from takoform_operator.plugin.hosts import DEFAULT_OPERATOR_NAMESPACE, chosen_host, host_pool
 from takoform_operator.plugin.render import (
     Lookup,
     UsageError,
+    binding_name_arg,
+    binding_rows,
+    bindings_report,
     blocked_report,
     blocked_rows,
     check_object_name,
+    claim_arg,
     import_manifest,
+    printable,
+    release_refusal,
+    reserved_document,
+    reserved_message,
     resolve_kind,
     resource_of,
     split_kind_name,
     trace_report,
+    unbound_message,
 )
 from takoform_operator.registry_data import load_registry
 from takoform_operator.settings import Settings
@@ -52,14 +67,15 @@ Formatter = functools.partial(argparse.RawDescriptionHelpFormatter, width=HELP_W
 
 DESCRIPTION = """\
 Day-2 commands for Takoform resources: import an existing host resource as a CR, list the
-Blocked CRs with their remedies, trace one CR down to its host resource.
+Blocked CRs with their remedies, trace one CR down to its host resource, list the
+TakoformBindings (which CR owns which host resource) and release one (cluster admins).
 
 The cluster is read with your kubeconfig (--kubeconfig, KUBECONFIG, ~/.kube/config). The host
 is reached with the credentials of the host configuration: the TakoformHost named by --host
 (else the one marked default) and its token, CA bundle and client certificate Secrets in the
 operator's namespace; the single-host settings TAKOFORM_HOST_URL and TAKOFORM_HOST_TOKEN /
-TAKOFORM_HOST_TOKEN_FILE are the implicit host named `default`, as for the operator. Nothing is
-ever written.
+TAKOFORM_HOST_TOKEN_FILE are the implicit host named `default`, as for the operator. Only
+`release` writes: one TakoformBinding, never a CR or the host.
 
 Exit status: 0 done, 1 the cluster or the host failed or refused, 2 invalid command line."""
 
@@ -85,6 +101,29 @@ observedGeneration, conditions) -> the pending host operation, read from the hos
 API -> the CR's last Events."""
 
 
+BINDINGS_DESCRIPTION = """\
+List the TakoformBindings: for each host resource (host, space, kind, name), the CR that owns
+it (OWNER, NAMESPACE/NAME; "(reserved)": a claimRef without uid, an admin's pre-binding that only
+the CR of that namespace and name may bind) and the CR that owned it last (LAST OWNER). An object
+the operator cannot read is listed as Invalid: it binds nothing to anyone. TakoformBindings are
+cluster-scoped: every one is listed, with or without -A. Listing them takes the right to list
+takoformbindings.operator.takoform.io (the chart's takoform-admin)."""
+
+RELEASE_DESCRIPTION = """\
+For cluster admins: let a host resource go whose owner is gone (phase Released or Lost), or
+change an admin's pre-binding (a claimRef without uid, also while Bound).
+
+  --to NAMESPACE/NAME  reserve it: spec.claimRef becomes that CR, without uid, and nothing else
+                       changes; only the CR of that namespace and name may bind it next
+  without --to         delete the TakoformBinding: the host resource is unbound, and any
+                       namespace granted its space on its host may import it
+
+A binding Bound to a CR (a claimRef with a uid) is refused: delete that CR with deletionPolicy
+Orphan first. The write is conditioned on the resourceVersion read: if the binding changed
+meanwhile, nothing is written and the command says so; run it again. BINDING is the name
+`kubectl takoform bindings` lists (tb-...)."""
+
+
 def _common(parser: argparse.ArgumentParser, *, host: bool = True) -> None:
     group = parser.add_argument_group("cluster and host" if host else "cluster")
     group.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, ~/.kube/config)")
@@ -99,7 +138,7 @@ def _common(parser: argparse.ArgumentParser, *, host: bool = True) -> None:
 
 
 def add_commands(commands: Any) -> None:
-    """Register import, blocked and trace on an argparse sub-parsers object."""
+    """Register import, blocked, trace, bindings and release on an argparse sub-parsers object."""
     imports = commands.add_parser(
         "import",
         help="print a CR manifest that imports an existing host resource",
@@ -161,6 +200,36 @@ def add_commands(commands: Any) -> None:
     )
     _common(trace)
     trace.set_defaults(handler=_guarded(run_trace))
+
+    bindings = commands.add_parser(
+        "bindings",
+        help="list the TakoformBindings: which CR owns which host resource",
+        description=BINDINGS_DESCRIPTION,
+        formatter_class=Formatter,
+    )
+    bindings.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="accepted as with kubectl; bindings are cluster-scoped and all are listed anyway",
+    )
+    _common(bindings, host=False)
+    bindings.set_defaults(handler=_guarded(run_bindings))
+
+    release = commands.add_parser(
+        "release",
+        help="release a Released or Lost host resource, or reserve it for one CR",
+        description=RELEASE_DESCRIPTION,
+        formatter_class=Formatter,
+    )
+    release.add_argument("binding", metavar="BINDING", help="the TakoformBinding's name (tb-...)")
+    release.add_argument(
+        "--to",
+        metavar="NAMESPACE/NAME",
+        help="reserve the binding for that CR instead of deleting it",
+    )
+    _common(release, host=False)
+    release.set_defaults(handler=_guarded(run_release))
 
 
 def parser(prog: str) -> argparse.ArgumentParser:
@@ -426,3 +495,65 @@ async def _host_reads(
         return Lookup(problem=problems[-1]), Lookup(problem=problems[-1])
     finally:
         await pool.aclose()
+
+
+# -- bindings -------------------------------------------------------------------------------------
+
+
+def _bindings_missing() -> PluginError:
+    return PluginError(
+        f"{BINDING_PLURAL}.{GROUP} is not installed on this cluster: apply the chart's CRDs "
+        "(make crds-upgrade)"
+    )
+
+
+def run_bindings(args: argparse.Namespace, out: TextIO) -> int:
+    cluster = Cluster.connect(args.kubeconfig, args.context)
+    try:
+        items = cluster.list_bindings()
+    finally:
+        cluster.close()
+    if items is None:
+        raise _bindings_missing()
+    out.write(bindings_report(binding_rows(items)) + "\n")
+    return 0
+
+
+def run_release(args: argparse.Namespace, out: TextIO) -> int:
+    name = binding_name_arg(args.binding)
+    claim = claim_arg(args.to) if args.to is not None else None
+    cluster = Cluster.connect(args.kubeconfig, args.context)
+    try:
+        body = cluster.get_binding(name)
+        if body is None:
+            raise PluginError(
+                f"no {BINDING_KIND} named {name!r} (kubectl takoform bindings lists them)"
+            )
+        try:
+            binding = binding_from_json(body)
+        except InvalidBinding as exc:
+            raise PluginError(
+                printable(
+                    f"{name}: {exc}; fix it (kubectl edit {BINDING_PLURAL} {name}) or delete it "
+                    f"(kubectl delete {BINDING_PLURAL} {name})"
+                )
+            ) from None
+        refusal = release_refusal(name, binding)
+        if refusal is not None:
+            raise PluginError(refusal)
+        try:
+            if claim is not None:
+                cluster.replace_binding(name, reserved_document(body, claim))
+                said = reserved_message(name, binding, claim)
+            else:
+                uid = (body.get("metadata") or {}).get("uid")
+                cluster.delete_binding(name, binding.resource_version, str(uid) if uid else None)
+                said = unbound_message(name, binding)
+        except Conflict:
+            raise PluginError(
+                f"{name} changed meanwhile, nothing was written: run it again"
+            ) from None
+    finally:
+        cluster.close()
+    out.write(said + "\n")
+    return 0

@@ -1,7 +1,8 @@
 """What the plugin prints, as pure functions of the documents it read (no I/O, no clients).
 
 The commands (plugin.commands) read the cluster and the host; everything a user sees is built
-here: the CR manifest of an import, the table of Blocked CRs, the chain of one trace.
+here: the CR manifest of an import, the table of Blocked CRs, the chain of one trace, the table
+of TakoformBindings, and what `release` decides, writes and says.
 """
 
 from __future__ import annotations
@@ -12,9 +13,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from takoform_operator.core.binding import (
+    BINDING_KIND,
+    Binding,
+    ClaimRef,
+    InvalidBinding,
+    Phase,
+    binding_from_json,
+)
 from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.remedies import Remedy, remedies_line
+from takoform_operator.core.remedies import Remedy, kubectl_name, release_command, remedies_line
 from takoform_spec.identity import FormLine, FormRef
 
 #: The pause annotation (docs/operator.md); shown by `trace` when set.
@@ -22,6 +31,7 @@ PAUSED_ANNOTATION = "takoform.io/paused"
 #: How the core introduces the remedies in a condition message.
 REMEDY_MARKERS = ("Remedies:", "Remedy:")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 class UsageError(ValueError):
@@ -358,3 +368,176 @@ def _operation_lines(operation: Lookup) -> list[str]:
     if error:
         lines.append(f"  error {error.get('code')}: {error.get('message')}")
     return lines
+
+
+# -- bindings -----------------------------------------------------------------------------------
+
+#: The OWNER of a binding without claimRef, the LAST OWNER of one without lastOwner, the PHASE of
+#: an object core.binding cannot read (it binds nothing to anyone).
+NO_OWNER, NO_LAST_OWNER, INVALID_PHASE = "<none>", "-", "Invalid"
+#: After OWNER: the claimRef has no uid, so it is an admin's pre-binding to that namespace/name.
+RESERVED = "(reserved)"
+#: How kubectl names the objects (`kubectl get tkb -o name`), accepted before a binding's name.
+_BINDING_PREFIXES = re.compile(
+    r"^(takoformbindings?(\.operator\.takoform\.io)?|tkb)/", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class BindingRow:
+    name: str
+    phase: str
+    host: str
+    space: str
+    kind: str
+    resource: str
+    owner: str
+    last_owner: str
+
+
+def owner_text(claim: ClaimRef | None) -> str:
+    """`team-a/logs`; `team-a/logs (reserved)` without a uid; `<none>` without a claimRef."""
+    if claim is None:
+        return NO_OWNER
+    return f"{claim} {RESERVED}" if not claim.uid else str(claim)
+
+
+def binding_rows(items: Iterable[Mapping[str, Any]]) -> list[BindingRow]:
+    """One row per TakoformBinding object; one core.binding cannot read is `Invalid`, with what
+    of its spec can be shown."""
+    rows = []
+    for body in items:
+        name = str((body.get("metadata") or {}).get("name") or "")
+        try:
+            binding = binding_from_json(body)
+        except InvalidBinding:
+            rows.append(_invalid_row(name, body))
+            continue
+        identity = binding.identity
+        rows.append(
+            BindingRow(
+                name=name,
+                phase=str(binding.phase),
+                host=identity.host,
+                space=identity.space,
+                kind=identity.line.kind,
+                resource=identity.name,
+                owner=owner_text(binding.claim),
+                last_owner=str(binding.last_owner) if binding.last_owner else NO_LAST_OWNER,
+            )
+        )
+    return rows
+
+
+def _invalid_row(name: str, body: Mapping[str, Any]) -> BindingRow:
+    spec = body.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+
+    def text(key: str) -> str:
+        value = spec.get(key)
+        return value if isinstance(value, str) else ""
+
+    return BindingRow(
+        name, INVALID_PHASE, text("host"), text("space"), text("kind"), text("resourceName"),
+        NO_OWNER, NO_LAST_OWNER,
+    )  # fmt: skip
+
+
+def bindings_report(rows: Sequence[BindingRow]) -> str:
+    """The `bindings` output: one row per binding, ordered by what it binds, or one line saying
+    there is none."""
+    if not rows:
+        return "No TakoformBindings."
+    ordered = sorted(rows, key=lambda r: (r.host, r.space, r.kind, r.resource, r.name))
+    return table(
+        ("NAME", "PHASE", "HOST", "SPACE", "KIND", "RESOURCE", "OWNER", "LAST OWNER"),
+        [
+            (r.name, r.phase, r.host, r.space, r.kind, r.resource, r.owner, r.last_owner)
+            for r in ordered
+        ],
+    )
+
+
+def binding_name_arg(text: str) -> str:
+    """The BINDING of `release`: the object's name, also as `kubectl get -o name` prints it
+    (`takoformbinding.operator.takoform.io/tb-...`). Raises UsageError."""
+    name = _BINDING_PREFIXES.sub("", text.strip(), count=1)
+    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+        raise UsageError(
+            f"{printable(text)!r} is not a TakoformBinding name (tb-..., as kubectl takoform "
+            "bindings lists them)"
+        )
+    return name
+
+
+def claim_arg(text: str) -> ClaimRef:
+    """--to NAMESPACE/NAME: the CR a binding is reserved for, without uid. Raises UsageError."""
+    namespace, slash, name = text.partition("/")
+    if (
+        not slash
+        or len(namespace) > 63
+        or not _DNS_LABEL.fullmatch(namespace)
+        or len(name) > 253
+        or not _DNS_SUBDOMAIN.fullmatch(name)
+    ):
+        raise UsageError(
+            f"--to wants NAMESPACE/NAME of a CR (e.g. team-a/logs), got {printable(text)!r}"
+        )
+    return ClaimRef(namespace, name)
+
+
+def _what(binding: Binding) -> str:
+    identity = binding.identity
+    return (
+        f"{identity.line.kind} {identity.name!r} in space {identity.space!r} on host "
+        f"{identity.host!r}"
+    )
+
+
+def release_refusal(name: str, binding: Binding) -> str | None:
+    """Why `release` must not touch this binding (None: it may). A binding Bound to a CR's uid is
+    that CR's: the CR lets go first (deletionPolicy Orphan, then deleted), and the operator marks
+    the binding Released."""
+    claim = binding.claim
+    if binding.phase is not Phase.BOUND or claim is None or not claim.uid:
+        return None
+    obj = kubectl_name(binding.identity.line, claim.name, claim.namespace)
+    return printable(
+        f"{name} is bound to {claim}; delete that CR with deletionPolicy Orphan first: "
+        f"{release_command(obj)}"
+    )
+
+
+def reserved_document(body: Mapping[str, Any], claim: ClaimRef) -> dict[str, Any]:
+    """The object as read with spec.claimRef set to `claim` (no uid) and nothing else changed:
+    its metadata.resourceVersion makes the replace conditional on nobody having written since."""
+    document = {key: value for key, value in body.items() if key != "status"}
+    metadata = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
+    document["metadata"] = metadata
+    document["spec"] = {**(body.get("spec") or {}), "claimRef": claim.to_json()}
+    return document
+
+
+def reserved_message(name: str, binding: Binding, claim: ClaimRef) -> str:
+    return printable(
+        f"{BINDING_KIND} {name} reserved for {claim}: only the {binding.identity.line.kind} "
+        f"{claim.name!r} in namespace {claim.namespace!r} may bind {_what(binding)} (phase "
+        f"{binding.phase} kept{_last_owner(binding)})."
+    )
+
+
+def unbound_message(name: str, binding: Binding) -> str:
+    return printable(
+        f"{BINDING_KIND} {name} deleted (it was {binding.phase}{_reserved(binding)}"
+        f"{_last_owner(binding)}): "
+        f"{_what(binding)} is unbound; any namespace granted space {binding.identity.space!r} "
+        f"on host {binding.identity.host!r} may import it."
+    )
+
+
+def _reserved(binding: Binding) -> str:
+    return f", reserved for {binding.claim}" if binding.claim else ""
+
+
+def _last_owner(binding: Binding) -> str:
+    return f", last owner {binding.last_owner}" if binding.last_owner else ""

@@ -1,0 +1,162 @@
+"""The TakoformBindings on the API server (binding_port.BindingPort), with a watch cache.
+
+Reads answer from the cache the watch feeds (kopf's index: complete before any CR is reconciled)
+and from our own writes; every write goes to the API server with the resourceVersion read, so a
+stale cache costs one refused write and a fresh GET, never a second owner. `create` is the lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from takoform_operator.binding_port import BindingConflict, BindingError, BindingExists
+from takoform_operator.core.binding import (
+    BINDING_PLURAL,
+    Binding,
+    ClaimRef,
+    Identity,
+    InvalidBinding,
+    Phase,
+    binding_from_json,
+)
+from takoform_operator.core.tenancy import GROUP, VERSION
+from takoform_operator.kube.freshness import older, resource_version
+
+_COLLECTION = f"/apis/{GROUP}/{VERSION}/{BINDING_PLURAL}"
+
+
+class BindingBook:
+    """The bindings this process knows, by name and by the CR uid that holds each."""
+
+    def __init__(self, client: Callable[[], httpx.AsyncClient]) -> None:
+        self._client = client
+        self._by_name: dict[str, Binding] = {}
+        #: owner CR uid -> the name of the binding Bound to it (a CR holds at most one).
+        self._held: dict[str, str] = {}
+        #: binding name -> the newest resourceVersion seen (a late watch event is dropped).
+        self._versions: dict[str, str] = {}
+
+    # -- the watch ---------------------------------------------------------------------------
+
+    def observe(self, body: Mapping[str, Any]) -> bool:
+        """A binding as the watch delivered it; True when it changed what the cache held."""
+        name = str((body.get("metadata") or {}).get("name") or "")
+        version = resource_version(body)
+        if older(version, self._versions.get(name, "")):
+            return False
+        try:
+            binding = binding_from_json(body)
+        except InvalidBinding:
+            binding = None
+        if binding is not None and binding.name != name:
+            binding = None  # a hand-made object under another name binds nothing
+        before = self._by_name.get(name)
+        self._versions[name] = version
+        self._store(name, binding)
+        return before != binding
+
+    def forget(self, body: Mapping[str, Any]) -> bool:
+        """The watch saw it deleted; True when the cache held it."""
+        name = str((body.get("metadata") or {}).get("name") or "")
+        if older(resource_version(body), self._versions.get(name, "")):
+            return False
+        self._versions.pop(name, None)
+        return self._store(name, None) is not None
+
+    # -- BindingPort ---------------------------------------------------------------------------
+
+    async def get(self, identity: Identity) -> Binding | None:
+        return self._by_name.get(identity.binding_name())
+
+    def held_by(self, cr_uid: str) -> Binding | None:
+        binding = self._by_name.get(self._held.get(cr_uid, ""))
+        return binding if binding is not None and binding.owned_by(cr_uid) else None
+
+    async def create(self, binding: Binding) -> Binding:
+        answer = await self._send("POST", _COLLECTION, binding.to_json())
+        if answer.status_code == 409:
+            await self.refresh(binding.name)
+            raise BindingExists(f"TakoformBinding {binding.name} exists")
+        return self._written(answer, binding)
+
+    async def replace(self, binding: Binding) -> Binding:
+        answer = await self._send("PUT", f"{_COLLECTION}/{binding.name}", binding.to_json())
+        if answer.status_code in (404, 409):
+            await self.refresh(binding.name)
+            raise BindingConflict(f"TakoformBinding {binding.name} changed meanwhile")
+        return self._written(answer, binding)
+
+    async def delete(self, binding: Binding) -> None:
+        preconditions = {"preconditions": {"resourceVersion": binding.resource_version}}
+        answer = await self._send("DELETE", f"{_COLLECTION}/{binding.name}", preconditions)
+        if answer.status_code == 409:
+            await self.refresh(binding.name)
+            raise BindingConflict(f"TakoformBinding {binding.name} changed meanwhile")
+        if answer.status_code not in (200, 202, 404):
+            raise BindingError(_refused("delete", binding.name, answer))
+        self._store(binding.name, None)
+
+    async def claim_exists(self, identity: Identity, claim: ClaimRef) -> bool:
+        line = identity.line
+        path = f"/apis/{line.api_version}/namespaces/{claim.namespace}/{line.plural}/{claim.name}"
+        try:
+            answer = await self._client().get(path)
+        except httpx.HTTPError:
+            return True
+        if answer.status_code == 404:
+            return False
+        if answer.status_code != 200:
+            return True  # forbidden or API trouble: not proven gone
+        uid = str((answer.json().get("metadata") or {}).get("uid") or "")
+        return not claim.uid or uid == claim.uid
+
+    async def refresh(self, name: str) -> None:
+        """Read one binding again after a refused write (the cache was behind)."""
+        try:
+            answer = await self._client().get(f"{_COLLECTION}/{name}")
+        except httpx.HTTPError as exc:
+            raise BindingError(f"TakoformBinding {name} could not be read: {exc}") from exc
+        if answer.status_code == 404:
+            self._store(name, None)
+            self._versions.pop(name, None)
+        elif answer.status_code == 200:
+            self.observe(answer.json())
+        else:
+            raise BindingError(_refused("read", name, answer))
+
+    def _store(self, name: str, binding: Binding | None) -> Binding | None:
+        """Hold `binding` under `name` (None: drop it); returns what was held before."""
+        before = self._by_name.pop(name, None)
+        if (
+            before is not None
+            and before.claim is not None
+            and self._held.get(before.claim.uid) == name
+        ):
+            del self._held[before.claim.uid]
+        if binding is not None:
+            self._by_name[name] = binding
+            if binding.phase is Phase.BOUND and binding.claim is not None and binding.claim.uid:
+                self._held[binding.claim.uid] = name
+        return before
+
+    async def _send(self, method: str, path: str, body: dict[str, Any]) -> httpx.Response:
+        try:
+            return await self._client().request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise BindingError(f"TakoformBinding write did not land: {exc}") from exc
+
+    def _written(self, answer: httpx.Response, binding: Binding) -> Binding:
+        if answer.status_code not in (200, 201):
+            raise BindingError(_refused("write", binding.name, answer))
+        self.observe(answer.json())
+        return self._by_name.get(binding.name) or binding
+
+
+def _refused(verb: str, name: str, answer: httpx.Response) -> str:
+    return (
+        f"TakoformBinding {name}: the API server refused the {verb}: {answer.status_code} "
+        + (answer.text[:300])
+    )
