@@ -211,9 +211,10 @@ class OwnershipModel(RuleBasedStateMachine):
         #: status continues the one it was restored from): uid -> the first uid of the line.
         self.names: dict[str, tuple[str, str]] = {}
         self.lineage: dict[str, str] = {}
-        #: (lineage, identity) -> the host uid it was first bound to (or last accepted with
-        #: accept-uid).
-        self.first_bound: dict[tuple[str, IdentityKey], str] = {}
+        #: (lineage, identity, import id) -> the host uid it was first bound to (or last
+        #: accepted with accept-uid). A create's own key may make a new incarnation (drift
+        #: repair); an import, or a create turned import, starts from what it first bound.
+        self.first_bound: dict[tuple[str, IdentityKey, str | None], str] = {}
         #: (namespace, name) of a CR that vanished -> its lineage.
         self.vanished_roots: dict[tuple[str, str], str] = {}
         #: Identity -> the CR that last acted on it (an accepted mutation, or a binding).
@@ -280,7 +281,7 @@ class OwnershipModel(RuleBasedStateMachine):
     def first_bound_of(self, cr_uid: str) -> dict[IdentityKey, str]:
         """The host uid this CR's lineage was first bound to (or accepted), by identity."""
         root = self.lineage.get(cr_uid, cr_uid)
-        return {identity: uid for (r, identity), uid in self.first_bound.items() if r == root}
+        return {identity: uid for (r, identity, _), uid in self.first_bound.items() if r == root}
 
     def _line(self, cr_uid: str) -> set[str]:
         """Every CR uid of this CR's lineage (itself, what it was restored from, and so on)."""
@@ -1011,7 +1012,8 @@ class OwnershipModel(RuleBasedStateMachine):
             str(ref.get("kind")),
             str(after.get("name")),
         )
-        line = (self.lineage.get(cr_uid, cr_uid), identity)
+        import_id = (after.get("requested") or {}).get("importId")
+        line = (self.lineage.get(cr_uid, cr_uid), identity, import_id)
         first = self.first_bound.get(line)
         if accept_uid_of(body) != new:  # accepted: remedy 1, the user imported exactly this
             if old is not None:
