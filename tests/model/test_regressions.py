@@ -456,3 +456,37 @@ def test_a_lost_resource_never_goes_to_another_namespaces_import(model_world: Wo
     assert asserted(machine, importer, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
     assert not status_of(importer).get("uid")
     assert not sent_by(machine, importer)
+
+
+def test_the_pre_bind_remedy_hands_a_released_resource_to_another_namespace(
+    model_world: World,
+) -> None:
+    """The binding design's way out for the hand-off: ns-b/alpha's import of what ns-a released
+    is Blocked AlreadyManaged; its remedy "ask a cluster admin to pre-bind it to this CR"
+    (`kubectl takoform release NAME --to ns-b/alpha`), run as printed, lets exactly that CR bind
+    the incarnation ns-a released, and nothing else changes hands."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile", pick=0),
+            step("delete_cr", pick=0, policy="Orphan"),
+            step(
+                "create_importing_cr",
+                namespace="ns-b",
+                name="alpha",
+                pick=0,
+                size=10,
+                policy="Delete",
+            ),
+            step("reconcile_all"),
+            step("follow_remedy", pick=0, which=1),
+            step("reconcile", pick=0),
+        ],
+    )
+    importer = cr_named(machine, "ns-b", "alpha")
+    assert asserted(machine, importer, ConditionType.READY) is Reason.AVAILABLE
+    (alpha,) = resources(machine)
+    assert status_of(importer)["uid"] == alpha["metadata"]["uid"]
+    assert creator_of(alpha) not in machine.cluster.crs, "made by ns-a/alpha, which is gone"
+    assert machine.prebound
