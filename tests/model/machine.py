@@ -1200,8 +1200,15 @@ class OwnershipModel(RuleBasedStateMachine):
                 return True
         held = self.ownership.bindings.held_by(creator) if self.ownership.uses_bindings else None
         # The binding is the write-ahead record of the claim: a status write lost after the
-        # create leaves the creator holding the binding of that identity.
-        return held is not None and binding_key(held.identity) == identity
+        # create leaves the creator holding the binding of that identity, and its Orphan
+        # deletion Released it (lastOwner the creator) before the finalizer removal was lost.
+        if held is not None and binding_key(held.identity) == identity:
+            return True
+        binding = self.ownership.binding(identity)
+        return binding is not None and (
+            binding.uid == uid
+            or (binding.last_owner is not None and binding.last_owner.uid in self._line(creator))
+        )
 
     # -- liveness ----------------------------------------------------------------------------------
 
