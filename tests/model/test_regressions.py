@@ -490,3 +490,54 @@ def test_the_pre_bind_remedy_hands_a_released_resource_to_another_namespace(
     assert status_of(importer)["uid"] == alpha["metadata"]["uid"]
     assert creator_of(alpha) not in machine.cluster.crs, "made by ns-a/alpha, which is gone"
     assert machine.prebound
+
+
+# -- the checker's own alarms on the TakoformBinding design -----------------------------------
+
+
+def test_a_restore_that_imports_what_another_client_made_is_not_a_rebind(
+    model_world: World,
+) -> None:
+    """Seed 1 of a long run on the binding design: ns-a/alpha's create fails (its status had the
+    failed create's uid, which never existed on the host); its finalizer is removed; it is
+    restored, another host client makes "alpha", and the restore is given that resource's import
+    id. It re-binds the Lost binding and imports what it was told to: a new claim, which the
+    checker took for a re-bind to another uid than the first."""
+    machine = replay(
+        model_world,
+        [
+            step("fail_next_operation"),
+            CREATE_ALPHA,
+            step("reconcile_all"),
+            step("remove_finalizer", pick=0),
+            step("restore_without_status", pick=0),
+            step("out_of_band_create_new", name="alpha", version="1.0.0"),
+            step("set_import_id", pick=0, which=0),
+            step("reconcile_all"),
+        ],
+    )
+    restored = cr_named(machine, "ns-a", "alpha")
+    assert asserted(machine, restored, ConditionType.READY) is Reason.AVAILABLE
+    (alpha,) = resources(machine)
+    assert creator_of(alpha) is None, "made by another host client"
+    assert status_of(restored)["uid"] == alpha["metadata"]["uid"]
+
+
+def test_an_orphan_deletion_whose_writes_were_lost_releases_what_it_made(
+    model_world: World,
+) -> None:
+    """Seed 3 of a long run on the binding design: the create is accepted and its status write
+    lost; the CR is deleted with Orphan and the finalizer removal is lost too. The binding is
+    Released (its lastOwner the CR) while the CR still exists: released on purpose, which the
+    checker took for an orphan until it saw the CR go."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile_losing_status_write", pick=0),
+            step("delete_cr", pick=0, policy="Orphan"),
+            step("reconcile_losing_status_write", pick=0),
+        ],
+    )
+    assert machine.cluster.crs == {}
+    assert len(resources(machine)) == 1, "orphaned on purpose"
