@@ -110,11 +110,12 @@ async def reconcile(
     """Hold, grant, owner, plan, read, decide, act, let go: see the module docstring. Never
     raises for host trouble: it becomes an Outcome that keeps the state and says when to look
     again. A binding write the API server did not take raises BindingError (retried)."""
-    state = restored(state, bindings.held_by(desired.cr_uid))
+    mine = bindings.held_by(desired.cr_uid)
+    state = restored(state, mine)
     held = hold(desired, state)
     if held is not None:
         if held.finalized:
-            held = await _let_go(desired, held, bindings.held_by(desired.cr_uid), bindings)
+            held = await _let_go(desired, held, mine, bindings)
         return Reconciled(held)
     granted = _grant(desired, state, tenancy)
     if isinstance(granted, Outcome):
