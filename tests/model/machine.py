@@ -126,7 +126,11 @@ SPEC_CAUSED = {
 #: main line fixes them; then the xfail passes, fails strictly, and the entry goes. Known so far:
 #: - "malformed-pin-deletion": a claimed CR whose spec.formRef is malformed never finished
 #:   deleting (it stayed Degraded InvalidSpec). Fixed: deletion reads the recorded identity.
-KNOWN_DEFECTS: frozenset[str] = frozenset()
+#: - "malformed-pin-deletion-binding": the same, for a CR whose claim is only in the binding it
+#:   holds (its status write was lost after the binding and the create): the deletion reads
+#:   the identity recorded in the status (none), not the binding's, and stays Degraded
+#:   InvalidSpec with its deletionTimestamp, with either deletionPolicy.
+KNOWN_DEFECTS: frozenset[str] = frozenset({"malformed-pin-deletion-binding"})
 #: Kinds of invariant `_fail` raises that a run steps around (comma-separated names in
 #: TAKOFORM_MODEL_STEP_AROUND): no-grant, two-actors, released-to-another-namespace,
 #: lost-to-another-cr, silent-rebind, remedy-unmanaged, squatting, two-claims; and "sharding"
@@ -247,7 +251,9 @@ class OwnershipModel(RuleBasedStateMachine):
         self.last_outcomes: dict[str, Outcome] = {}
         self.broken = False
         #: Step around the known defects (the regression tests switch this off).
-        self.known_defect = "malformed-pin-deletion" in KNOWN_DEFECTS
+        self.known_defect = bool(
+            KNOWN_DEFECTS & {"malformed-pin-deletion", "malformed-pin-deletion-binding"}
+        )
         #: Invariants a run steps around, by kind: a defect already found and kept as a
         #: regression test, so a long run looks for the next one (`_fail`).
         self.step_around = STEP_AROUND
@@ -1303,7 +1309,8 @@ class OwnershipModel(RuleBasedStateMachine):
         body = self.cluster.crs[uid]
         if body["metadata"].get("deletionTimestamp") is not None:
             # kubectl delete must end: finalized, or Blocked naming what the user has to do.
-            return self.known_defect and _malformed_pin_deletion(body, asserted)
+            held = self.ownership.bindings.held_by(uid) if self.ownership.uses_bindings else None
+            return self.known_defect and _malformed_pin_deletion(body, asserted, held is not None)
         return asserted.get(ConditionType.DEGRADED) in SPEC_CAUSED
 
     def teardown(self) -> None:
@@ -1339,9 +1346,13 @@ def _names(import_id: str, identity: tuple[str, str, str, str], ref: dict[str, A
     )
 
 
-def _malformed_pin_deletion(body: dict[str, Any], asserted: dict[ConditionType, Reason]) -> bool:
-    """The known defect "malformed-pin-deletion": deleting, claimed, spec.formRef malformed."""
+def _malformed_pin_deletion(
+    body: dict[str, Any], asserted: dict[ConditionType, Reason], holds_binding: bool = False
+) -> bool:
+    """The known defects "malformed-pin-deletion" (claimed in the status) and
+    "malformed-pin-deletion-binding" (claimed only in the binding it holds): deleting, claimed,
+    spec.formRef malformed."""
     pin = body["spec"].get("formRef") or {}
     malformed = pin.get("definitionVersion") not in (None, "1.0.0", "1.1.0", "1.2.0")
-    claimed = claimed_identity(body) is not None
+    claimed = claimed_identity(body) is not None or holds_binding
     return malformed and claimed and asserted.get(ConditionType.DEGRADED) is Reason.INVALID_SPEC

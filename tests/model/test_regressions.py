@@ -541,3 +541,43 @@ def test_an_orphan_deletion_whose_writes_were_lost_releases_what_it_made(
     )
     assert machine.cluster.crs == {}
     assert len(resources(machine)) == 1, "orphaned on purpose"
+
+
+# -- found on the TakoformBinding design -------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect malformed-pin-deletion-binding: the deletion reads the status's "
+    "recorded identity, not the binding's",
+)
+@pytest.mark.parametrize("policy", ["Delete", "Orphan"])
+def test_deleting_a_cr_claimed_only_in_its_binding_with_a_malformed_pin_ends(
+    model_world: World, policy: str
+) -> None:
+    """Found by a long run on the binding design (seed 12, shrunk by hand to its four steps):
+    the binding is written and the create accepted, the status write is lost, the CR is deleted
+    and gets spec.formRef.definitionVersion "1.0". reconcile_cr_body lets a CR with an
+    unparseable spec go only when it holds no binding, and otherwise needs the status's
+    recorded identity (status.requested), which the lost write never recorded: Degraded
+    InvalidSpec with the deletionTimestamp for ever, whatever the deletionPolicy, although the
+    binding records the identity (Binding.requested) a deletion needs."""
+    machine = replay(
+        model_world,
+        [
+            step(
+                "create_cr",
+                namespace="ns-a",
+                name="alpha",
+                resource_name=None,
+                size=10,
+                policy=policy,
+                same_instant=False,
+            ),
+            step("reconcile_losing_status_write", pick=0),
+            step("delete_cr", pick=0, policy=policy),
+            step("edit_pin", pick=0, pin="1.0"),
+        ],
+    )
+    assert machine.cluster.crs == {}
+    assert len(resources(machine)) == (1 if policy == "Orphan" else 0)
