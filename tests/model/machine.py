@@ -830,9 +830,11 @@ class OwnershipModel(RuleBasedStateMachine):
             return  # a read: what an admin looks at before acting
         if words[1:3] == ["takoform", "release"]:
             namespace, name = words[words.index("--to") + 1].split("/", 1)
-            binding = next(b for b in self.ownership.all() if b.name == words[3])
-            self.ownership.bindings.pre_bind(binding.name, namespace, name)
-            self.prebound[binding_key(binding.identity)] = (namespace, name)
+            found = [b for b in self.ownership.all() if b.name == words[3]]
+            if not found or (found[0].phase is Phase.BOUND and found[0].claim is not None):
+                return  # gone since it was printed, or bound to a CR again: the plugin refuses
+            self.ownership.bindings.pre_bind(found[0].name, namespace, name)
+            self.prebound[binding_key(found[0].identity)] = (namespace, name)
             return
         target = self._find_cr(words)
         if target is None:
