@@ -1,20 +1,27 @@
 """A simulated cluster for the model checker: CR bodies, status merge-patches, an operator process.
 
 Nothing here is Kubernetes or kopf; everything the operator itself runs is real:
-`reconcile_cr_body` (the seam the kopf handlers call), the `ClaimBook` ownership index, the
+`reconcile_cr_body` (the seam the kopf handlers call), its ownership (the TakoformBindings, in the
+API server semantics of tests/support/memory_bindings.py, or today's `ClaimBook` index), the
 `HostClientPort` over the HTTP client, and the reference host as a process on loopback.
 
 - `Cluster` holds what the API server would hold: CR bodies with metadata (uid, generation bumped
   on spec changes only, creationTimestamp from a fake clock, annotations, deletionTimestamp) and a
   status that changes only by RFC 7386 merge-patches. A CR carries the operator's finalizer from
   birth, so a deleted CR goes only when a reconcile with `deleting=True` finalizes it.
-- `Operator` is one operator process: a `ClaimBook` fed with every CR body (as the watch would),
-  rebuilt from the cluster on restart, and the reconcile loop of one CR (a recorded claim is
+- `Operator` is one operator process, reconciling and indexing the CRs of its namespaces (one
+  process for all, or two namespace shards): its ownership (`Ownership`: today's `ClaimBook` fed
+  with every CR body of its namespaces, as the watch would, rebuilt from the cluster on restart;
+  or, once the seam takes a `BindingPort`, the TakoformBindings of the simulated API server, one
+  `MemoryBindings` all processes share) and the reconcile loop of one CR (a recorded claim is
   persisted and followed at once, as the handlers do). `lose_write=True` drops the last write of
   that reconcile (the status patch, or the finalizer removal): its host calls happened.
-- `RecordingPort` wraps the real port: every mutation is checked, at the moment it is sent,
-  against the persisted status of the CR it is sent for, and recorded; it can also lose the answer
-  of the next mutation after the host accepted it (a dropped connection).
+- `ModelTenancy` is the cluster admin's TakoformSpaceGrants, one per granted (namespace, space) on
+  the one host, granted and revoked by the model's rules.
+- `RecordingPort` wraps the real port: every request (reads too) is checked, at the moment it is
+  sent, against the grants of the CR's namespace; every mutation against the persisted status of
+  the CR it is sent for, and recorded; it can also lose the answer of the next mutation after the
+  host accepted it (a dropped connection).
 - `HostView` reads the host's own data over its API (resources per exact FormRef, the operation
   listing of a space) and drives its admin API (faults, out-of-band actions, record expiry).
 """
@@ -23,30 +30,45 @@ from __future__ import annotations
 
 import copy
 import datetime
+import importlib
+import inspect
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from one_host import OneHost
+from memory_bindings import MemoryBindings
 
 from takoform_operator.core.actions import Action, Target
+from takoform_operator.core.binding import Binding, ClaimRef, Identity
 from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import OperationView, ResourceView
+from takoform_operator.core.tenancy import DEFAULT_HOST, SpaceGrant
 from takoform_operator.host_client.port import HostClientPort
-from takoform_operator.host_port import HostUnavailable
-from takoform_operator.kube.claims import ClaimBook
+from takoform_operator.host_port import HostPort, HostUnavailable
 from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION
-from takoform_spec.identity import FormRef
+from takoform_spec.identity import FormLine, FormRef
+
+#: The in-memory tie-break index of the code before TakoformBindings (None since they came): the
+#: checker and its regression tests run on both, so a defect is shown on the old code too.
+try:
+    ClaimBook: Any = importlib.import_module("takoform_operator.kube.claims").ClaimBook
+except ImportError:
+    ClaimBook = None
+
+#: The seam takes the TakoformBindings (a BindingPort) in place of the ClaimBook.
+BINDINGS_SEAM = "bindings" in inspect.signature(reconcile_cr_body).parameters
 
 API_VERSION = "storage.takoform.io/v1"
 KIND = "Bucket"
 FINALIZER = "takoform.io/finalizer"
 
 Body = dict[str, Any]
+#: (space, apiVersion, kind, name): a host identity on the model's one host.
+IdentityKey = tuple[str, str, str, str]
 
 
 class ModelViolation(AssertionError):
@@ -186,6 +208,21 @@ class Cluster:
             listener(uid)
         return body
 
+    def vanish(self, uid: str) -> Body:
+        """`kubectl delete` and a `kubectl patch` removing the finalizers: the CR is gone and no
+        reconcile ever ran for its deletion."""
+        self.delete(uid)
+        return self.remove_finalizer(uid)
+
+    def restore(self, body: Mapping[str, Any]) -> str:
+        """The CR made again from a backup: the same namespace, name, spec and annotations, a
+        new uid and creationTimestamp, no status (a backup restore, or a re-apply)."""
+        metadata = body["metadata"]
+        uid = self.create(metadata["namespace"], metadata["name"], body["spec"])
+        self.crs[uid]["metadata"]["annotations"] = dict(metadata.get("annotations") or {})
+        self._notify(uid)
+        return uid
+
 
 @dataclass
 class Sent:
@@ -198,13 +235,21 @@ class Sent:
 
 
 class RecordingPort:
-    """The real port, with every mutation checked at send time and recorded."""
+    """The real port, with every request checked at send time (`access`: the CR's namespace
+    may address that space now; None: the space its status records) and every mutation checked
+    (`check`) and recorded, and `accepted` told of each one the host accepted."""
 
     def __init__(
-        self, port: HostClientPort, check: Callable[[str, Action, ResourceView | None], None]
+        self,
+        port: HostClientPort,
+        check: Callable[[str, Action, ResourceView | None], None],
+        access: Callable[[str, str | None, str], None] = lambda cr, space, what: None,
+        accepted: Callable[[str, Action, OperationView], None] = lambda cr, a, op: None,
     ) -> None:
         self._port = port
         self._check = check
+        self._access = access
+        self._accepted = accepted
         self.current: str | None = None
         self.sent: list[Sent] = []
         self.lose_next_answer = False
@@ -214,60 +259,184 @@ class RecordingPort:
         self.served: dict[str, ResourceView] = {}
         self.operations: dict[str, OperationView] = {}
 
+    def _asks(self, space: str | None, what: str) -> None:
+        assert self.current is not None, f"a host request ({what}) outside a reconcile"
+        self._access(self.current, space, what)
+
     async def get_operation(self, operation_id: str) -> OperationView:
+        self._asks(None, f"get_operation {operation_id}")
         operation = await self._port.get_operation(operation_id)
         self.operations[operation_id] = operation
         return operation
 
     async def read(self, target: Target) -> ResourceView | None:
+        self._asks(target.space, f"read {target.name}")
         self.last_read = await self._port.read(target)
         if self.last_read is not None:
             self.served[self.last_read.uid] = self.last_read
         return self.last_read
 
     async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]:
+        self._asks(target.space, f"list_operations {target.name}")
         listed = await self._port.list_operations(target)
         self.operations.update(listed)
         return listed
 
     async def execute(self, action: Action) -> tuple[str, OperationView]:
         assert self.current is not None
+        self._asks(action.target.space, f"{action.verb} {action.target.name}")
         self._check(self.current, action, self.last_read)
         record = Sent(self.current, action)
         self.sent.append(record)
         operation_id, operation = await self._port.execute(action)
         record.operation_id, record.operation = operation_id, operation
         self.operations[operation_id] = operation
+        self._accepted(self.current, action, operation)
         if self.lose_next_answer:
             self.lose_next_answer = False
             raise HostUnavailable("the answer was lost after the host accepted it (injected)")
         return operation_id, operation
 
 
-class Operator:
-    """One operator process: its ClaimBook and the reconcile loop of one CR."""
+class ModelTenancy:
+    """The cluster admin's policy as the model writes it: the one host (`default`, the default
+    host) and one TakoformSpaceGrant per granted (namespace, space). The `service.Tenancy` the
+    operator reads (kube.tenancy holds the same for the real objects); every process shares it."""
 
-    def __init__(self, cluster: Cluster, port: RecordingPort) -> None:
+    def __init__(self, port: HostPort) -> None:
+        self._port = port
+        self.granted: set[tuple[str, str]] = set()
+
+    def allows(self, namespace: str, space: str) -> bool:
+        return (namespace, space) in self.granted
+
+    def default_host(self) -> str | None:
+        return DEFAULT_HOST
+
+    def marked_default(self) -> Collection[str]:
+        return ()
+
+    def hosts(self) -> Collection[str]:
+        return (DEFAULT_HOST,)
+
+    def grants(self) -> Iterable[SpaceGrant]:
+        return tuple(
+            SpaceGrant(name=f"{ns}-{space}", host=DEFAULT_HOST, spaces=(space,), namespaces=(ns,))
+            for ns, space in sorted(self.granted)
+        )
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        return {}
+
+    def port(self, host: str) -> HostPort:
+        assert host == DEFAULT_HOST, f"a request for host {host!r}, which the model has not"
+        return self._port
+
+
+def binding_key(identity: Identity) -> IdentityKey:
+    return (identity.space, identity.line.api_version, identity.line.kind, identity.name)
+
+
+def binding_identity(key: IdentityKey) -> Identity:
+    space, api_version, kind, name = key
+    return Identity(space, FormLine(api_version, kind), name, DEFAULT_HOST)
+
+
+class Ownership:
+    """Where the operator keeps who owns what: today each process's `ClaimBook` (an index of the
+    CR bodies of its namespaces, gone on restart), or the TakoformBindings of the simulated API
+    server (one `MemoryBindings` every process shares, surviving restarts) once the seam takes a
+    BindingPort (`BINDINGS_SEAM`). `exists` answers the bindings' question whether a claimed CR
+    (namespace, name, uid) still exists, from the simulated cluster."""
+
+    def __init__(self, cluster: Cluster, *, bindings: bool = BINDINGS_SEAM) -> None:
+        self.cluster = cluster
+        self.uses_bindings = bindings
+        self.bindings = MemoryBindings(exists=self._exists)
+
+    def _exists(self, identity: Identity, claim: ClaimRef) -> bool:
+        return any(
+            b["metadata"]["namespace"] == claim.namespace
+            and b["metadata"]["name"] == claim.name
+            and (not claim.uid or b["metadata"]["uid"] == claim.uid)
+            and b["apiVersion"] == identity.line.api_version
+            and b["kind"] == identity.line.kind
+            for b in self.cluster.live()
+        )
+
+    def index(self) -> Any:
+        """A process's own index (ClaimBook), or None with bindings (nothing is per process)."""
+        if self.uses_bindings:
+            return None
+        assert ClaimBook is not None, "no ClaimBook and a seam without bindings"
+        return ClaimBook()
+
+    def argument(self, index: Any) -> Any:
+        """What reconcile_cr_body gets in its ownership place."""
+        return self.bindings if self.uses_bindings else index
+
+    def binding(self, key: IdentityKey) -> Binding | None:
+        if not self.uses_bindings:
+            return None
+        found: Binding | None = self.bindings.objects.get(binding_identity(key).binding_name())
+        return found
+
+    def all(self) -> list[Binding]:
+        return list(self.bindings.objects.values()) if self.uses_bindings else []
+
+
+class Operator:
+    """One operator process: the CRs of `namespaces` (None: all), their ownership index (none
+    of its own with bindings) and the reconcile loop of one CR."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        port: RecordingPort,
+        tenancy: ModelTenancy,
+        ownership: Ownership,
+        namespaces: Collection[str] | None = None,
+    ) -> None:
         self.cluster = cluster
         self.port = port
-        self.claims = ClaimBook()
+        self.tenancy = tenancy
+        self.ownership = ownership
+        self.namespaces = None if namespaces is None else frozenset(namespaces)
+        self.claims: Any = None
+        self.stopped = False
         cluster.on_change(self._observe, self._forget)
         self.restart()
 
+    def covers(self, namespace: str) -> bool:
+        return self.namespaces is None or namespace in self.namespaces
+
     def _observe(self, body: Body) -> None:
-        self.claims.observe(body)
+        if (
+            self.claims is not None
+            and not self.stopped
+            and self.covers(body["metadata"]["namespace"])
+        ):
+            self.claims.observe(body)
 
     def _forget(self, uid: str) -> None:
-        self.claims.forget(uid)
+        if self.claims is not None and not self.stopped:
+            self.claims.forget(uid)
+
+    def stop(self) -> None:
+        """The process is gone (a new deployment replaces it): it sees no more events."""
+        self.stopped = True
 
     def restart(self) -> None:
-        """Nothing survives but the cluster: the ClaimBook is rebuilt from the CR bodies."""
-        self.claims = ClaimBook()
-        for body in self.cluster.live():
-            self.claims.observe(copy.deepcopy(body))
+        """Nothing survives but the cluster: the index is rebuilt from the CR bodies it covers."""
+        self.claims = self.ownership.index()
+        if self.claims is not None:
+            for body in self.cluster.live():
+                if self.covers(body["metadata"]["namespace"]):
+                    self.claims.observe(copy.deepcopy(body))
 
     async def reconcile(self, uid: str, registry: Registry, *, lose_write: bool = False) -> Outcome:
         """One reconcile of the CR as the handlers run it; `lose_write` drops its last write."""
+        assert self.covers(self.cluster.crs[uid]["metadata"]["namespace"])
         for _ in range(10):
             body = copy.deepcopy(self.cluster.crs[uid])
             deleting = body["metadata"].get("deletionTimestamp") is not None
@@ -276,15 +445,17 @@ class Operator:
                 result = await reconcile_cr_body(
                     body,
                     registry,
-                    OneHost(self.port),  # type: ignore[arg-type]
-                    self.claims,
+                    self.tenancy,
+                    self.ownership.argument(self.claims),
                     now=self.cluster.clock.stamp(),
                     deleting=deleting,
                 )
             finally:
                 self.port.current = None
             outcome = result.outcome
-            last = not outcome.continue_now
+            # A recorded claim was followed at once by the next step (before TakoformBindings,
+            # the claim was a status write of its own; the binding is that record now).
+            last = not getattr(outcome, "continue_now", False)
             if lose_write and last:
                 return outcome
             if outcome.finalized:
@@ -389,6 +560,22 @@ class HostView:
         fence = {"Takoform-Expected-Generation": resource["metadata"]["generation"]}
         try:
             response = self._api.put(path, params=query, headers=fence, json={"spec": dict(spec)})
+        except httpx.TransportError:
+            return 0
+        return response.status_code
+
+    def create(self, resource: Mapping[str, Any]) -> int:
+        """Another client of the host creates a resource like `resource` (its identity, exact
+        FormRef and spec) where none exists: a new uid, no idempotency key, so no creation key.
+        Returns the HTTP status (202 accepted, or a refusal), 0 when the connection dropped."""
+        space, api_version, kind, name = resource_identity(resource)
+        group, version = api_version.split("/", 1)
+        ref = resource["formRef"]
+        path = f"/v1alpha3/spaces/{space}/forms/{group}/{version}/{kind}/resources/{name}"
+        query = {k: ref[k] for k in ("definitionVersion", "schemaDigest")}
+        body = {"spec": dict(resource["spec"])}
+        try:
+            response = self._api.put(path, params=query, headers={"If-None-Match": "*"}, json=body)
         except httpx.TransportError:
             return 0
         return response.status_code

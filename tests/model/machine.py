@@ -6,20 +6,30 @@ process and the host can do to each other; its invariants are checked after ever
 host's own data and the CRs' statuses — never from the outcomes the operator reports:
 
 - never more than one live host resource created on behalf of one CR;
-- no orphan: a resource created with a CR's key is bound or claimed by that CR, or was released
-  by an Orphan deletion (resources without a creation key only come from out-of-band actions);
-- every mutation is sent to the exact target (space, FormRef, name) the CR's status records, to
-  the uid it is bound to (or explicitly accepted, or proven ours by our creation key), and never
-  to an identity or uid another CR claims or is bound to (checked when it is sent);
-- never a silent rebind: status.uid changes only by a first binding to a resource we created or
-  imported, an accept-uid naming exactly the new uid, or clearing after the bound incarnation
-  vanished from the host (checked on every status write);
+- no orphan: a resource created with a CR's key is bound or claimed by that CR (or held in the
+  binding it holds), or was released by an Orphan deletion, or its CR vanished (Lost);
+- deny by default: no request at all, not even a read, for a CR whose namespace has no grant
+  for the space at the moment it is sent (`ModelTenancy`, checked in the port);
+- every mutation is sent to the exact target (space, FormRef, name) the CR has recorded (its
+  status, or its binding), to the uid it is bound to (or explicitly accepted, or proven ours by
+  our creation key), and never to an identity or uid another CR claims or is bound to;
+- at most one CR acts (an accepted mutation, or a binding) on an identity; a Released
+  incarnation goes only to the last owner's namespace, a Lost one only to a restore of its
+  owner (same namespace and name), unless an admin pre-bound the CR;
+- never a silent rebind: status.uid changes only by a first binding to a resource we (or the CR
+  we were restored from) created or imported or were pre-bound to, an accept-uid naming exactly
+  the new uid, or clearing after the bound incarnation vanished; and never to another uid than
+  the first one bound for that identity (an import's included) without accept-uid, unless our
+  own creation key made it (checked on every status write);
+- a remedy we printed that deletes a Delete-policy CR leaves what it created deleted or owned;
 - never two CRs claiming one host identity in their status;
 - a pending operation in a status is one of this CR's own, for its recorded target; an accepted
   create whose record the host no longer keeps left nothing unaccounted for;
 - liveness (teardown): with every fault off, within `LIVENESS_ROUNDS` reconciles of each CR the
   cluster reaches a fixpoint where every CR is Ready, Blocked with a remedy, Degraded by its own
-  spec, or gone, and a further round has no mutation accepted and changes no condition.
+  spec, or gone, and a further round has no mutation accepted and changes no condition; there,
+  a CR Blocked AlreadyManaged is kept off by something that holds the identity, never by a
+  squatter (a CR without a grant, which can never send anything).
 
 Commits are under the model's control: the host runs with commit delay 0 (an accepted operation
 commits before the host serves its next request) and the `stuck` rules hold every operation
@@ -32,6 +42,8 @@ import asyncio
 import copy
 import itertools
 import json
+import os
+import shlex
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -41,11 +53,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from takoform_operator.core.actions import Action, Create
+from takoform_operator.core.binding import Phase
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.state import ResourceView, Verb
+from takoform_operator.core.remedies import Remedy
+from takoform_operator.core.state import OperationView, ResourceView, Verb
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION
@@ -58,19 +72,29 @@ from .cluster import (
     FakeClock,
     HostData,
     HostView,
+    IdentityKey,
+    ModelTenancy,
     ModelViolation,
     Operator,
+    Ownership,
     RecordingPort,
     accept_uid_of,
+    binding_key,
     claimed_identity,
     creator_of,
+    merge_patch,
     resource_identity,
     status_of,
 )
 
 T = TypeVar("T")
 
+#: Namespaces a cluster admin may grant spaces to (both granted both spaces at the start)...
 NAMESPACES = ("ns-a", "ns-b")
+#: ... and one that is never granted anything.
+UNGRANTED = "ns-c"
+#: Two operator processes: namespace shards, each reconciling and indexing only its own CRs.
+SHARDS = (("ns-a",), ("ns-b", "ns-c"))
 CR_NAMES = ("alpha", "beta")
 RESOURCE_NAMES = (None, "alpha", "beta")
 SIZES = (10, 20, 30)
@@ -102,7 +126,18 @@ SPEC_CAUSED = {
 #: main line fixes them; then the xfail passes, fails strictly, and the entry goes. Known so far:
 #: - "malformed-pin-deletion": a claimed CR whose spec.formRef is malformed never finished
 #:   deleting (it stayed Degraded InvalidSpec). Fixed: deletion reads the recorded identity.
-KNOWN_DEFECTS: frozenset[str] = frozenset()
+#: - "malformed-pin-deletion-binding": the same, for a CR whose claim is only in the binding it
+#:   holds (its status write was lost after the binding and the create): the deletion reads
+#:   the identity recorded in the status (none), not the binding's, and stays Degraded
+#:   InvalidSpec with its deletionTimestamp, with either deletionPolicy.
+KNOWN_DEFECTS: frozenset[str] = frozenset({"malformed-pin-deletion-binding"})
+#: Kinds of invariant `_fail` raises that a run steps around (comma-separated names in
+#: TAKOFORM_MODEL_STEP_AROUND): no-grant, two-actors, released-to-another-namespace,
+#: lost-to-another-cr, silent-rebind, remedy-unmanaged, squatting, two-claims; and "sharding"
+#: keeps the processes one (the rule that shards them is off).
+STEP_AROUND: frozenset[str] = frozenset(
+    k for k in os.environ.get("TAKOFORM_MODEL_STEP_AROUND", "").split(",") if k
+)
 #: Blocked reasons whose message lists the FormRefs this build knows instead of remedies.
 FAIL_CLOSED = {Reason.PIN_UNSUPPORTED, Reason.FORM_REF_UNSUPPORTED, Reason.IMPORT_REFUSED}
 
@@ -168,9 +203,42 @@ class OwnershipModel(RuleBasedStateMachine):
         self.faults: dict[str, Any] = dict(CLEAN_FAULTS)
         self.clock = FakeClock()
         self.cluster = Cluster(self.clock)
-        self.port = RecordingPort(HostClientPort(world.client), self._check_send)
-        self.operator = Operator(self.cluster, self.port)
+        self.port = RecordingPort(
+            HostClientPort(world.client), self._check_send, self._check_access, self._acted
+        )
+        self.tenancy = ModelTenancy(self.port)
+        self.tenancy.granted = {(ns, space) for ns in NAMESPACES for space in self.spaces}
+        self.ownership = Ownership(self.cluster)
+        self.operators = [self._process(None)]
         self.cluster.status_hooks.append(self._check_status_write)
+        #: Every CR ever made: uid -> (namespace, name); and its lineage (a CR restored without
+        #: status continues the one it was restored from): uid -> the first uid of the line.
+        self.names: dict[str, tuple[str, str]] = {}
+        self.lineage: dict[str, str] = {}
+        #: (lineage, identity, import id) -> the host uid it was first bound to (or last
+        #: accepted with accept-uid). A create's own key may make a new incarnation (drift
+        #: repair); an import, or a create turned import, starts from what it first bound.
+        self.first_bound: dict[tuple[str, IdentityKey, str | None], str] = {}
+        #: (namespace, name) of a CR that vanished -> its lineage.
+        self.vanished_roots: dict[tuple[str, str], str] = {}
+        #: Identity -> the CR that last acted on it (an accepted mutation, or a binding).
+        self.actor: dict[IdentityKey, str] = {}
+        #: How a CR went: uid -> "Delete", "Orphan" (finalized under that policy) or "vanished"
+        #: (its finalizer removed, no reconcile).
+        self.gone: dict[str, str] = {}
+        #: Host uids whose owner let go with Orphan: uid -> the owner's namespace (Released);
+        #: and whose owner vanished: uid -> the owner's (namespace, name) (Lost).
+        self.released: dict[str, str] = {}
+        self.lost: dict[str, tuple[str, str]] = {}
+        #: An admin's pre-binding (`kubectl takoform release NAME --to NS/NAME`): identity -> CR.
+        self.prebound: dict[IdentityKey, tuple[str, str]] = {}
+        #: CRs that vanished, by (namespace, name): what a restore makes again.
+        self.vanished: dict[tuple[str, str], dict[str, Any]] = {}
+        #: Resources deleted out of band, for another client to create again.
+        self.deleted_out_of_band: list[dict[str, Any]] = []
+        #: CRs deleted by following a remedy the operator printed: uid -> that remedy.
+        self.remedy_deletions: dict[str, Remedy] = {}
+        self.cluster.on_change(self._named, lambda uid: None)
         self.registry = world.production
         self.created = 0
         #: CRs deleted with deletionPolicy Orphan: what they created or were bound to is released.
@@ -183,13 +251,52 @@ class OwnershipModel(RuleBasedStateMachine):
         self.last_outcomes: dict[str, Outcome] = {}
         self.broken = False
         #: Step around the known defects (the regression tests switch this off).
-        self.known_defect = "malformed-pin-deletion" in KNOWN_DEFECTS
+        self.known_defect = bool(
+            KNOWN_DEFECTS & {"malformed-pin-deletion", "malformed-pin-deletion-binding"}
+        )
+        #: Invariants a run steps around, by kind: a defect already found and kept as a
+        #: regression test, so a long run looks for the next one (`_fail`).
+        self.step_around = STEP_AROUND
 
     @classmethod
     def bind(cls, world: World) -> type[OwnershipModel]:
         return type("OwnershipModelIn", (cls,), {"world": world})
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _process(self, namespaces: tuple[str, ...] | None) -> Operator:
+        return Operator(self.cluster, self.port, self.tenancy, self.ownership, namespaces)
+
+    def _operator_for(self, uid: str) -> Operator:
+        namespace = self.cluster.crs[uid]["metadata"]["namespace"]
+        return next(p for p in self.operators if p.covers(namespace))
+
+    @property
+    def operator(self) -> Operator:
+        """The process of the first shard (the only one unless sharded)."""
+        return self.operators[0]
+
+    def _named(self, body: dict[str, Any]) -> None:
+        """A CR of the namespace and name of one that vanished continues its lineage (a
+        restore; the API server cannot tell it from a CR made anew under that name)."""
+        metadata = body["metadata"]
+        uid, named = metadata["uid"], (metadata["namespace"], metadata["name"])
+        self.names.setdefault(uid, named)
+        self.lineage.setdefault(uid, self.vanished_roots.get(named, uid))
+
+    def first_bound_of(self, cr_uid: str) -> dict[IdentityKey, str]:
+        """The host uid this CR's lineage was first bound to (or accepted), by identity."""
+        root = self.lineage.get(cr_uid, cr_uid)
+        return {identity: uid for (r, identity, _), uid in self.first_bound.items() if r == root}
+
+    def _line(self, cr_uid: str) -> set[str]:
+        """Every CR uid of this CR's lineage (itself, what it was restored from, and so on)."""
+        root = self.lineage.get(cr_uid, cr_uid)
+        return {uid for uid, r in self.lineage.items() if r == root} | {cr_uid}
+
+    def _ours(self, cr_uid: str, key: str | None) -> bool:
+        """`key` is a creation key of this CR's lineage."""
+        return any(str(key or "").startswith(f"{uid}:create:") for uid in self._line(cr_uid))
 
     def _live(self) -> list[str]:
         return list(self.cluster.crs)
@@ -243,32 +350,48 @@ class OwnershipModel(RuleBasedStateMachine):
         body = copy.deepcopy(self.cluster.crs[uid])
         self.broken = True  # until the reconcile and its checks returned
         self._touched()
-        outcome = self.world.run(self.operator.reconcile(uid, self.registry, lose_write=lose_write))
+        process = self._operator_for(uid)
+        outcome = self.world.run(process.reconcile(uid, self.registry, lose_write=lose_write))
         self.broken = False
         self._touched()
         if uid not in self.cluster.crs:
-            self._released(body)
+            self._finalized(body)
         self.last_outcomes[uid] = outcome
         return outcome
 
-    def _released(self, body: dict[str, Any]) -> None:
-        """The CR went: with Orphan, what it created or was bound to is released on purpose."""
-        if (body.get("spec") or {}).get("deletionPolicy") == "Orphan":
-            self.released_creators.add(body["metadata"]["uid"])
-            uid = status_of(body).get("uid")
-            if uid:
-                self.released_uids.add(uid)
+    def _finalized(self, body: dict[str, Any]) -> None:
+        """The CR went by its reconcile: with Orphan, what it created or was bound to is
+        released on purpose (to its namespace only)."""
+        uid = body["metadata"]["uid"]
+        policy = (body.get("spec") or {}).get("deletionPolicy")
+        self.gone[uid] = "Orphan" if policy == "Orphan" else "Delete"
+        if policy == "Orphan":
+            self.released_creators.add(uid)
+            bound = status_of(body).get("uid")
+            mine = [r["metadata"]["uid"] for r in self.host().resources if creator_of(r) == uid]
+            for resource_uid in [bound, *mine]:
+                if resource_uid:
+                    self.released_uids.add(resource_uid)
+                    self.released[resource_uid] = body["metadata"]["namespace"]
+        elif uid in self.remedy_deletions:
+            self._check_remedy_left_nothing_unmanaged(body)
 
     def _faults(self, **faults: Any) -> None:
         self._touched()
         self.faults.update(faults)
         self.world.view.set_faults(**faults)
 
-    def _violation(self, message: str, **facts: Any) -> ModelViolation:
+    def _fail(self, kind: str, summary: str, /, **facts: Any) -> None:
+        """A violation of the invariant `kind`, raised unless this run steps around it
+        (`TAKOFORM_MODEL_STEP_AROUND`, for a long run to look past a defect already found)."""
+        if kind not in self.step_around:
+            raise self._violation(f"[{kind}] {summary}", **facts)
+
+    def _violation(self, summary: str, /, **facts: Any) -> ModelViolation:
         detail = "\n".join(
             f"  {k}: {json.dumps(v, default=str, indent=None)}" for k, v in facts.items()
         )
-        return ModelViolation(f"{message}\n{detail}")
+        return ModelViolation(f"{summary}\n{detail}")
 
     # -- rules: users --------------------------------------------------------------------------
 
@@ -419,12 +542,131 @@ class OwnershipModel(RuleBasedStateMachine):
             self.cluster.edit_spec(uid, edit)
         self.cluster.delete(uid)
 
+    @precondition(lambda self: self.created < MAX_CRS and len(self.cluster.crs) < MAX_LIVE)
+    @rule(
+        name=st.sampled_from(CR_NAMES),
+        resource_name=st.sampled_from(RESOURCE_NAMES),
+        policy=st.sampled_from(POLICIES),
+        same_instant=st.booleans(),
+    )
+    def create_cr_ungranted(
+        self, name: str, resource_name: str | None, policy: str, same_instant: bool
+    ) -> None:
+        """A CR in the namespace no grant ever covers (it must never send anything, nor keep
+        a CR of a granted namespace from the identity it names)."""
+        self.create_cr(UNGRANTED, name, resource_name, 10, policy, same_instant)
+
+    @precondition(lambda self: self.created < MAX_CRS and len(self.cluster.crs) < MAX_LIVE)
+    @rule(name=st.sampled_from(CR_NAMES), pick=st.integers(0, 3), policy=st.sampled_from(POLICIES))
+    def import_from_other_namespace(self, name: str, pick: int, policy: str) -> None:
+        """A CR of the other granted namespace imports (canonical JSON import id) a resource
+        that a CR created: another team's resource."""
+        made = [r for r in self.host().resources if creator_of(r) in self.names]
+        if not made:
+            return
+        resource = made[pick % len(made)]
+        creator_namespace = self.names[str(creator_of(resource))][0]
+        others = [ns for ns in NAMESPACES if ns != creator_namespace]
+        namespace = others[pick % len(others)]
+        if any(
+            b["metadata"]["namespace"] == namespace and b["metadata"]["name"] == name
+            for b in self.cluster.live()
+        ):
+            return
+        space, _, _, rname = resource_identity(resource)
+        import_id = canonical_import_id(space, rname, FormRef.from_json(resource["formRef"]))
+        spec = self._spec(
+            space=space, resource_name=rname, size=10, policy=policy, import_id=import_id
+        )
+        self.cluster.create(namespace, name, spec)
+        self.created += 1
+
+    @precondition(lambda self: self.cluster.crs)
+    @rule(pick=st.integers(0, 2))
+    def remove_finalizer(self, pick: int) -> None:
+        """`kubectl delete` then `kubectl patch` removing the finalizers: the CR vanishes
+        without any reconcile. What it owned is Lost: only a CR of its namespace and name (a
+        restore) may take it back, or one an admin pre-binds."""
+        uid = self._pick(pick)
+        body = self.cluster.crs[uid]
+        owned = [status_of(body).get("uid")] + [
+            r["metadata"]["uid"] for r in self.host().resources if creator_of(r) == uid
+        ]
+        body = self.cluster.vanish(uid)
+        metadata = body["metadata"]
+        self.gone[uid] = "vanished"
+        self.vanished[(metadata["namespace"], metadata["name"])] = body
+        self.vanished_roots[(metadata["namespace"], metadata["name"])] = self.lineage[uid]
+        for resource_uid in owned:
+            if resource_uid and resource_uid not in self.released:
+                self.lost[resource_uid] = (metadata["namespace"], metadata["name"])
+
+    @precondition(lambda self: self.vanished and len(self.cluster.crs) < MAX_LIVE)
+    @rule(pick=st.integers(0, 2))
+    def restore_without_status(self, pick: int) -> None:
+        """A CR that vanished is made again from a backup: the same namespace, name, spec and
+        annotations, a new uid, an empty status."""
+        candidates = [
+            key
+            for key in sorted(self.vanished)
+            if not any(
+                (b["metadata"]["namespace"], b["metadata"]["name"]) == key
+                for b in self.cluster.live()
+            )
+        ]
+        if not candidates:
+            return
+        self.cluster.restore(self.vanished.pop(candidates[pick % len(candidates)]))
+
+    @precondition(lambda self: self.cluster.crs)
+    @rule(pick=st.integers(0, 2), which=st.integers(0, 2))
+    def follow_remedy(self, pick: int, which: int) -> None:
+        """A user (or admin) runs a remedy command the CR's last outcome printed, as is."""
+        uid = self._pick(pick)
+        outcome = self.last_outcomes.get(uid)
+        remedies = [r for r in (outcome.remedies if outcome else ()) if r.command]
+        if remedies:
+            self._run_remedy(uid, remedies[which % len(remedies)])
+
+    @rule(namespace=st.sampled_from(NAMESPACES), space=st.integers(0, 1), granted=st.booleans())
+    def grant(self, namespace: str, space: int, granted: bool) -> None:
+        """A cluster admin creates (or deletes) the TakoformSpaceGrant of (namespace, space)."""
+        entry = (namespace, self.spaces[space])
+        if granted:
+            self.tenancy.granted.add(entry)
+        else:
+            self.tenancy.granted.discard(entry)
+
+    @precondition(lambda self: self.ownership.uses_bindings)
+    @rule(
+        which=st.integers(0, 3),
+        namespace=st.sampled_from(NAMESPACES),
+        name=st.sampled_from(CR_NAMES),
+    )
+    def pre_bind(self, which: int, namespace: str, name: str) -> None:
+        """`kubectl takoform release NAME --to NS/NAME`: an admin hands a Released or Lost
+        binding to one CR (by namespace and name)."""
+        free = [b for b in self.ownership.all() if b.phase is not Phase.BOUND]
+        if not free:
+            return
+        binding = free[which % len(free)]
+        self.ownership.bindings.pre_bind(binding.name, namespace, name)
+        self.prebound[binding_key(binding.identity)] = (namespace, name)
+
     # -- rules: the operator ---------------------------------------------------------------------
 
     @precondition(lambda self: self.cluster.crs)
     @rule(pick=st.integers(0, 2))
     def reconcile(self, pick: int) -> None:
         self._reconcile(self._pick(pick))
+
+    @precondition(lambda self: self.cluster.crs)
+    @rule()
+    def reconcile_all(self) -> None:
+        """The operator catches up: every CR reconciled once, oldest first (a resync)."""
+        for uid in self._live():
+            if uid in self.cluster.crs:
+                self._reconcile(uid)
 
     @precondition(lambda self: self.cluster.crs)
     @rule(pick=st.integers(0, 2))
@@ -434,7 +676,17 @@ class OwnershipModel(RuleBasedStateMachine):
 
     @rule()
     def restart_operator(self) -> None:
-        self.operator.restart()
+        for process in self.operators:
+            process.restart()
+
+    @precondition(lambda self: "sharding" not in self.step_around)
+    @rule(two=st.booleans())
+    def shard_operators(self, two: bool) -> None:
+        """A new deployment: one process for every namespace, or two namespace shards (ns-a;
+        ns-b and ns-c), each reconciling and indexing only the CRs of its own namespaces."""
+        for process in self.operators:
+            process.stop()
+        self.operators = [self._process(s) for s in SHARDS] if two else [self._process(None)]
 
     @rule(version=st.sampled_from(("1.0.0", "1.1.0", "1.2.0")))
     def upgrade_registry(self, version: str) -> None:
@@ -453,8 +705,54 @@ class OwnershipModel(RuleBasedStateMachine):
         """Someone deletes, or deletes and recreates (new uid, no creation key), a resource."""
         resources = self.host().resources
         if resources:
-            self.world.view.out_of_band(verb, resources[which % len(resources)])
+            resource = resources[which % len(resources)]
+            self.world.view.out_of_band(verb, resource)
+            if verb == "delete":
+                self.deleted_out_of_band.append(resource)
             self._touched()
+
+    @rule(
+        name=st.sampled_from(("alpha", "beta")),
+        version=st.sampled_from(("1.0.0", "1.1.0")),
+    )
+    def out_of_band_create_new(self, name: str, version: str) -> None:
+        """Another client of the host creates a resource no CR made (what imports are for), in
+        the example's first space; refused when the name is taken."""
+        ref = self.world.refs[version]
+        self.used_spaces.add(self.spaces[0])
+        self.used_refs.add(ref)
+        resource = {
+            "formRef": ref.to_json(),
+            "metadata": {"space": self.spaces[0], "name": name},
+            "spec": {"region": "eu-west-1", "sizeGiB": 10},
+        }
+        self.world.view.create(resource)
+        self._touched()
+
+    @precondition(lambda self: self.cluster.crs)
+    @rule(which=st.integers(0, 3))
+    def out_of_band_delete_seen_then_create(self, which: int) -> None:
+        """A resource is deleted out of band for longer than the operator's poll (every CR is
+        reconciled while it is gone), then another client creates it again: the same identity,
+        FormRef and spec, a new uid and no creation key."""
+        resources = self.host().resources
+        if not resources:
+            return
+        resource = resources[which % len(resources)]
+        self.world.view.out_of_band("delete", resource)
+        self._touched()
+        self.reconcile_all()
+        self.world.view.create(resource)
+        self._touched()
+
+    @precondition(lambda self: self.deleted_out_of_band)
+    @rule(which=st.integers(0, 3))
+    def out_of_band_create(self, which: int) -> None:
+        """Another client of the host creates a resource that was deleted out of band again:
+        the same identity, FormRef and spec, a new uid (refused while the name is taken)."""
+        resource = self.deleted_out_of_band[which % len(self.deleted_out_of_band)]
+        self.world.view.create(resource)
+        self._touched()
 
     @rule(which=st.integers(0, 3), size=st.sampled_from(SIZES))
     def out_of_band_update(self, which: int, size: int) -> None:
@@ -496,7 +794,100 @@ class OwnershipModel(RuleBasedStateMachine):
         """The next mutation is accepted by the host but its answer never arrives."""
         self.port.lose_next_answer = True
 
+    # -- remedies, run as printed --------------------------------------------------------------
+
+    def _run_remedy(self, cr_uid: str, remedy: Remedy) -> None:
+        """Run a remedy's command as a user pastes it (`a && b` runs a, then b)."""
+        assert remedy.command is not None
+        for command in remedy.command.split(" && "):
+            self._run_command(remedy, command)
+
+    def _find_cr(self, words: list[str]) -> str | None:
+        """The live CR a kubectl command names (`<plural>.<group>/<name> -n <namespace>`)."""
+        obj = next(w for w in words[2:] if "/" in w and not w.startswith("-"))
+        namespace = words[words.index("-n") + 1] if "-n" in words else "default"
+        name = obj.split("/", 1)[1]
+        return next(
+            (
+                b["metadata"]["uid"]
+                for b in self.cluster.live()
+                if (b["metadata"]["namespace"], b["metadata"]["name"]) == (namespace, name)
+            ),
+            None,
+        )
+
+    def _run_command(self, remedy: Remedy, command: str) -> None:
+        if command.startswith("echo ") and "| kubectl " in command:  # create or apply -f -
+            grant = json.loads(shlex.split(command)[1])
+            for namespace in grant["spec"]["namespaces"].get("names", []):
+                if namespace in NAMESPACES:  # the admin never grants the ungranted namespace
+                    for space in grant["spec"]["spaces"]:
+                        self.tenancy.granted.add((namespace, space))
+            return
+        words = shlex.split(command)
+        assert words[0] == "kubectl", f"a remedy command the model cannot run: {command}"
+        if words[1] == "get":
+            return  # a read: what an admin looks at before acting
+        if words[1:3] == ["takoform", "release"]:
+            namespace, name = words[words.index("--to") + 1].split("/", 1)
+            found = [b for b in self.ownership.all() if b.name == words[3]]
+            if not found or (found[0].phase is Phase.BOUND and found[0].claim is not None):
+                return  # gone since it was printed, or bound to a CR again: the plugin refuses
+            self.ownership.bindings.pre_bind(found[0].name, namespace, name)
+            self.prebound[binding_key(found[0].identity)] = (namespace, name)
+            return
+        target = self._find_cr(words)
+        if target is None:
+            return  # kubectl: NotFound
+        if words[1] == "delete":
+            self.remedy_deletions[target] = remedy
+            self.cluster.delete(target)
+        elif words[1] == "patch":
+            patch = json.loads(words[words.index("-p") + 1])
+
+            def edit(spec: dict[str, Any]) -> None:
+                merged = merge_patch(spec, patch["spec"])
+                spec.clear()
+                spec.update(merged)
+
+            self.cluster.edit_spec(target, edit)
+        elif words[1] == "annotate":
+            key, value = next(w for w in words[3:] if "=" in w and not w.startswith("-")).split(
+                "=", 1
+            )
+            self.cluster.annotate(target, key, value)
+        else:
+            raise AssertionError(f"a remedy command the model cannot run: {command}")
+
     # -- checks when something is sent or written ----------------------------------------------
+
+    def _check_access(self, cr_uid: str, space: str | None, what: str) -> None:
+        """Deny by default: nothing, not even a read, without a grant for the CR's namespace and
+        the space the request goes to, at the moment it is sent."""
+        body = self.cluster.crs[cr_uid]
+        namespace = body["metadata"]["namespace"]
+        if space is None:
+            space = status_of(body).get("space") or body["spec"].get("space")
+        if not self.tenancy.allows(namespace, str(space)):
+            self._fail(
+                "no-grant",
+                f"{what} sent for a CR whose namespace has no grant for the space",
+                cr=cr_uid,
+                namespace=namespace,
+                space=space,
+                granted=sorted(self.tenancy.granted),
+            )
+
+    def _recorded(self, cr_uid: str) -> list[tuple[Any, Any, Any]]:
+        """The targets recorded for the CR before anything is sent: its status, and (with
+        bindings) the binding it holds."""
+        status = status_of(self.cluster.crs[cr_uid])
+        recorded = [(status.get("space"), status.get("formRef"), status.get("name"))]
+        held = self.ownership.bindings.held_by(cr_uid) if self.ownership.uses_bindings else None
+        if held is not None and held.form_ref is not None:
+            identity = held.identity
+            recorded.append((identity.space, held.form_ref.to_json(), identity.name))
+        return recorded
 
     def _check_send(self, cr_uid: str, action: Action, read: ResourceView | None) -> None:
         body = self.cluster.crs[cr_uid]
@@ -505,10 +896,10 @@ class OwnershipModel(RuleBasedStateMachine):
         self.used_refs.add(target.form_ref)
         self.used_spaces.add(target.space)
         self._touched()
-        recorded = (status.get("space"), status.get("formRef"), status.get("name"))
-        if recorded != (target.space, target.form_ref.to_json(), target.name):
+        recorded = self._recorded(cr_uid)
+        if (target.space, target.form_ref.to_json(), target.name) not in recorded:
             raise self._violation(
-                f"{action.verb} sent to a target the CR's status does not record",
+                f"{action.verb} sent to a target the CR has not recorded",
                 cr=cr_uid,
                 sent=[target.space, target.form_ref.to_json(), target.name],
                 recorded=recorded,
@@ -517,7 +908,8 @@ class OwnershipModel(RuleBasedStateMachine):
         for other in self.cluster.live():
             other_uid = other["metadata"]["uid"]
             if other_uid != cr_uid and claimed_identity(other) == identity:
-                raise self._violation(
+                self._fail(
+                    "two-claims",
                     f"{action.verb} sent for an identity another CR claims",
                     cr=cr_uid,
                     other=other_uid,
@@ -532,9 +924,15 @@ class OwnershipModel(RuleBasedStateMachine):
             bound is None
             and read is not None
             and read.uid == expected
-            and (read.creation_key or "").startswith(f"{cr_uid}:create:")
+            and self._ours(cr_uid, read.creation_key)
         )
-        if not (expected == bound or expected == accept_uid_of(body) or proven):
+        held = self.ownership.bindings.held_by(cr_uid) if self.ownership.uses_bindings else None
+        if not (
+            expected == bound
+            or expected == accept_uid_of(body)
+            or proven
+            or (held is not None and held.uid == expected)
+        ):
             raise self._violation(
                 f"{action.verb} sent to uid {expected}, not the bound one",
                 cr=cr_uid,
@@ -544,11 +942,60 @@ class OwnershipModel(RuleBasedStateMachine):
         for other in self.cluster.live():
             other_uid = other["metadata"]["uid"]
             if other_uid != cr_uid and status_of(other).get("uid") == expected:
-                raise self._violation(
+                self._fail(
+                    "two-claims",
                     f"{action.verb} sent to uid {expected}, which another CR is bound to",
                     cr=cr_uid,
                     other=other_uid,
                 )
+
+    def _acted(self, cr_uid: str, action: Action, operation: OperationView) -> None:
+        """The host accepted a mutation of this CR: it acts on the identity (and the uid)."""
+        target = action.target
+        identity = (target.space, target.form_ref.api_version, target.form_ref.kind, target.name)
+        uid = operation.resource_uid if isinstance(action, Create) else action.expected_uid
+        self._act(cr_uid, identity, uid, f"{action.verb} accepted")
+
+    def _act(self, cr_uid: str, identity: IdentityKey, uid: str | None, what: str) -> None:
+        """At most one CR acts on an identity (an accepted mutation, or a binding): another
+        that did must be gone. A Released incarnation goes only to the last owner's namespace,
+        a Lost one only to a CR of the vanished owner's namespace and name (a restore), unless
+        an admin pre-bound the CR."""
+        previous = self.actor.get(identity)
+        if previous is not None and previous != cr_uid and previous in self.cluster.crs:
+            self._fail(
+                "two-actors",
+                f"two CRs act on one identity ({what})",
+                cr=cr_uid,
+                other=previous,
+                identity=identity,
+                crs={b["metadata"]["uid"]: status_of(b) for b in self.cluster.live()},
+            )
+        me = self.names[cr_uid]
+        pre = self.prebound.get(identity) == me
+        if uid is not None and uid in self.released:
+            if self.released[uid] != me[0] and not pre:
+                self._fail(
+                    "released-to-another-namespace",
+                    f"a Released resource went to a CR of another namespace ({what})",
+                    cr=cr_uid,
+                    namespace=me[0],
+                    released_by=self.released[uid],
+                    uid=uid,
+                )
+            self.released.pop(uid)
+        if uid is not None and uid in self.lost:
+            if self.lost[uid] != me and not pre:
+                self._fail(
+                    "lost-to-another-cr",
+                    f"a Lost resource (its owner vanished) went to another CR ({what})",
+                    cr=cr_uid,
+                    me=me,
+                    lost_by=self.lost[uid],
+                    uid=uid,
+                )
+            self.lost.pop(uid)
+        self.actor[identity] = cr_uid
 
     def _check_status_write(
         self, cr_uid: str, before: dict[str, Any], after: dict[str, Any]
@@ -559,19 +1006,51 @@ class OwnershipModel(RuleBasedStateMachine):
         body = self.cluster.crs[cr_uid]
         data = self.host()
         if new is None:
-            if data.resource_by_uid(old) is not None:
+            if data.resource_by_uid(str(old)) is not None:
                 raise self._violation(
                     "status.uid cleared while the bound incarnation still exists",
                     cr=cr_uid,
                     uid=old,
                 )
             return
-        if accept_uid_of(body) == new:
-            return  # remedy 1: the user imported exactly this incarnation
-        if old is not None:
-            raise self._violation(
-                f"silent rebind: status.uid {old} -> {new}", cr=cr_uid, accept=accept_uid_of(body)
+        ref = after.get("formRef") or {}
+        identity = (
+            str(after.get("space")),
+            str(ref.get("apiVersion")),
+            str(ref.get("kind")),
+            str(after.get("name")),
+        )
+        import_id = (after.get("requested") or {}).get("importId")
+        line = (self.lineage.get(cr_uid, cr_uid), identity, import_id)
+        first = self.first_bound.get(line)
+        if accept_uid_of(body) != new:  # accepted: remedy 1, the user imported exactly this
+            if old is not None:
+                raise self._violation(
+                    f"silent rebind: status.uid {old} -> {new}",
+                    cr=cr_uid,
+                    accept=accept_uid_of(body),
+                )
+            evidence = (
+                "pre-bound"
+                if self.prebound.get(identity) == self.names[cr_uid]
+                else self._binding_evidence(cr_uid, new, after, data)
             )
+            if first is not None and first != new and evidence != "created":
+                self._fail(
+                    "silent-rebind",
+                    f"silent re-bind: first bound to {first}, now to {new} ({evidence}) "
+                    "without accept-uid naming it",
+                    cr=cr_uid,
+                    accept=accept_uid_of(body),
+                )
+        self.first_bound[line] = new
+        self._act(cr_uid, identity, new, "bound")
+
+    def _binding_evidence(
+        self, cr_uid: str, new: str, after: dict[str, Any], data: HostData
+    ) -> str:
+        """Why the CR may bind `new` at all: "created" (a create of its lineage made it) or
+        "imported" (its recorded import id names it); a violation otherwise."""
         # Evidence: what the host serves now, or served to the operator before (the resource
         # may be gone by now, e.g. deleted in the same reconcile, and records expire).
         resource = data.resource_by_uid(new)
@@ -584,11 +1063,11 @@ class OwnershipModel(RuleBasedStateMachine):
                 assert served is not None
                 key, ref = served.creation_key, served.form_ref.to_json()
                 identity = (served.space, ref["apiVersion"], ref["kind"], served.name)
-            if str(key or "").startswith(f"{cr_uid}:create:"):
-                return
+            if self._ours(cr_uid, key):
+                return "created"
             import_id = (after.get("requested") or {}).get("importId")
             if import_id and _names(import_id, identity, ref):
-                return
+                return "imported"
             raise self._violation(
                 f"bound to {new}, which it neither created nor imported", cr=cr_uid, key=key
             )
@@ -597,18 +1076,47 @@ class OwnershipModel(RuleBasedStateMachine):
             for o in data.operations
             if o["verb"] == "create"
             and o["resourceUid"] == new
-            and str(o.get("idempotencyKey") or "").startswith(f"{cr_uid}:create:")
+            and self._ours(cr_uid, o.get("idempotencyKey"))
         ] + [
             o
             for o in self.port.operations.values()
             if o.verb is Verb.CREATE
             and o.resource_uid == new
-            and (o.idempotency_key or "").startswith(f"{cr_uid}:create:")
+            and self._ours(cr_uid, o.idempotency_key)
         ]
         if not created:
             raise self._violation(
                 f"bound to {new}: no resource and no create of ours carries it", cr=cr_uid
             )
+        return "created"
+
+    def _owned(self, resource: dict[str, Any]) -> bool:
+        """Some live CR (or, with bindings, a TakoformBinding) holds this incarnation."""
+        identity, uid = resource_identity(resource), resource["metadata"]["uid"]
+        for body in self.cluster.live():
+            if claimed_identity(body) != identity:
+                continue
+            bound = status_of(body).get("uid")
+            key = resource["metadata"].get("creationIdempotencyKey")
+            if bound == uid or (bound is None and self._ours(body["metadata"]["uid"], key)):
+                return True
+        binding = self.ownership.binding(identity)
+        return binding is not None and (binding.uid == uid or binding.phase is Phase.BOUND)
+
+    def _check_remedy_left_nothing_unmanaged(self, body: dict[str, Any]) -> None:
+        """A Delete-policy CR deleted by a remedy we printed: what its lineage created is
+        deleted, or still owned, never left to nobody."""
+        uid = body["metadata"]["uid"]
+        for resource in self.host().resources:
+            creator = creator_of(resource)
+            if creator in self._line(uid) and not self._owned(resource):
+                self._fail(
+                    "remedy-unmanaged",
+                    "a remedy we printed (delete this CR) left the CR's resource unmanaged",
+                    cr=uid,
+                    resource=resource["metadata"],
+                    remedy=self.remedy_deletions[uid].to_json(),
+                )
 
     # -- invariants ------------------------------------------------------------------------------
 
@@ -648,7 +1156,8 @@ class OwnershipModel(RuleBasedStateMachine):
             if identity is None:
                 continue
             if identity in claims:
-                raise self._violation(
+                self._fail(
+                    "two-claims",
                     "two CRs claim one host identity",
                     identity=identity,
                     crs=[claims[identity], uid],
@@ -687,14 +1196,27 @@ class OwnershipModel(RuleBasedStateMachine):
         uid = resource["metadata"]["uid"]
         if creator is None or creator in self.released_creators or uid in self.released_uids:
             return True  # out of band, or released by an Orphan deletion
+        if any(self.gone.get(c) == "vanished" for c in self._line(creator)):
+            return True  # Lost: its CR vanished without a reconcile (finalizer removed)
         identity = resource_identity(resource)
         for body in live:
             if claimed_identity(body) != identity:
                 continue
             bound = status_of(body).get("uid")
-            if bound == uid or (bound is None and body["metadata"]["uid"] == creator):
+            key = resource["metadata"].get("creationIdempotencyKey")
+            if bound == uid or (bound is None and self._ours(body["metadata"]["uid"], key)):
                 return True
-        return False
+        held = self.ownership.bindings.held_by(creator) if self.ownership.uses_bindings else None
+        # The binding is the write-ahead record of the claim: a status write lost after the
+        # create leaves the creator holding the binding of that identity, and its Orphan
+        # deletion Released it (lastOwner the creator) before the finalizer removal was lost.
+        if held is not None and binding_key(held.identity) == identity:
+            return True
+        binding = self.ownership.binding(identity)
+        return binding is not None and (
+            binding.uid == uid
+            or (binding.last_owner is not None and binding.last_owner.uid in self._line(creator))
+        )
 
     # -- liveness ----------------------------------------------------------------------------------
 
@@ -716,6 +1238,7 @@ class OwnershipModel(RuleBasedStateMachine):
                 now[uid] = outcome.asserted()
                 settled = settled and self._terminal(uid, outcome)
             if settled and now == previous and self._accepted() == accepted_before:
+                self._check_blocked_by_a_holder()
                 return
             previous = now
         raise self._violation(
@@ -726,6 +1249,49 @@ class OwnershipModel(RuleBasedStateMachine):
                 if uid in self.cluster.crs
             },
         )
+
+    def _check_blocked_by_a_holder(self) -> None:
+        """At the fixpoint, a CR Blocked AlreadyManaged is kept off by something that holds the
+        identity: another live CR that claimed it (recorded it in its status, which needs a
+        grant) or acted on it, or a TakoformBinding not its own. Never by a squatter: a CR that
+        names the identity but can never send anything (no grant for the space)."""
+        for uid in self._live():
+            outcome = self.last_outcomes.get(uid)
+            if outcome is None:
+                continue
+            if outcome.asserted().get(ConditionType.BLOCKED) is not Reason.ALREADY_MANAGED:
+                continue
+            body = self.cluster.crs[uid]
+            identity = claimed_identity(body) or _spec_identity(body)
+            others = [b for b in self.cluster.live() if b["metadata"]["uid"] != uid]
+            actor = self.actor.get(identity)
+            binding = self.ownership.binding(identity)
+            held = (
+                any(claimed_identity(b) == identity for b in others)
+                or (actor is not None and actor != uid and actor in self.cluster.crs)
+                or (binding is not None and not binding.owned_by(uid))
+            )
+            if not held:
+                message = next(
+                    c.message for c in outcome.conditions if c.type is ConditionType.BLOCKED
+                )
+                self._fail(
+                    "squatting",
+                    "Blocked AlreadyManaged by a CR that holds nothing (a squatter)",
+                    cr=uid,
+                    namespace=body["metadata"]["namespace"],
+                    identity=identity,
+                    message=message,
+                    others={
+                        b["metadata"]["uid"]: [
+                            b["metadata"]["namespace"],
+                            b["metadata"]["name"],
+                            status_of(b).get("space"),
+                        ]
+                        for b in others
+                    },
+                    granted=sorted(self.tenancy.granted),
+                )
 
     def _accepted(self) -> int:
         """Mutations the host accepted. A refused one changes nothing (a Blocked NameTaken CR
@@ -745,7 +1311,8 @@ class OwnershipModel(RuleBasedStateMachine):
         body = self.cluster.crs[uid]
         if body["metadata"].get("deletionTimestamp") is not None:
             # kubectl delete must end: finalized, or Blocked naming what the user has to do.
-            return self.known_defect and _malformed_pin_deletion(body, asserted)
+            held = self.ownership.bindings.held_by(uid) if self.ownership.uses_bindings else None
+            return self.known_defect and _malformed_pin_deletion(body, asserted, held is not None)
         return asserted.get(ConditionType.DEGRADED) in SPEC_CAUSED
 
     def teardown(self) -> None:
@@ -754,6 +1321,17 @@ class OwnershipModel(RuleBasedStateMachine):
                 self.converge()
         finally:
             self.world.view.set_faults(**CLEAN_FAULTS)
+
+
+def _spec_identity(body: dict[str, Any]) -> IdentityKey:
+    """The identity an unclaimed CR's spec asks for."""
+    spec = body["spec"]
+    return (
+        str(spec.get("space")),
+        str(body["apiVersion"]),
+        str(body["kind"]),
+        str(spec.get("resourceName") or body["metadata"]["name"]),
+    )
 
 
 def _names(import_id: str, identity: tuple[str, str, str, str], ref: dict[str, Any]) -> bool:
@@ -770,9 +1348,13 @@ def _names(import_id: str, identity: tuple[str, str, str, str], ref: dict[str, A
     )
 
 
-def _malformed_pin_deletion(body: dict[str, Any], asserted: dict[ConditionType, Reason]) -> bool:
-    """The known defect "malformed-pin-deletion": deleting, claimed, spec.formRef malformed."""
+def _malformed_pin_deletion(
+    body: dict[str, Any], asserted: dict[ConditionType, Reason], holds_binding: bool = False
+) -> bool:
+    """The known defects "malformed-pin-deletion" (claimed in the status) and
+    "malformed-pin-deletion-binding" (claimed only in the binding it holds): deleting, claimed,
+    spec.formRef malformed."""
     pin = body["spec"].get("formRef") or {}
     malformed = pin.get("definitionVersion") not in (None, "1.0.0", "1.1.0", "1.2.0")
-    claimed = claimed_identity(body) is not None
+    claimed = claimed_identity(body) is not None or holds_binding
     return malformed and claimed and asserted.get(ConditionType.DEGRADED) is Reason.INVALID_SPEC

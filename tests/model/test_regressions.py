@@ -14,7 +14,7 @@ import pytest
 from takoform_operator.core.actions import Create, Update
 from takoform_operator.core.conditions import ConditionType, Reason
 
-from .cluster import creator_of
+from .cluster import BINDINGS_SEAM, creator_of, status_of
 from .machine import OwnershipModel, World
 from .steps import replay, step
 
@@ -237,7 +237,9 @@ def test_a_waiting_cr_takes_over_a_released_name_only_by_import(model_world: Wor
     refused creates a Blocked CR re-sends): ns-a/alpha creates "alpha" under 1.1.0; ns-a/beta
     also asks for "alpha"; DefaultCreates moves to 1.0.0; alpha is deleted with Orphan. beta
     then claims "alpha" under 1.0.0 and is Blocked NameTaken with the import remedy: the released
-    resource is never adopted by name, and its fenced creates are refused, never accepted."""
+    resource is never adopted by name, and its fenced creates are refused, never accepted. With
+    TakoformBindings, beta is Blocked AlreadyManaged by the Released binding (only an import of
+    ns-a takes it over) and sends nothing at all."""
     machine = replay(
         model_world,
         [
@@ -256,7 +258,8 @@ def test_a_waiting_cr_takes_over_a_released_name_only_by_import(model_world: Wor
             step("delete_cr", pick=0, policy="Orphan"),
         ],
     )
-    assert reason(machine, 0, ConditionType.BLOCKED) is Reason.NAME_TAKEN
+    waits = Reason.ALREADY_MANAGED if BINDINGS_SEAM else Reason.NAME_TAKEN
+    assert reason(machine, 0, ConditionType.BLOCKED) is waits
     (alpha,) = resources(machine)
     assert alpha["formRef"]["definitionVersion"] == "1.1.0"
     waiting = next(iter(machine.cluster.crs))
@@ -291,3 +294,290 @@ def test_deleting_a_claimed_cr_with_a_malformed_pin_ends(model_world: World) -> 
     )
     assert machine.cluster.crs == {}
     assert len(resources(machine)) == 1, "orphaned on purpose"
+
+
+# -- found on the tie-break ownership (ClaimBook), kept for the TakoformBindings ---------------
+
+
+def cr_named(machine: OwnershipModel, namespace: str, name: str) -> dict[str, Any]:
+    (body,) = [
+        b
+        for b in machine.cluster.live()
+        if (b["metadata"]["namespace"], b["metadata"]["name"]) == (namespace, name)
+    ]
+    return body
+
+
+def asserted(machine: OwnershipModel, body: dict[str, Any], kind: ConditionType) -> Reason | None:
+    return machine.last_outcomes[body["metadata"]["uid"]].asserted().get(kind)
+
+
+def sent_by(machine: OwnershipModel, body: dict[str, Any]) -> list[Any]:
+    return [s for s in machine.port.sent if s.cr_uid == body["metadata"]["uid"]]
+
+
+def test_a_cr_without_a_grant_never_keeps_a_granted_cr_from_its_name(model_world: World) -> None:
+    """Squatting: ns-c (no grant for any space) makes alpha first; ns-a then makes alpha for
+    the same name. The tie-break counted ns-c/alpha as the oldest claimant, so ns-a/alpha was
+    Blocked AlreadyManaged by a CR that can never send anything, for ever."""
+    machine = replay(
+        model_world,
+        [
+            step(
+                "create_cr_ungranted",
+                name="alpha",
+                resource_name=None,
+                policy="Delete",
+                same_instant=False,
+            ),
+            CREATE_ALPHA,
+        ],
+    )
+    squatter, granted = cr_named(machine, "ns-c", "alpha"), cr_named(machine, "ns-a", "alpha")
+    assert asserted(machine, squatter, ConditionType.BLOCKED) is Reason.SPACE_NOT_GRANTED
+    assert asserted(machine, granted, ConditionType.READY) is Reason.AVAILABLE
+    assert not sent_by(machine, squatter)
+    (alpha,) = resources(machine)
+    assert creator_of(alpha) == granted["metadata"]["uid"]
+
+
+def test_a_released_resource_never_goes_to_another_namespaces_import(model_world: World) -> None:
+    """Hand-off to another team: ns-a/alpha made "alpha" and is deleted with Orphan; ns-b/alpha
+    imports it. The tie-break let ns-b's CR bind it (and update or delete it) once ns-a's CR was
+    gone: a Released resource goes only to an import of ns-a, or to a CR an admin pre-binds."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile", pick=0),
+            step("delete_cr", pick=0, policy="Orphan"),
+            step(
+                "create_importing_cr",
+                namespace="ns-b",
+                name="alpha",
+                pick=0,
+                size=10,
+                policy="Delete",
+            ),
+        ],
+    )
+    importer = cr_named(machine, "ns-b", "alpha")
+    assert asserted(machine, importer, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
+    assert not status_of(importer).get("uid")
+    assert not sent_by(machine, importer)
+    assert len(resources(machine)) == 1, "orphaned on purpose, and left alone"
+
+
+def test_an_import_whose_resource_vanished_never_binds_the_next_incarnation(
+    model_world: World,
+) -> None:
+    """Silent re-bind of an import: ns-a/alpha imports "alpha" (made by another host client);
+    the resource is deleted out of band for longer than a poll, then made again under the same
+    name (new uid). The import forgot the uid while the resource was gone and then bound the new
+    incarnation as if it were the one imported, without UidMismatch."""
+    machine = replay(
+        model_world,
+        [
+            step("out_of_band_create_new", name="alpha", version="1.0.0"),
+            step(
+                "create_importing_cr",
+                namespace="ns-a",
+                name="alpha",
+                pick=0,
+                size=10,
+                policy="Delete",
+            ),
+            step("reconcile", pick=0),
+            step("out_of_band_delete_seen_then_create", which=0),
+        ],
+    )
+    importer = cr_named(machine, "ns-a", "alpha")
+    assert asserted(machine, importer, ConditionType.BLOCKED) is Reason.UID_MISMATCH
+    (alpha,) = resources(machine)
+    (first,) = machine.first_bound_of(importer["metadata"]["uid"]).values()
+    assert alpha["metadata"]["uid"] != first
+    assert status_of(importer).get("uid") == first, "still bound to what it imported"
+    assert not [s for s in sent_by(machine, importer) if s.operation_id is not None]
+
+
+def test_two_namespace_shards_never_both_own_one_name(model_world: World) -> None:
+    """Two operator processes, one for ns-a and one for ns-b and ns-c: each ClaimBook saw only
+    its own namespaces, so ns-a/alpha and ns-b/alpha (the same name in the same space) both
+    claimed "alpha", and both acted on it."""
+    machine = replay(
+        model_world,
+        [
+            step("shard_operators", two=True),
+            CREATE_ALPHA,
+            step(
+                "create_cr",
+                namespace="ns-b",
+                name="alpha",
+                resource_name=None,
+                size=10,
+                policy="Delete",
+                same_instant=False,
+            ),
+        ],
+    )
+    a, b = cr_named(machine, "ns-a", "alpha"), cr_named(machine, "ns-b", "alpha")
+    outcomes = {
+        asserted(machine, body, ConditionType.READY)
+        or asserted(machine, body, ConditionType.BLOCKED)
+        for body in (a, b)
+    }
+    assert outcomes == {Reason.AVAILABLE, Reason.ALREADY_MANAGED}, "one owner, one waiting"
+    (alpha,) = resources(machine)
+    assert creator_of(alpha) in {a["metadata"]["uid"], b["metadata"]["uid"]}
+
+
+def test_a_lost_resource_never_goes_to_another_namespaces_import(model_world: World) -> None:
+    """ns-a/alpha made "alpha"; its finalizer is removed by hand (it vanishes without a
+    reconcile); ns-b/alpha imports "alpha". The tie-break forgot the vanished owner and let
+    ns-b's CR bind it: a Lost resource goes only to a restore of ns-a/alpha, or to a CR an admin
+    pre-binds."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile", pick=0),
+            step("remove_finalizer", pick=0),
+            step(
+                "create_importing_cr",
+                namespace="ns-b",
+                name="alpha",
+                pick=0,
+                size=10,
+                policy="Delete",
+            ),
+        ],
+    )
+    importer = cr_named(machine, "ns-b", "alpha")
+    assert asserted(machine, importer, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
+    assert not status_of(importer).get("uid")
+    assert not sent_by(machine, importer)
+
+
+def test_the_pre_bind_remedy_hands_a_released_resource_to_another_namespace(
+    model_world: World,
+) -> None:
+    """The binding design's way out for the hand-off: ns-b/alpha's import of what ns-a released
+    is Blocked AlreadyManaged; its remedy "ask a cluster admin to pre-bind it to this CR"
+    (`kubectl takoform release NAME --to ns-b/alpha`), run as printed, lets exactly that CR bind
+    the incarnation ns-a released, and nothing else changes hands."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile", pick=0),
+            step("delete_cr", pick=0, policy="Orphan"),
+            step(
+                "create_importing_cr",
+                namespace="ns-b",
+                name="alpha",
+                pick=0,
+                size=10,
+                policy="Delete",
+            ),
+            step("reconcile_all"),
+            step("follow_remedy", pick=0, which=1),
+            step("reconcile", pick=0),
+        ],
+    )
+    importer = cr_named(machine, "ns-b", "alpha")
+    assert asserted(machine, importer, ConditionType.READY) is Reason.AVAILABLE
+    (alpha,) = resources(machine)
+    assert status_of(importer)["uid"] == alpha["metadata"]["uid"]
+    assert creator_of(alpha) not in machine.cluster.crs, "made by ns-a/alpha, which is gone"
+    assert machine.prebound
+
+
+# -- the checker's own alarms on the TakoformBinding design -----------------------------------
+
+
+def test_a_restore_that_imports_what_another_client_made_is_not_a_rebind(
+    model_world: World,
+) -> None:
+    """Seed 1 of a long run on the binding design: ns-a/alpha's create fails (its status had the
+    failed create's uid, which never existed on the host); its finalizer is removed; it is
+    restored, another host client makes "alpha", and the restore is given that resource's import
+    id. It re-binds the Lost binding and imports what it was told to: a new claim, which the
+    checker took for a re-bind to another uid than the first."""
+    machine = replay(
+        model_world,
+        [
+            step("fail_next_operation"),
+            CREATE_ALPHA,
+            step("reconcile_all"),
+            step("remove_finalizer", pick=0),
+            step("restore_without_status", pick=0),
+            step("out_of_band_create_new", name="alpha", version="1.0.0"),
+            step("set_import_id", pick=0, which=0),
+            step("reconcile_all"),
+        ],
+    )
+    restored = cr_named(machine, "ns-a", "alpha")
+    assert asserted(machine, restored, ConditionType.READY) is Reason.AVAILABLE
+    (alpha,) = resources(machine)
+    assert creator_of(alpha) is None, "made by another host client"
+    assert status_of(restored)["uid"] == alpha["metadata"]["uid"]
+
+
+def test_an_orphan_deletion_whose_writes_were_lost_releases_what_it_made(
+    model_world: World,
+) -> None:
+    """Seed 3 of a long run on the binding design: the create is accepted and its status write
+    lost; the CR is deleted with Orphan and the finalizer removal is lost too. The binding is
+    Released (its lastOwner the CR) while the CR still exists: released on purpose, which the
+    checker took for an orphan until it saw the CR go."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile_losing_status_write", pick=0),
+            step("delete_cr", pick=0, policy="Orphan"),
+            step("reconcile_losing_status_write", pick=0),
+        ],
+    )
+    assert machine.cluster.crs == {}
+    assert len(resources(machine)) == 1, "orphaned on purpose"
+
+
+# -- found on the TakoformBinding design -------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect malformed-pin-deletion-binding: the deletion reads the status's "
+    "recorded identity, not the binding's",
+)
+@pytest.mark.parametrize("policy", ["Delete", "Orphan"])
+def test_deleting_a_cr_claimed_only_in_its_binding_with_a_malformed_pin_ends(
+    model_world: World, policy: str
+) -> None:
+    """Found by a long run on the binding design (seed 12, shrunk by hand to its four steps):
+    the binding is written and the create accepted, the status write is lost, the CR is deleted
+    and gets spec.formRef.definitionVersion "1.0". reconcile_cr_body lets a CR with an
+    unparseable spec go only when it holds no binding, and otherwise needs the status's
+    recorded identity (status.requested), which the lost write never recorded: Degraded
+    InvalidSpec with the deletionTimestamp for ever, whatever the deletionPolicy, although the
+    binding records the identity (Binding.requested) a deletion needs."""
+    machine = replay(
+        model_world,
+        [
+            step(
+                "create_cr",
+                namespace="ns-a",
+                name="alpha",
+                resource_name=None,
+                size=10,
+                policy=policy,
+                same_instant=False,
+            ),
+            step("reconcile_losing_status_write", pick=0),
+            step("delete_cr", pick=0, policy=policy),
+            step("edit_pin", pick=0, pin="1.0"),
+        ],
+    )
+    assert machine.cluster.crs == {}
+    assert len(resources(machine)) == (1 if policy == "Orphan" else 0)
