@@ -127,10 +127,10 @@ SPEC_CAUSED = {
 #: - "malformed-pin-deletion": a claimed CR whose spec.formRef is malformed never finished
 #:   deleting (it stayed Degraded InvalidSpec). Fixed: deletion reads the recorded identity.
 #: - "malformed-pin-deletion-binding": the same, for a CR whose claim is only in the binding it
-#:   holds (its status write was lost after the binding and the create): the deletion reads
-#:   the identity recorded in the status (none), not the binding's, and stays Degraded
-#:   InvalidSpec with its deletionTimestamp, with either deletionPolicy.
-KNOWN_DEFECTS: frozenset[str] = frozenset({"malformed-pin-deletion-binding"})
+#:   holds (its status write was lost after the binding and the create): the deletion read
+#:   the identity recorded in the status (none), not the binding's, and stayed Degraded
+#:   InvalidSpec with its deletionTimestamp. Fixed: the claim is restored from the binding.
+KNOWN_DEFECTS: frozenset[str] = frozenset()
 #: Kinds of invariant `_fail` raises that a run steps around (comma-separated names in
 #: TAKOFORM_MODEL_STEP_AROUND): no-grant, two-actors, released-to-another-namespace,
 #: lost-to-another-cr, silent-rebind, remedy-unmanaged, squatting, two-claims; and "sharding"

@@ -546,11 +546,6 @@ def test_an_orphan_deletion_whose_writes_were_lost_releases_what_it_made(
 # -- found on the TakoformBinding design -------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect malformed-pin-deletion-binding: the deletion reads the status's "
-    "recorded identity, not the binding's",
-)
 @pytest.mark.parametrize("policy", ["Delete", "Orphan"])
 def test_deleting_a_cr_claimed_only_in_its_binding_with_a_malformed_pin_ends(
     model_world: World, policy: str
@@ -561,7 +556,8 @@ def test_deleting_a_cr_claimed_only_in_its_binding_with_a_malformed_pin_ends(
     unparseable spec go only when it holds no binding, and otherwise needs the status's
     recorded identity (status.requested), which the lost write never recorded: Degraded
     InvalidSpec with the deletionTimestamp for ever, whatever the deletionPolicy, although the
-    binding records the identity (Binding.requested) a deletion needs."""
+    binding records the identity (Binding.requested) a deletion needs. Fixed: reconcile_cr_body
+    restores the claim from the binding first."""
     machine = replay(
         model_world,
         [

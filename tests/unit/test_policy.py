@@ -34,6 +34,7 @@ from takoform_operator.core.state import (
     OperationView,
     OpState,
     Pending,
+    Requested,
     ResourceView,
     State,
     Verb,
@@ -403,3 +404,24 @@ async def test_a_paused_cr_keeps_its_binding() -> None:
     outcome = (await reconcile_cr_body(rival, REGISTRY, host, bindings, now="t")).outcome
     assert outcome.asserted()[ConditionType.BLOCKED] is Reason.ALREADY_MANAGED
     assert [b.claim.uid for b in bindings.objects.values() if b.claim] == ["cr-1"]
+
+
+async def test_a_deletion_whose_claim_is_only_in_its_binding_ends_despite_a_malformed_spec() -> (
+    None
+):
+    """The status write after the binding was lost and the pin no longer parses: the deletion
+    takes the recorded identity fields from the binding, and finishes."""
+    bindings = MemoryBindings()
+    identity = Identity("team-a", BUCKET, "logs", "default")
+    recorded = Requested("team-a", "logs")
+    await bindings.create(
+        Binding(identity, Phase.BOUND, ClaimRef("demo", "logs", "cr-1"), REF, recorded)
+    )
+    body = _body(formRef={"definitionVersion": "1.0"}, deletionPolicy="Orphan")
+    body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    result = await reconcile_cr_body(body, REGISTRY, OneHost(NoCalls()), bindings, now="t")
+    assert result.outcome.finalized, result.outcome
+    (binding,) = bindings.objects.values()
+    assert binding.phase is Phase.RELEASED and binding.last_owner == ClaimRef(
+        "demo", "logs", "cr-1"
+    )

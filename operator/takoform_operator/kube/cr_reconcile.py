@@ -16,6 +16,7 @@ from takoform_operator.binding_port import BindingPort
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.connection import ConnectionSecret, connection_secret, secret_name
 from takoform_operator.core.outcome import NextLook, Outcome, degraded
+from takoform_operator.core.ownership import restored
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import (
     ResourceView,
@@ -65,11 +66,13 @@ async def reconcile_cr_body(
         outcome = degraded(State(), Reason.STATE_UNREADABLE, str(exc), NextLook.POLL)
         patch = status_patch(outcome, status, now=now, cr_generation=generation)
         return CrOutcome(outcome, {k: patch[k] for k in ("conditions", "observedGeneration")})
+    # A status write lost after the binding: the claim (and its identity fields) are in it.
+    state = restored(state, bindings.held_by(str(metadata.get("uid"))))
     deleting = deleting or metadata.get("deletionTimestamp") is not None
     try:
         desired = desired_from_cr(body)
     except InvalidCustomResource as exc:
-        if deleting and not state.claimed and bindings.held_by(str(metadata.get("uid"))) is None:
+        if deleting and not state.claimed:
             # Nothing was ever sent for a CR that never claimed a target: let it go.
             return CrOutcome(Outcome(state, (), NextLook.NEVER, finalized=True), None)
         try:
