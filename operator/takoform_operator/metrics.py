@@ -49,7 +49,7 @@ class Metrics:
         )
         self.duration = Histogram(
             "takoform_reconcile_duration_seconds",
-            "Wall time of one reconcile, host calls included.",
+            "Wall time of one reconcile, host calls and the status write included.",
             ["kind"],
             registry=self.registry,
         )

@@ -1,21 +1,19 @@
 """A simulated cluster for the model checker: CR bodies, status merge-patches, an operator process.
 
 Nothing here is Kubernetes or kopf; everything the operator itself runs is real:
-`reconcile_cr_body` (the seam the kopf handlers call), its ownership (the TakoformBindings, in the
-API server semantics of tests/support/memory_bindings.py, or today's `ClaimBook` index), the
+`reconcile_and_persist` (the reconcile-and-write step the kopf handlers run), its ownership (the
+TakoformBindings, in the API server semantics of tests/support/memory_bindings.py), the
 `HostClientPort` over the HTTP client, and the reference host as a process on loopback.
 
 - `Cluster` holds what the API server would hold: CR bodies with metadata (uid, generation bumped
   on spec changes only, creationTimestamp from a fake clock, annotations, deletionTimestamp) and a
   status that changes only by RFC 7386 merge-patches. A CR carries the operator's finalizer from
   birth, so a deleted CR goes only when a reconcile with `deleting=True` finalizes it.
-- `Operator` is one operator process, reconciling and indexing the CRs of its namespaces (one
-  process for all, or two namespace shards): its ownership (`Ownership`: today's `ClaimBook` fed
-  with every CR body of its namespaces, as the watch would, rebuilt from the cluster on restart;
-  or, once the seam takes a `BindingPort`, the TakoformBindings of the simulated API server, one
-  `MemoryBindings` all processes share) and the reconcile loop of one CR (a recorded claim is
-  persisted and followed at once, as the handlers do). `lose_write=True` drops the last write of
-  that reconcile (the status patch, or the finalizer removal): its host calls happened.
+- `Operator` is one operator process, reconciling the CRs of its namespaces (one process for
+  all, or two namespace shards) with the TakoformBindings of the simulated API server (`Ownership`:
+  one `MemoryBindings` all processes share) through the handlers' own step: reconcile, then write
+  the status it asks for (or remove the finalizer of a finalized deletion). `lose_write=True`
+  drops that write (the status patch, or the finalizer removal): its host calls happened.
 - `ModelTenancy` is the cluster admin's TakoformSpaceGrants, one per granted (namespace, space) on
   the one host, granted and revoked by the model's rules.
 - `RecordingPort` wraps the real port: every request (reads too) is checked, at the moment it is
@@ -30,8 +28,6 @@ from __future__ import annotations
 
 import copy
 import datetime
-import importlib
-import inspect
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -48,19 +44,9 @@ from takoform_operator.core.state import OperationView, ResourceView
 from takoform_operator.core.tenancy import DEFAULT_HOST, SpaceGrant
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.host_port import HostPort, HostUnavailable
-from takoform_operator.kube.cr_reconcile import reconcile_cr_body
+from takoform_operator.kube.cr_reconcile import reconcile_and_persist
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION
 from takoform_spec.identity import FormLine, FormRef
-
-#: The in-memory tie-break index of the code before TakoformBindings (None since they came): the
-#: checker and its regression tests run on both, so a defect is shown on the old code too.
-try:
-    ClaimBook: Any = importlib.import_module("takoform_operator.kube.claims").ClaimBook
-except ImportError:
-    ClaimBook = None
-
-#: The seam takes the TakoformBindings (a BindingPort) in place of the ClaimBook.
-BINDINGS_SEAM = "bindings" in inspect.signature(reconcile_cr_body).parameters
 
 API_VERSION = "storage.takoform.io/v1"
 KIND = "Bucket"
@@ -343,15 +329,12 @@ def binding_identity(key: IdentityKey) -> Identity:
 
 
 class Ownership:
-    """Where the operator keeps who owns what: today each process's `ClaimBook` (an index of the
-    CR bodies of its namespaces, gone on restart), or the TakoformBindings of the simulated API
-    server (one `MemoryBindings` every process shares, surviving restarts) once the seam takes a
-    BindingPort (`BINDINGS_SEAM`). `exists` answers the bindings' question whether a claimed CR
-    (namespace, name, uid) still exists, from the simulated cluster."""
+    """Who owns what: the TakoformBindings of the simulated API server, one `MemoryBindings` every
+    process shares (it survives restarts). `exists` answers the bindings' question whether a
+    claimed CR (namespace, name, uid) still exists, from the simulated cluster."""
 
-    def __init__(self, cluster: Cluster, *, bindings: bool = BINDINGS_SEAM) -> None:
+    def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.uses_bindings = bindings
         self.bindings = MemoryBindings(exists=self._exists)
 
     def _exists(self, identity: Identity, claim: ClaimRef) -> bool:
@@ -364,30 +347,17 @@ class Ownership:
             for b in self.cluster.live()
         )
 
-    def index(self) -> Any:
-        """A process's own index (ClaimBook), or None with bindings (nothing is per process)."""
-        if self.uses_bindings:
-            return None
-        assert ClaimBook is not None, "no ClaimBook and a seam without bindings"
-        return ClaimBook()
-
-    def argument(self, index: Any) -> Any:
-        """What reconcile_cr_body gets in its ownership place."""
-        return self.bindings if self.uses_bindings else index
-
     def binding(self, key: IdentityKey) -> Binding | None:
-        if not self.uses_bindings:
-            return None
         found: Binding | None = self.bindings.objects.get(binding_identity(key).binding_name())
         return found
 
     def all(self) -> list[Binding]:
-        return list(self.bindings.objects.values()) if self.uses_bindings else []
+        return list(self.bindings.objects.values())
 
 
 class Operator:
-    """One operator process: the CRs of `namespaces` (None: all), their ownership index (none
-    of its own with bindings) and the reconcile loop of one CR."""
+    """One operator process: the CRs of `namespaces` (None: all) and the reconcile step of one CR.
+    It keeps nothing of its own: ownership is the shared bindings, so a restart loses nothing."""
 
     def __init__(
         self,
@@ -402,72 +372,47 @@ class Operator:
         self.tenancy = tenancy
         self.ownership = ownership
         self.namespaces = None if namespaces is None else frozenset(namespaces)
-        self.claims: Any = None
         self.stopped = False
-        cluster.on_change(self._observe, self._forget)
-        self.restart()
 
     def covers(self, namespace: str) -> bool:
         return self.namespaces is None or namespace in self.namespaces
 
-    def _observe(self, body: Body) -> None:
-        if (
-            self.claims is not None
-            and not self.stopped
-            and self.covers(body["metadata"]["namespace"])
-        ):
-            self.claims.observe(body)
-
-    def _forget(self, uid: str) -> None:
-        if self.claims is not None and not self.stopped:
-            self.claims.forget(uid)
-
     def stop(self) -> None:
-        """The process is gone (a new deployment replaces it): it sees no more events."""
+        """The process is gone (a new deployment replaces it)."""
         self.stopped = True
 
-    def restart(self) -> None:
-        """Nothing survives but the cluster: the index is rebuilt from the CR bodies it covers."""
-        self.claims = self.ownership.index()
-        if self.claims is not None:
-            for body in self.cluster.live():
-                if self.covers(body["metadata"]["namespace"]):
-                    self.claims.observe(copy.deepcopy(body))
-
     async def reconcile(self, uid: str, registry: Registry, *, lose_write: bool = False) -> Outcome:
-        """One reconcile of the CR as the handlers run it; `lose_write` drops its last write."""
+        """One reconcile of the CR as the handlers run it (kube.cr_reconcile's persist step);
+        `lose_write` drops its status write."""
         assert self.covers(self.cluster.crs[uid]["metadata"]["namespace"])
-        for _ in range(10):
-            body = copy.deepcopy(self.cluster.crs[uid])
-            deleting = body["metadata"].get("deletionTimestamp") is not None
-            self.port.current, self.port.last_read = uid, None
-            try:
-                result = await reconcile_cr_body(
-                    body,
-                    registry,
-                    self.tenancy,
-                    self.ownership.argument(self.claims),
-                    now=self.cluster.clock.stamp(),
-                    deleting=deleting,
-                )
-            finally:
-                self.port.current = None
-            outcome = result.outcome
-            # A recorded claim was followed at once by the next step (before TakoformBindings,
-            # the claim was a status write of its own; the binding is that record now).
-            last = not getattr(outcome, "continue_now", False)
-            if lose_write and last:
-                return outcome
-            if outcome.finalized:
-                if not deleting:
-                    raise ModelViolation(f"finalized a CR that is not being deleted: {outcome}")
+        body = copy.deepcopy(self.cluster.crs[uid])
+        deleting = body["metadata"].get("deletionTimestamp") is not None
+
+        async def write_status(cr: Mapping[str, Any], patch: dict[str, Any]) -> str:
+            if not lose_write:
+                self.cluster.patch_status(uid, patch)
+            return str(self.cluster.crs[uid]["metadata"].get("resourceVersion", ""))
+
+        self.port.current, self.port.last_read = uid, None
+        try:
+            persisted = await reconcile_and_persist(
+                body,
+                registry,
+                self.tenancy,
+                self.ownership.bindings,
+                write_status,
+                now=self.cluster.clock.stamp(),
+                deleting=deleting,
+            )
+        finally:
+            self.port.current = None
+        outcome = persisted.result.outcome
+        if outcome.finalized:
+            if not deleting:
+                raise ModelViolation(f"finalized a CR that is not being deleted: {outcome}")
+            if not lose_write:
                 self.cluster.remove_finalizer(uid)
-                return outcome
-            if result.status is not None:  # None: the status already says all of it
-                self.cluster.patch_status(uid, result.status)
-            if last:
-                return outcome
-        raise ModelViolation("a chain of recorded claims did not end within 10 reconciles")
+        return outcome
 
 
 # -- the host's own data ---------------------------------------------------------------------------

@@ -637,7 +637,6 @@ class OwnershipModel(RuleBasedStateMachine):
         else:
             self.tenancy.granted.discard(entry)
 
-    @precondition(lambda self: self.ownership.uses_bindings)
     @rule(
         which=st.integers(0, 3),
         namespace=st.sampled_from(NAMESPACES),
@@ -674,16 +673,11 @@ class OwnershipModel(RuleBasedStateMachine):
         """The reconcile's host calls happen; its last write (status, or finalizer) is lost."""
         self._reconcile(self._pick(pick), lose_write=True)
 
-    @rule()
-    def restart_operator(self) -> None:
-        for process in self.operators:
-            process.restart()
-
     @precondition(lambda self: "sharding" not in self.step_around)
     @rule(two=st.booleans())
     def shard_operators(self, two: bool) -> None:
         """A new deployment: one process for every namespace, or two namespace shards (ns-a;
-        ns-b and ns-c), each reconciling and indexing only the CRs of its own namespaces."""
+        ns-b and ns-c), each reconciling only the CRs of its own namespaces."""
         for process in self.operators:
             process.stop()
         self.operators = [self._process(s) for s in SHARDS] if two else [self._process(None)]
@@ -883,7 +877,7 @@ class OwnershipModel(RuleBasedStateMachine):
         bindings) the binding it holds."""
         status = status_of(self.cluster.crs[cr_uid])
         recorded = [(status.get("space"), status.get("formRef"), status.get("name"))]
-        held = self.ownership.bindings.held_by(cr_uid) if self.ownership.uses_bindings else None
+        held = self.ownership.bindings.held_by(cr_uid)
         if held is not None and held.form_ref is not None:
             identity = held.identity
             recorded.append((identity.space, held.form_ref.to_json(), identity.name))
@@ -926,7 +920,7 @@ class OwnershipModel(RuleBasedStateMachine):
             and read.uid == expected
             and self._ours(cr_uid, read.creation_key)
         )
-        held = self.ownership.bindings.held_by(cr_uid) if self.ownership.uses_bindings else None
+        held = self.ownership.bindings.held_by(cr_uid)
         if not (
             expected == bound
             or expected == accept_uid_of(body)
@@ -1206,7 +1200,7 @@ class OwnershipModel(RuleBasedStateMachine):
             key = resource["metadata"].get("creationIdempotencyKey")
             if bound == uid or (bound is None and self._ours(body["metadata"]["uid"], key)):
                 return True
-        held = self.ownership.bindings.held_by(creator) if self.ownership.uses_bindings else None
+        held = self.ownership.bindings.held_by(creator)
         # The binding is the write-ahead record of the claim: a status write lost after the
         # create leaves the creator holding the binding of that identity, and its Orphan
         # deletion Released it (lastOwner the creator) before the finalizer removal was lost.
@@ -1311,7 +1305,7 @@ class OwnershipModel(RuleBasedStateMachine):
         body = self.cluster.crs[uid]
         if body["metadata"].get("deletionTimestamp") is not None:
             # kubectl delete must end: finalized, or Blocked naming what the user has to do.
-            held = self.ownership.bindings.held_by(uid) if self.ownership.uses_bindings else None
+            held = self.ownership.bindings.held_by(uid)
             return self.known_defect and _malformed_pin_deletion(body, asserted, held is not None)
         return asserted.get(ConditionType.DEGRADED) in SPEC_CAUSED
 

@@ -14,7 +14,7 @@ import pytest
 from takoform_operator.core.actions import Create, Update
 from takoform_operator.core.conditions import ConditionType, Reason
 
-from .cluster import BINDINGS_SEAM, creator_of, status_of
+from .cluster import creator_of, status_of
 from .machine import OwnershipModel, World
 from .steps import replay, step
 
@@ -258,8 +258,7 @@ def test_a_waiting_cr_takes_over_a_released_name_only_by_import(model_world: Wor
             step("delete_cr", pick=0, policy="Orphan"),
         ],
     )
-    waits = Reason.ALREADY_MANAGED if BINDINGS_SEAM else Reason.NAME_TAKEN
-    assert reason(machine, 0, ConditionType.BLOCKED) is waits
+    assert reason(machine, 0, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
     (alpha,) = resources(machine)
     assert alpha["formRef"]["definitionVersion"] == "1.1.0"
     waiting = next(iter(machine.cluster.crs))

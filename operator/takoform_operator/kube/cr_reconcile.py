@@ -3,12 +3,13 @@
 Plain async code over the CR's JSON body, with no kopf and no Kubernetes API calls: the kopf
 handlers call it and write the status it returns; the model checker (tests/model) calls it over
 a simulated cluster and its bindings. Every error a CR can cause becomes an outcome here, never
-an exception; the reconcile itself is service.reconcile.
+an exception; the reconcile itself is service.reconcile. `reconcile_and_persist` is the step both
+run: the reconcile, then its status written through the writer they pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,6 +44,43 @@ class CrOutcome:
     #: The connection Secret the sensitive outputs of this reconcile's read go to (None: none
     #: to write: no sensitive output, or no read of the bound incarnation; core.connection).
     connection: ConnectionSecret | None = None
+
+
+#: Writes a status merge-patch of a CR body; returns the CR's new resourceVersion. Raises when
+#: the write did not land (the handlers' StatusWriteFailed).
+WriteStatus = Callable[[Mapping[str, Any], dict[str, Any]], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class Persisted:
+    result: CrOutcome
+    #: The CR body as written: the status patch merged in and the new resourceVersion (the body
+    #: as read when there was nothing to write).
+    body: Mapping[str, Any]
+
+
+async def reconcile_and_persist(
+    body: Mapping[str, Any],
+    registry: Registry,
+    tenancy: Tenancy,
+    bindings: BindingPort,
+    write_status: WriteStatus,
+    *,
+    now: str,
+    deleting: bool = False,
+) -> Persisted:
+    """One reconcile of the CR `body` and the write of the status it asks for. The handlers run
+    it against the API server, the model checker against its simulated cluster."""
+    result = await reconcile_cr_body(body, registry, tenancy, bindings, now=now, deleting=deleting)
+    if result.status is None:
+        return Persisted(result, body)
+    version = await write_status(body, result.status)
+    written = {
+        **body,
+        "metadata": {**body["metadata"], "resourceVersion": version},
+        "status": merged_status(body.get("status"), result.status),
+    }
+    return Persisted(result, written)
 
 
 async def reconcile_cr_body(

@@ -45,8 +45,8 @@ from takoform_operator.kube.connection_secrets import (
     SecretWriteFailed,
     secret_name_of,
 )
-from takoform_operator.kube.cr_reconcile import reconcile_cr_body
-from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION, merged_status
+from takoform_operator.kube.cr_reconcile import reconcile_and_persist
+from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION
 from takoform_operator.kube.loops import ReconcileLoops
 from takoform_operator.kube.selector import parse_selector
 from takoform_operator.kube.status import CrWriter, StatusWriteFailed
@@ -140,25 +140,20 @@ async def reconcile_cr(
     lock = runtime.locks.setdefault(uid, asyncio.Lock())
     async with lock:
         started = runtime.clock()
-        result = await reconcile_cr_body(
+        persisted = await reconcile_and_persist(
             body,
             runtime.registry,
             runtime.tenancy,
             runtime.bindings,
+            lambda cr, patch: _persist(runtime, cr, patch),
             now=_now(runtime),
             deleting=deleting,
         )
+        result, body = persisted.result, persisted.body
         outcome = result.outcome
         runtime.metrics.reconciled(body, outcome, (runtime.clock() - started).total_seconds())
-        if result.status is not None:
-            version = await _persist(runtime, body, result.status)
-            body = {
-                **body,
-                "metadata": {**body["metadata"], "resourceVersion": version},
-                "status": merged_status(body.get("status"), result.status),
-            }
-            if runtime.loops is not None:
-                runtime.loops.wrote(uid, body)
+        if result.status is not None and runtime.loops is not None:
+            runtime.loops.wrote(uid, body)
         if result.connection is not None:
             await write_connection_secret(runtime, body, result.connection)
         for event in _events_to_post(outcome, wrote=result.status is not None):
