@@ -12,7 +12,9 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+import builders
 import pytest
+from builders import BUCKET, REGISTRY, SPEC
 from processes import HostProcess
 from waiting import await_for, await_settled
 
@@ -21,28 +23,17 @@ from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.state import Desired
 from takoform_operator.host_client.client import HostClient
-from takoform_operator.registry_data import load_registry
-from takoform_spec.identity import FormLine
 
 from .harness import SimulatedCr, SpyPort, condition
 
 pytestmark = pytest.mark.host
 
-BUCKET = FormLine("storage.takoform.io/v1", "Bucket")
-REGISTRY = load_registry()
 CREATE_REF = REGISTRY.default_create_ref(BUCKET)
-SPEC = {"region": "eu-west-1", "sizeGiB": 10}
 
 
 def desired(name: str) -> Desired:
-    return Desired(
-        cr_uid=f"cr-{uuid.uuid4()}",
-        cr_generation=1,
-        line=BUCKET,
-        space="crash",
-        name=name,
-        parameters=SPEC,
-    )
+    """A fresh CR (a new uid) wanting the host resource `name` in space `crash`."""
+    return builders.desired(cr_uid=f"cr-{uuid.uuid4()}", space="crash", name=name)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,9 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
+import builders
 import pytest
+from builders import BUCKET, REGISTRY, SPEC
 from waiting import await_settled
 
 from takoform_operator.core.actions import Update
@@ -20,31 +22,19 @@ from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.state import Desired, ManagementPolicy, State
 from takoform_operator.host_client.client import HostClient
-from takoform_operator.registry_data import load_registry
-from takoform_spec.identity import FormLine
 
 from .harness import SimulatedCr, SpyPort, condition, message
 
 pytestmark = pytest.mark.host
 
-BUCKET = FormLine("storage.takoform.io/v1", "Bucket")
-REGISTRY = load_registry()
 REF = REGISTRY.default_create_ref(BUCKET)
 assert REF is not None
-SPEC = {"region": "eu-west-1", "sizeGiB": 10}
 OBSERVE, FULL = ManagementPolicy.OBSERVE, ManagementPolicy.FULL
 
 
 def desired(name: str, **changes: Any) -> Desired:
-    base = Desired(
-        cr_uid=f"cr-{uuid.uuid4()}",
-        cr_generation=1,
-        line=BUCKET,
-        space="team-a",
-        name=name,
-        parameters=SPEC,
-    )
-    return replace(base, **changes)
+    """A fresh CR (a new uid) wanting the host resource `name`."""
+    return builders.desired(cr_uid=f"cr-{uuid.uuid4()}", name=name, **changes)
 
 
 @pytest.fixture

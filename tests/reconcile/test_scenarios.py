@@ -15,8 +15,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 import yaml
+from builders import BUCKET, REGISTRY, SPEC
 from memory_bindings import MemoryBindings
 from waiting import await_settled
 
@@ -25,17 +27,12 @@ from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.state import DeletionPolicy, Desired, State
 from takoform_operator.host_client.client import HostClient
-from takoform_operator.registry_data import load_registry
 from takoform_spec.catalog import DEFINITIONS_DIR, load_definition_file
-from takoform_spec.identity import FormLine, FormRef
+from takoform_spec.identity import FormRef
 
 from .harness import SimulatedCr, SpyPort, condition, message
 
 pytestmark = pytest.mark.host
-
-BUCKET = FormLine("storage.takoform.io/v1", "Bucket")
-REGISTRY = load_registry()
-SPEC = {"region": "eu-west-1", "sizeGiB": 10}
 
 
 def ref(version: str) -> FormRef:
@@ -43,16 +40,8 @@ def ref(version: str) -> FormRef:
 
 
 def desired(name: str, **changes: Any) -> Desired:
-    base: dict[str, Any] = {
-        "cr_uid": f"cr-{uuid.uuid4()}",
-        "cr_generation": 1,
-        "line": BUCKET,
-        "space": "team-a",
-        "name": name,
-        "parameters": SPEC,
-    }
-    base.update(changes)
-    return Desired(**base)
+    """A fresh CR (a new uid) wanting the host resource `name`."""
+    return builders.desired(cr_uid=f"cr-{uuid.uuid4()}", name=name, **changes)
 
 
 @pytest.fixture

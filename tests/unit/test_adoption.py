@@ -11,10 +11,10 @@ the core itself sends, so nothing here depends on how a key is spelled.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
+from builders import REGISTRY, SPEC, desired
 from core_steps import decided
 
 from takoform_operator.core.actions import Create, Update
@@ -22,21 +22,9 @@ from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.decide import Decision, Observation
 from takoform_operator.core.host_answer import accepted
 from takoform_operator.core.state import Desired, OperationView, OpState, ResourceView, State
-from takoform_operator.registry_data import load_registry
-from takoform_spec.identity import FormLine
 
-REGISTRY = load_registry()
-BUCKET = FormLine("storage.takoform.io/v1", "Bucket")
-CR_UID = "cr-0001"
+CR_UID = desired().cr_uid
 FOUND_UID = "uid-found"
-SPEC = {"region": "eu-west-1", "sizeGiB": 10}
-
-
-def desired(cr_uid: str = CR_UID, **changes: Any) -> Desired:
-    base = Desired(
-        cr_uid=cr_uid, cr_generation=1, line=BUCKET, space="team-a", name="logs", parameters=SPEC
-    )
-    return replace(base, **changes)
 
 
 def reconcile(want: Desired, state: State, seen: Observation) -> Decision:
@@ -135,8 +123,12 @@ def _update_key_of_ours() -> str:
     ("key", "reason", "why"),
     [
         (None, Reason.OWNERSHIP_UNPROVABLE, "the host records no creation key"),
-        (create_of(desired("cr-0002")).key, Reason.NAME_TAKEN, "another CR's create"),
-        (create_of(desired(CR_UID + "1")).key, Reason.NAME_TAKEN, "a CR uid we are a prefix of"),
+        (create_of(desired(cr_uid="cr-2")).key, Reason.NAME_TAKEN, "another CR's create"),
+        (
+            create_of(desired(cr_uid=CR_UID + "1")).key,
+            Reason.NAME_TAKEN,
+            "a CR uid we are a prefix of",
+        ),
         (_update_key_of_ours(), Reason.NAME_TAKEN, "ours, but an update key proves no create"),
     ],
 )

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from argocd import HEALTH_LUA, health, lua_literal
+from builders import REGISTRY, SPEC, desired
 from core_steps import decided
 
 from takoform_operator.core.actions import Create
@@ -27,19 +28,6 @@ from takoform_operator.core.state import (
     state_from_status,
 )
 from takoform_operator.kube.crs import merged_status, status_patch
-from takoform_operator.registry_data import load_registry
-from takoform_spec.identity import FormLine
-
-REGISTRY = load_registry()
-BUCKET = FormLine("storage.takoform.io/v1", "Bucket")
-SPEC = {"region": "eu-west-1", "sizeGiB": 10}
-
-
-def desired(**changes: Any) -> Desired:
-    base = Desired(
-        cr_uid="cr-1", cr_generation=1, line=BUCKET, space="team-a", name="logs", parameters=SPEC
-    )
-    return replace(base, **changes)
 
 
 def reconcile(want: Desired, state: State, seen: Observation) -> Decision:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from builders import cr_body
 from prometheus_client import CollectorRegistry
 
 from takoform_operator.core.conditions import Condition, ConditionType, Reason
@@ -24,18 +25,13 @@ from takoform_operator.registry_data import load_registry
 
 
 def _body(**spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "storage.takoform.io/v1",
-        "kind": "Bucket",
-        "metadata": {
-            "name": "logs",
-            "namespace": "demo",
-            "uid": "cr-uid-1",
-            "generation": 3,
-            "annotations": {"takoform.io/accept-uid": "u-new"},
-        },
-        "spec": {"space": "Team A", "parameters": {"sizeGiB": 1}, **spec},
-    }
+    """A Bucket CR at generation 3 in space "Team A" that accepts uid u-new."""
+    return cr_body(
+        uid="cr-uid-1",
+        generation=3,
+        annotations={"takoform.io/accept-uid": "u-new"},
+        **{"space": "Team A", "parameters": {"sizeGiB": 1}, **spec},
+    )
 
 
 def test_desired_from_a_cr() -> None:

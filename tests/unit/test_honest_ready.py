@@ -5,30 +5,19 @@ conditions (core.conditions.merge_conditions with keep_unnamed)."""
 from __future__ import annotations
 
 import pytest
+from builders import BUCKET_REF, REGISTRY, SPEC, desired
 
 from takoform_operator.core.conditions import ConditionType, Reason, merge_conditions, transitions
 from takoform_operator.core.decide import Observation, decide
 from takoform_operator.core.outcome import refused, unavailable
 from takoform_operator.core.plan import Plan, plan
-from takoform_operator.core.state import Desired, HostCondition, Requested, ResourceView, State
+from takoform_operator.core.state import HostCondition, Requested, ResourceView, State
 from takoform_operator.host_client.models import Resource
 from takoform_operator.kube.handlers import next_delay
-from takoform_operator.registry_data import load_registry
 from takoform_operator.settings import Settings
 
-REGISTRY = load_registry()
-REF = next(r for r in REGISTRY.default_creates.values() if r.kind == "Bucket")
-SPEC = {"region": "eu-west-1", "sizeGiB": 10}
-DESIRED = Desired(
-    cr_uid="cr-1",
-    cr_generation=1,
-    line=REF.line,
-    space="team-a",
-    name="logs",
-    parameters=SPEC,
-    namespace="apps",
-    cr_name="logs",
-)
+REF = BUCKET_REF
+DESIRED = desired(namespace="apps", cr_name="logs")
 STATE = State(
     form_ref=REF,
     space="team-a",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import builders
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -35,27 +36,16 @@ from takoform_operator.core.ownership import (
 from takoform_operator.core.plan import Plan, plan, reclaims, target_of
 from takoform_operator.core.state import DeletionPolicy, Desired, Requested, ResourceView, State
 from takoform_operator.core.tenancy import DEFAULT_HOST
-from takoform_operator.registry_data import load_registry
 
-REGISTRY = load_registry()
-REF = next(r for r in REGISTRY.default_creates.values() if r.kind == "Bucket")
+REGISTRY, REF = builders.REGISTRY, builders.BUCKET_REF
 T0, T1 = "2026-11-30T08:00:00Z", "2026-11-30T08:00:01Z"
 
 
 def _desired(**changes: object) -> Desired:
-    base: dict[str, object] = {
-        "cr_uid": "me",
-        "cr_generation": 1,
-        "line": REF.line,
-        "space": "team-a",
-        "name": "logs",
-        "parameters": {"region": "eu-west-1", "sizeGiB": 10},
-        "namespace": "a",
-        "cr_name": "cr-me",
-        "created": T1,
-    }
-    base.update(changes)
-    return Desired(**base)  # type: ignore[arg-type]
+    """CR a/cr-me (uid `me`)."""
+    return builders.desired(
+        **{"cr_uid": "me", "namespace": "a", "cr_name": "cr-me", "created": T1, **changes}
+    )
 
 
 def _claimed_state(desired: Desired, **changes: object) -> State:

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from builders import BUCKET, BUCKET_REF, REGISTRY, SPEC, cr_body, desired
 from core_steps import decided
 from memory_bindings import MemoryBindings
 from one_host import OneHost
@@ -42,23 +43,10 @@ from takoform_operator.core.state import (
 from takoform_operator.core.tenancy import SpaceGrant
 from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.kube.crs import InvalidCustomResource, desired_from_cr, status_patch
-from takoform_operator.registry_data import load_registry
 from takoform_operator.service import reconcile
-from takoform_spec.identity import FormLine
 
-REGISTRY = load_registry()
-BUCKET = FormLine("storage.takoform.io/v1", "Bucket")
-REF = REGISTRY.default_create_ref(BUCKET)
-assert REF is not None
-SPEC = {"region": "eu-west-1", "sizeGiB": 10}
+REF = BUCKET_REF
 OBSERVE = ManagementPolicy.OBSERVE
-
-
-def desired(**changes: Any) -> Desired:
-    base = Desired(
-        cr_uid="cr-1", cr_generation=1, line=BUCKET, space="team-a", name="logs", parameters=SPEC
-    )
-    return replace(base, **changes)
 
 
 def served(spec: dict[str, Any] | None = None, uid: str = "uid-1") -> ResourceView:
@@ -168,27 +156,12 @@ def test_a_paused_status_does_not_claim_the_current_generation() -> None:
     assert status_patch(working, None, now="t", cr_generation=4)["observedGeneration"] == 4
 
 
-def _body(annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": BUCKET.api_version,
-        "kind": BUCKET.kind,
-        "metadata": {
-            "name": "logs",
-            "namespace": "demo",
-            "uid": "cr-1",
-            "generation": 1,
-            "annotations": annotations or {},
-        },
-        "spec": {"space": "team-a", "parameters": SPEC, **spec},
-    }
-
-
 def test_the_pause_annotation_and_the_policy_are_read_from_the_cr() -> None:
-    assert desired_from_cr(_body({"takoform.io/paused": "true"})).paused
-    assert not desired_from_cr(_body({"takoform.io/paused": "false"})).paused
-    assert not desired_from_cr(_body()).paused
-    assert desired_from_cr(_body()).management is ManagementPolicy.FULL
-    assert desired_from_cr(_body(managementPolicy="Observe")).management is OBSERVE
+    assert desired_from_cr(cr_body(annotations={"takoform.io/paused": "true"})).paused
+    assert not desired_from_cr(cr_body(annotations={"takoform.io/paused": "false"})).paused
+    assert not desired_from_cr(cr_body()).paused
+    assert desired_from_cr(cr_body()).management is ManagementPolicy.FULL
+    assert desired_from_cr(cr_body(managementPolicy="Observe")).management is OBSERVE
 
 
 @pytest.mark.parametrize(
@@ -204,7 +177,7 @@ def test_an_unclear_pause_or_policy_is_refused(
     annotations: dict[str, str], spec: dict[str, Any], named: str
 ) -> None:
     with pytest.raises(InvalidCustomResource, match=named):
-        desired_from_cr(_body(annotations, **spec))
+        desired_from_cr(cr_body(annotations=annotations, **spec))
 
 
 async def _reconcile(desired: Desired, state: State, host: Any) -> Outcome:
@@ -246,7 +219,7 @@ def _bound_status() -> dict[str, Any]:
 
 
 async def test_a_paused_cr_reports_its_pause_before_any_tenancy_check() -> None:
-    body = {**_body({"takoform.io/paused": "true"}), "status": _bound_status()}
+    body = {**cr_body(annotations={"takoform.io/paused": "true"}), "status": _bound_status()}
     result = await reconcile_cr_body(body, REGISTRY, Policy(), MemoryBindings(), now="t")
     assert result.outcome.asserted() == {}
     assert result.status is not None
@@ -256,13 +229,13 @@ async def test_a_paused_cr_reports_its_pause_before_any_tenancy_check() -> None:
 
 
 async def test_an_invalid_pause_value_is_reported_and_sends_nothing() -> None:
-    body = {**_body({"takoform.io/paused": "yes"}), "status": _bound_status()}
+    body = {**cr_body(annotations={"takoform.io/paused": "yes"}), "status": _bound_status()}
     result = await reconcile_cr_body(body, REGISTRY, OneHost(NoCalls()), MemoryBindings(), now="t")
     assert result.outcome.asserted()[ConditionType.DEGRADED] is Reason.INVALID_SPEC
 
 
 async def test_an_observe_deletion_needs_no_grant_and_no_host_call() -> None:
-    body = _body(managementPolicy="Observe")
+    body = cr_body(managementPolicy="Observe")
     body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     body["status"] = _bound_status()
     result = await reconcile_cr_body(body, REGISTRY, Policy(), MemoryBindings(), now="t")
@@ -393,12 +366,12 @@ async def test_a_paused_cr_keeps_its_binding() -> None:
     """A paused owner is still the owner: its binding stays Bound, so no other CR can take its
     host resource over while it is paused."""
     bindings = MemoryBindings()
-    paused = {**_body({"takoform.io/paused": "true"}), "status": _bound_status()}
+    paused = {**cr_body(annotations={"takoform.io/paused": "true"}), "status": _bound_status()}
     identity = Identity("team-a", BUCKET, "logs", "default")
     await bindings.create(Binding(identity, Phase.BOUND, ClaimRef("demo", "logs", "cr-1"), REF))
     result = await reconcile_cr_body(paused, REGISTRY, OneHost(NoCalls()), bindings, now="t")
     assert result.outcome.asserted() == {}, "paused: nothing decided, nothing sent"
-    rival = _body(resourceName="logs")
+    rival = cr_body(resourceName="logs")
     rival["metadata"] = {**rival["metadata"], "uid": "cr-2", "name": "rival"}
     host = OneHost(NoCalls())
     outcome = (await reconcile_cr_body(rival, REGISTRY, host, bindings, now="t")).outcome
@@ -417,7 +390,7 @@ async def test_a_deletion_whose_claim_is_only_in_its_binding_ends_despite_a_malf
     await bindings.create(
         Binding(identity, Phase.BOUND, ClaimRef("demo", "logs", "cr-1"), REF, recorded)
     )
-    body = _body(formRef={"definitionVersion": "1.0"}, deletionPolicy="Orphan")
+    body = cr_body(formRef={"definitionVersion": "1.0"}, deletionPolicy="Orphan")
     body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     result = await reconcile_cr_body(body, REGISTRY, OneHost(NoCalls()), bindings, now="t")
     assert result.outcome.finalized, result.outcome

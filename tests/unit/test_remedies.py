@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
+from builders import BUCKET_REF, REGISTRY, SPEC, desired
 
 from takoform_operator.core.actions import Create, Target
 from takoform_operator.core.binding import Binding, ClaimRef, Identity, Phase
@@ -25,26 +26,13 @@ from takoform_operator.core.remedies import (
     orphan_command,
     remedies_text,
 )
-from takoform_operator.core.state import Desired, Requested, ResourceView, State
+from takoform_operator.core.state import Requested, ResourceView, State
 from takoform_operator.core.tenancy import access, remedy
-from takoform_operator.registry_data import load_registry
 from takoform_spec.host_api import ErrorCode
 
-REGISTRY = load_registry()
-REF = next(r for r in REGISTRY.default_creates.values() if r.kind == "Bucket")
-SPEC = {"region": "eu-west-1", "sizeGiB": 10}
+REF = BUCKET_REF
 #: The CR `archive` in namespace `apps` manages the host resource `logs` (spec.resourceName).
-DESIRED = Desired(
-    cr_uid="cr-1",
-    cr_generation=1,
-    line=REF.line,
-    space="team-a",
-    name="logs",
-    parameters=SPEC,
-    namespace="apps",
-    cr_name="archive",
-    created="2026-11-30T08:00:01Z",
-)
+DESIRED = desired(namespace="apps", cr_name="archive", created="2026-11-30T08:00:01Z")
 CR = ["buckets.storage.takoform.io/archive", "-n", "apps"]
 ORPHAN = ["--type=merge", "-p", '{"spec":{"deletionPolicy":"Orphan"}}']
 CLAIMED = State(form_ref=REF, space="team-a", name="logs", requested=Requested.of(DESIRED))

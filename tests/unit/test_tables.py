@@ -8,6 +8,7 @@ says (marker kept or cleared, blocked, state removed).
 
 from __future__ import annotations
 
+import builders
 import pytest
 
 from takoform_operator.core.actions import Delete, Target, Update
@@ -15,7 +16,6 @@ from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.decide import Observation, decide
 from takoform_operator.core.plan import Plan
 from takoform_operator.core.state import (
-    Desired,
     OperationView,
     OpState,
     Pending,
@@ -40,10 +40,10 @@ REGISTRY = load_registry()
 BUCKET = next(
     r for r in REGISTRY.supported if r.kind == "Bucket" and r.definition_version == "1.0.0"
 )
-CR_UID = "cr-0001"
+CR_UID = builders.desired().cr_uid
 OURS = "uid-ours"
 OTHER = "uid-other"
-SPEC = {"region": "eu-west-1", "sizeGiB": 10}
+SPEC = builders.SPEC
 
 R, S, F, N = OpState.RUNNING, OpState.SUCCEEDED, OpState.FAILED, OpState.NOT_FOUND
 A, SAME, DIFF, UNK = (
@@ -201,19 +201,6 @@ def test_uid_rule(
 # -- the same rows through decide() ------------------------------------------------------------
 
 
-def _desired(**changes: object) -> Desired:
-    base = {
-        "cr_uid": CR_UID,
-        "cr_generation": 1,
-        "line": BUCKET.line,
-        "space": "team-a",
-        "name": "logs",
-        "parameters": SPEC,
-    }
-    base.update(changes)
-    return Desired(**base)  # type: ignore[arg-type]
-
-
 def _run(verb: Verb, op: OpState, found: Presence, *, deleting: bool = False):
     known_uid = None if found is UNK else OURS
     state = State(
@@ -232,7 +219,7 @@ def _run(verb: Verb, op: OpState, found: Presence, *, deleting: bool = False):
     }[found]
     view = OperationView(op, resource_uid=known_uid, error_code="provisioning_failed")
     target = Target("team-a", BUCKET, "logs")
-    desired = _desired(deleting=deleting)
+    desired = builders.desired(deleting=deleting)
     return decide(desired, state, Plan("op-1", target), Observation(view, resource), REGISTRY)
 
 
@@ -303,7 +290,7 @@ def test_running_update_with_changed_spec_sends_nothing() -> None:
 
 def test_settled_update_then_new_desired_spec_updates_with_fences() -> None:
     state = State(form_ref=BUCKET, space="team-a", name="logs", uid=OURS, attempt=0)
-    desired = _desired(parameters={**SPEC, "sizeGiB": 20}, cr_generation=2)
+    desired = builders.desired(parameters={**SPEC, "sizeGiB": 20}, cr_generation=2)
     target = Target("team-a", BUCKET, "logs")
     decision = decide(
         desired, state, Plan(None, target), Observation(None, _resource(OURS)), REGISTRY

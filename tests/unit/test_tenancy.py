@@ -8,6 +8,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import pytest
+from builders import cr_body
 from memory_bindings import MemoryBindings
 
 from takoform_operator.core.conditions import Reason
@@ -234,30 +235,9 @@ class FakeTenancy:
         return [c for port in self.ports.values() for c in port.calls]
 
 
-def _body(
-    *, status: dict[str, Any] | None = None, deleting: bool = False, **spec: Any
-) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
-        "name": "logs",
-        "namespace": "ns-a",
-        "uid": "cr-1",
-        "generation": 1,
-        "creationTimestamp": "2026-11-30T08:00:00Z",
-    }
-    if deleting:
-        metadata["deletionTimestamp"] = "2026-11-30T09:00:00Z"
-        metadata["finalizers"] = ["takoform.io/finalizer"]
-    return {
-        "apiVersion": REF.api_version,
-        "kind": REF.kind,
-        "metadata": metadata,
-        "spec": {
-            "space": "team-a",
-            "parameters": {"region": "eu-west-1", "sizeGiB": 10},
-            **spec,
-        },
-        "status": status or {},
-    }
+def _body(*, status: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    """A Bucket CR of namespace ns-a."""
+    return cr_body(namespace="ns-a", status=status or {}, **fields)
 
 
 def _claimed_status(host: str = "prod", host_ref: str | None = None) -> dict[str, Any]:
