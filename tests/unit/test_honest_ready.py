@@ -5,28 +5,20 @@ conditions (core.conditions.merge_conditions with keep_unnamed)."""
 from __future__ import annotations
 
 import pytest
-from builders import BUCKET_REF, REGISTRY, SPEC, desired
+from builders import BUCKET_REF, REGISTRY, SPEC, bound, desired
 
 from takoform_operator.core.conditions import ConditionType, Reason, merge_conditions, transitions
 from takoform_operator.core.decide import Observation, decide
 from takoform_operator.core.outcome import refused, unavailable
 from takoform_operator.core.plan import Plan, plan
-from takoform_operator.core.state import HostCondition, Requested, ResourceView, State
+from takoform_operator.core.state import HostCondition, ResourceView
 from takoform_operator.host_client.models import Resource
 from takoform_operator.kube.handlers import next_delay
 from takoform_operator.settings import Settings
 
 REF = BUCKET_REF
 DESIRED = desired(namespace="apps", cr_name="logs")
-STATE = State(
-    form_ref=REF,
-    space="team-a",
-    name="logs",
-    requested=Requested.of(DESIRED),
-    uid="h-1",
-    generation="2",
-    revision="5",
-)
+STATE = bound(DESIRED, uid="h-1", generation="2", revision="5")
 
 
 def _resource(*conditions: HostCondition, observed: str | None = "2") -> ResourceView:
