@@ -157,7 +157,7 @@ def test_import_applied_as_is_binds_without_a_single_host_mutation(
     seen = len(host.log_path.read_text(errors="replace"))
     for name, (ref, _spec) in resources.items():
         args = ["import", canonical_import_id("team-a", name, ref), "-n", kube_namespace]
-        args += ["--name", f"imported-{name}"]
+        args += ["--name", f"imported-{name}", "--full"]
         if name == "plain":
             printed = plugin(*args, env=setup["implicit_env"])
         else:
@@ -167,6 +167,8 @@ def test_import_applied_as_is_binds_without_a_single_host_mutation(
         assert manifest["spec"].get("hostRef") == (None if name == "plain" else setup["host_name"])
         assert manifest["metadata"]["name"] == f"imported-{name}"
         assert manifest["spec"]["resourceName"] == name
+        assert manifest["spec"]["managementPolicy"] == "Full"
+        assert manifest["spec"]["deletionPolicy"] == "Orphan", "the default even with --full"
         assert ("formRef" in manifest["spec"]) == (ref != DEFAULT_REF)
         kube_cluster.apply(printed.stdout)  # as printed, comments and all
     for name in resources:
@@ -222,17 +224,18 @@ def test_import_applied_as_is_binds_without_a_single_host_mutation(
 def test_observe_import_reports_drift_without_repairing_it_and_full_repairs_it_once(
     setup: dict[str, Any], kube_cluster: KubeCluster, kube_namespace: str
 ) -> None:
-    """The safe import path: `import --observe` applied as printed binds with no mutation; an
+    """The safe import path, the default: `import` applied as printed binds with no mutation; an
     edit of the parameters is reported as drift, never sent; switching to Full sends it once."""
     host, env = setup["host"], setup["env"]
     uid = host_create(host, DEFAULT_REF, "watched", {"region": "eu-west-1", "sizeGiB": 5})
     seen = len(host.log_path.read_text(errors="replace"))
     printed = plugin(
         "import", canonical_import_id("team-a", "watched", DEFAULT_REF), "-n", kube_namespace,
-        "--observe", "--host", setup["host_name"], "--operator-namespace", setup["ops"], env=env,
+        "--host", setup["host_name"], "--operator-namespace", setup["ops"], env=env,
     )  # fmt: skip
     assert printed.returncode == 0, printed.stderr
-    assert yaml.safe_load(printed.stdout)["spec"]["managementPolicy"] == "Observe"
+    spec = yaml.safe_load(printed.stdout)["spec"]
+    assert (spec["managementPolicy"], spec["deletionPolicy"]) == ("Observe", "Orphan")
     kube_cluster.apply(printed.stdout)
     wait_until(lambda: is_ready(kube_cluster, kube_namespace, "watched"), "watched Ready", 60)
     assert cr_status(kube_cluster, kube_namespace, "watched")["uid"] == uid

@@ -19,6 +19,7 @@ from takoform_operator.core.decide import Observation
 from takoform_operator.core.import_id import canonical_import_id, parse_import_id
 from takoform_operator.core.state import Requested, ResourceView, State
 from takoform_operator.kube.crs import desired_from_cr
+from takoform_operator.plugin.commands import parser
 from takoform_operator.plugin.render import (
     Lookup,
     UsageError,
@@ -130,7 +131,7 @@ def _manifest(ref: FormRef, parameters: dict[str, Any], **changes: Any) -> dict[
         "namespace": "apps",
         "host_ref": None,
         "pin": ref != REGISTRY.default_create_ref(ref.line),
-        "observe": False,
+        "management": "Full",
         "deletion_policy": "Delete",
         **changes,
     }
@@ -175,7 +176,7 @@ def test_an_imported_manifest_reconciles_to_ready_without_a_mutation(data: st.Da
 def test_the_manifest_names_the_exact_identity() -> None:
     ref = REGISTRY.default_create_ref(BUCKET)
     assert ref is not None
-    manifest = _manifest(ref, {"region": "eu-west-1"}, host_ref="prod", observe=True)
+    manifest = _manifest(ref, {"region": "eu-west-1"}, host_ref="prod", management="Observe")
     assert manifest["apiVersion"] == "storage.takoform.io/v1" and manifest["kind"] == "Bucket"
     assert manifest["metadata"] == {"name": "imported", "namespace": "apps"}
     spec = manifest["spec"]
@@ -197,12 +198,37 @@ def test_an_import_under_another_definition_pins_it() -> None:
     }
 
 
-def test_without_observe_or_host_nothing_extra_is_set() -> None:
+def test_without_a_namespace_or_host_neither_is_set() -> None:
     ref = REGISTRY.default_create_ref(BUCKET)
     assert ref is not None
     manifest = _manifest(ref, {"region": "eu-west-1"}, namespace=None)
-    assert "namespace" not in manifest["metadata"]
-    assert "managementPolicy" not in manifest["spec"] and "hostRef" not in manifest["spec"]
+    assert "namespace" not in manifest["metadata"] and "hostRef" not in manifest["spec"]
+    assert manifest["spec"]["managementPolicy"] == "Full", "always stated, never implied"
+
+
+@pytest.mark.parametrize(
+    ("flags", "management", "deletion"),
+    [
+        ([], "Observe", "Orphan"),
+        (["--observe"], "Observe", "Orphan"),
+        (["--full"], "Full", "Orphan"),
+        (["--full", "--deletion-policy", "Delete"], "Full", "Delete"),
+    ],
+)
+def test_an_import_is_read_only_and_orphaning_unless_asked(
+    flags: list[str], management: str, deletion: str
+) -> None:
+    """The safe default (as ackctl's): a first apply of a printed import can neither change
+    nor delete the host resource."""
+    args = parser("kubectl takoform").parse_args(["import", "logs", *flags])
+    assert (args.management, args.deletion_policy) == (management, deletion)
+
+
+def test_observe_and_full_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parser("kubectl takoform").parse_args(["import", "logs", "--observe", "--full"])
+    assert exited.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
 
 
 # -- blocked --------------------------------------------------------------------------------------

@@ -84,6 +84,11 @@ Read the host resource an import id names, under its exact FormRef, and print a 
 that imports it: spec.parameters are the host's spec decoded for the CR, so the first reconcile
 sends no update. Apply it as is: kubectl takoform import ID | kubectl apply -f -
 
+The CR is safe by default: managementPolicy Observe (the operator reads the resource and
+reports drift, never mutates it) and deletionPolicy Orphan (deleting the CR leaves the resource
+on the host). Once its spec looks right, take it over with --full (or patch
+spec.managementPolicy to Full); --deletion-policy Delete makes deleting the CR delete it.
+
 ID is the canonical JSON import id, e.g.
   '{"space":"team-a","apiVersion":"storage.takoform.io/v1","kind":"Bucket",
     "definitionVersion":"1.1.0","schemaDigest":"sha256:...","name":"logs"}'
@@ -150,10 +155,21 @@ def add_commands(commands: Any) -> None:
     imports.add_argument(
         "--name", help="metadata.name of the CR (default: the host resource's name)"
     )
-    imports.add_argument(
+    management = imports.add_mutually_exclusive_group()
+    management.add_argument(
         "--observe",
-        action="store_true",
-        help="emit spec.managementPolicy: Observe (read only; never mutates the host)",
+        dest="management",
+        action="store_const",
+        const="Observe",
+        default="Observe",
+        help="spec.managementPolicy: Observe, read only: never mutates the host (the default)",
+    )
+    management.add_argument(
+        "--full",
+        dest="management",
+        action="store_const",
+        const="Full",
+        help="spec.managementPolicy: Full: the operator keeps the host resource to the CR's spec",
     )
     imports.add_argument(
         "--host",
@@ -165,8 +181,9 @@ def add_commands(commands: Any) -> None:
     imports.add_argument(
         "--deletion-policy",
         choices=("Delete", "Orphan"),
-        default="Delete",
-        help="spec.deletionPolicy of the CR (default: Delete)",
+        default="Orphan",
+        help="spec.deletionPolicy of the CR (default: Orphan: deleting the CR leaves the host "
+        "resource)",
     )
     _common(imports)
     imports.set_defaults(handler=_guarded(run_import))
@@ -329,7 +346,7 @@ def run_import(args: argparse.Namespace, out: TextIO) -> int:
         namespace=args.namespace,
         host_ref=args.host,
         pin=ref != registry.default_create_ref(ref.line),
-        observe=args.observe,
+        management=args.management,
         deletion_policy=args.deletion_policy,
     )
     uid = document["metadata"]["uid"]

@@ -102,7 +102,7 @@ def import_manifest(
     namespace: str | None,
     host_ref: str | None,
     pin: bool,
-    observe: bool,
+    management: str,
     deletion_policy: str,
 ) -> dict[str, Any]:
     """The CR that imports the host resource `name` (space, exact FormRef) as it is: its
@@ -120,8 +120,7 @@ def import_manifest(
             "definitionVersion": ref.definition_version,
             "schemaDigest": ref.schema_digest,
         }
-    if observe:
-        spec["managementPolicy"] = "Observe"
+    spec["managementPolicy"] = management
     spec["deletionPolicy"] = deletion_policy
     spec["parameters"] = dict(parameters)
     return {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": metadata, "spec": spec}
