@@ -8,7 +8,7 @@ an exception; the reconcile itself is service.reconcile.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -53,10 +53,12 @@ async def reconcile_cr_body(
     *,
     now: str,
     deleting: bool = False,
+    secrets: Collection[str] = (),
 ) -> CrOutcome:
     """Reconcile the CR `body` once (service.reconcile) and say what to write. `bindings` are
     the TakoformBindings (binding_port: who owns which host resource). `deleting` forces
-    deletion even before the body says so."""
+    deletion even before the body says so. `secrets`: the values last written into the CR's
+    connection Secret, scrubbed from host words with the sensitive outputs read now."""
     metadata = body.get("metadata") or {}
     status = dict(body.get("status") or {})
     generation = int(metadata.get("generation") or 0)
@@ -85,7 +87,7 @@ async def reconcile_cr_body(
             return CrOutcome(outcome, _patch(outcome, status, now, generation))
     if deleting and not desired.deleting:
         desired = replace(desired, deleting=True)
-    reconciled = await reconcile(desired, state, registry, tenancy, bindings)
+    reconciled = await reconcile(desired, state, registry, tenancy, bindings, secrets=secrets)
     outcome = reconciled.outcome
     if outcome.finalized:
         return CrOutcome(outcome, None)
