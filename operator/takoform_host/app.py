@@ -41,7 +41,7 @@ from .decoding import (
     token_in,
 )
 from .errors import HostError
-from .misbehaviours import served
+from .misbehaviours import OVERSIZED_PADDING, served, served_record
 from .operations import OperationRecord
 from .rules import Host
 from .storage import dumps
@@ -143,17 +143,22 @@ class HostApp:
 
     def error(self, exc: HostError) -> Response:
         code: str = exc.code
-        if exc.status == 404 and self.host.on("unknown-error-codes"):
+        status, message = exc.status, exc.message
+        if status == 404 and self.host.on("unknown-error-codes"):
             code = "not_found_generic"  # outside the closed set, on purpose
+        if code == ErrorCode.RESOURCE_NOT_FOUND and self.host.on("misstatus-not-found"):
+            status = 410  # a code with another status than its contract's, on purpose
+        if self.host.on("oversized-errors"):
+            message = f"{message} {'x' * OVERSIZED_PADDING}"
         if self.host.on("plain-text-errors"):
             return Response(
-                f"{code}: {exc.message}\n",
-                status_code=exc.status,
+                f"{code}: {message}\n",
+                status_code=status,
                 headers=exc.headers,
                 media_type="text/plain",
             )
-        body = {"error": {"code": code, "message": exc.message, "details": exc.details}}
-        return self.json(exc.status, body, exc.headers)
+        body = {"error": {"code": code, "message": message, "details": exc.details}}
+        return self.json(status, body, exc.headers)
 
     def representation(self, status: int, doc: dict[str, Any]) -> Response:
         return self.json(status, served(doc, self.host.settings), {"ETag": self.etag(doc)})
@@ -166,7 +171,8 @@ class HostApp:
     def operation(self, record: OperationRecord) -> Response:
         """The answer to a mutation: its record, 202 while running, 200 once settled (H-28)."""
         location = {"Location": f"{API_PREFIX}/operations/{record.id}"}
-        return self.raw(202 if record.running else 200, record.body, location)
+        body = served_record(record.body, self.host.settings)
+        return self.raw(202 if record.running else 200, body, location)
 
     # -- dispatch ----------------------------------------------------------------------------
 
@@ -325,7 +331,7 @@ class HostApp:
     # -- handlers: operations ----------------------------------------------------------------
 
     async def get_operation(self, request: Request, id: str) -> Response:
-        return self.raw(200, self.host.operations.get(id).body)
+        return self.raw(200, served_record(self.host.operations.get(id).body, self.host.settings))
 
     async def list_operations(self, request: Request) -> Response:
         filters = {
@@ -336,7 +342,8 @@ class HostApp:
         if "space" not in filters:
             # A host-wide listing would leak operations across spaces.
             raise HostError(ErrorCode.INVALID_REQUEST, "the space filter is required")
-        items = [record.body for record in self.host.operations.list(filters)]
+        settings = self.host.settings
+        items = [served_record(r.body, settings) for r in self.host.operations.list(filters)]
         return self.raw(200, b'{"items":[' + b",".join(items) + b"]}")
 
     # -- handlers: admin ---------------------------------------------------------------------

@@ -10,6 +10,7 @@ document is written here.
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,6 +109,38 @@ MISBEHAVIOURS: dict[str, tuple[str, str]] = {
     ),
     "expiry-deletes-resource": ("H-34", "expiring an operation record deletes its resource"),
     "unknown-error-codes": ("H-37", '404 errors carry the code "not_found_generic"'),
+    # Answers a client must check rather than trust (a client that believed them would
+    # re-point, unbind or leak): one entry each, applied where the answer is served.
+    "serve-another-name": (
+        "H-38",
+        "representations name another resource: metadata.name gains the suffix -other",
+    ),
+    "serve-another-space": (
+        "H-38",
+        "representations name another space: metadata.space gains the suffix -other",
+    ),
+    "serve-malformed-formref": (
+        "H-38",
+        'representations carry definitionVersion "v<version>", which is not MAJOR.MINOR.PATCH',
+    ),
+    "misstatus-not-found": (
+        "H-37",
+        "resource_not_found is answered with status 410 instead of its contract status 404",
+    ),
+    "record-another-name": (
+        "H-31",
+        "operation records name another resource: name gains the suffix -other",
+    ),
+    "record-malformed-formref": (
+        "H-31",
+        'operation records carry definitionVersion "v<version>", which is not MAJOR.MINOR.PATCH',
+    ),
+    "echo-sensitive-outputs": (
+        "H-39",
+        "a validation_failed answer to an update echoes the resource's sensitive outputs in its "
+        "message and details",
+    ),
+    "oversized-errors": ("H-40", "every error message is padded past 4 MiB"),
 }
 
 
@@ -196,10 +229,47 @@ class Settings:
         return misbehaviour in self.misbehaviours
 
 
+#: The suffix the name-changing switches add, and the prefix that makes a version not semver.
+OTHER_SUFFIX = "-other"
+_NOT_SEMVER = "v"
+#: How far oversized-errors pads a message: past the 4 MiB an answer may have (H-40).
+OVERSIZED_PADDING = 4 * 1024 * 1024 + 1
+
+_SERVE_TIME = (
+    "host-internal-condition-reason",
+    "serve-another-name",
+    "serve-another-space",
+    "serve-malformed-formref",
+)
+
+
 def served(doc: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """A representation as served: serve-time misbehaviours applied to a copy."""
+    if not any(settings.on(name) for name in _SERVE_TIME):
+        return doc
+    doc = copy.deepcopy(doc)
     if settings.on("host-internal-condition-reason"):
-        doc = copy.deepcopy(doc)
         for condition in doc["status"]["conditions"]:
             condition["reason"] = "HOST_OK_42"
+    if settings.on("serve-another-name"):
+        doc["metadata"]["name"] += OTHER_SUFFIX
+    if settings.on("serve-another-space"):
+        doc["metadata"]["space"] += OTHER_SUFFIX
+    if settings.on("serve-malformed-formref"):
+        doc["formRef"]["definitionVersion"] = _NOT_SEMVER + doc["formRef"]["definitionVersion"]
     return doc
+
+
+def served_record(body: bytes, settings: Settings) -> bytes:
+    """An operation record as served (its stored bytes, H-33), serve-time misbehaviours applied."""
+    renamed, malformed = settings.on("record-another-name"), settings.on("record-malformed-formref")
+    if not (renamed or malformed):
+        return body
+    record = json.loads(body)
+    if renamed:
+        record["name"] += OTHER_SUFFIX
+    if malformed:
+        record["formRef"]["definitionVersion"] = (
+            _NOT_SEMVER + record["formRef"]["definitionVersion"]
+        )
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")

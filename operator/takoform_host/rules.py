@@ -10,6 +10,7 @@ lives in `app.py`.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import time
 import uuid
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from takoform_spec.canonical import canonical_json, sha256_digest
+from takoform_spec.definitions import FormDefinition
 from takoform_spec.host_api import ErrorCode
 from takoform_spec.identity import FormLine, FormRef
 
@@ -317,9 +319,13 @@ class Host:
         res = self.find(m.space, ref, m.name, loose)
         if res is None:
             raise self.not_found(m.space, ref, m.name)
-        spec = checked_spec(
-            self.forms.definition(res.ref), m.body, self.settings, current=res.doc["spec"]
-        )
+        definition = self.forms.definition(res.ref)
+        try:
+            spec = checked_spec(definition, m.body, self.settings, current=res.doc["spec"])
+        except HostError as exc:
+            if exc.code == ErrorCode.VALIDATION_FAILED and self.on("echo-sensitive-outputs"):
+                raise _echoing(exc, definition, res) from None
+            raise
         if not bypass:
             self._refuse_if_running(m.space, res.ref.line, m.name)
             self._fences(m, res)
@@ -377,3 +383,11 @@ def _in_progress(op_id: str, verb: str) -> HostError:
         f"operation {op_id} ({verb}) on this resource is still running",
         {"operationId": op_id},
     )
+
+
+def _echoing(exc: HostError, definition: FormDefinition, res: Resource) -> HostError:
+    """echo-sensitive-outputs: the refusal with the resource's sensitive outputs in it (H-39)."""
+    outputs = res.doc.get("status", {}).get("outputs", {})
+    echoed = {o.name: outputs[o.name] for o in definition.sensitive_outputs if o.name in outputs}
+    message = f"{exc.message} (current outputs: {json.dumps(echoed)})"
+    return HostError(exc.code, message, {**exc.details, "outputs": echoed}, exc.headers)

@@ -34,7 +34,7 @@ from takoform_operator.binding_port import (
     BindingExists,
     BindingPort,
 )
-from takoform_operator.core.actions import Action, Target
+from takoform_operator.core.actions import Action, Target, foreign_record
 from takoform_operator.core.binding import Binding, Identity
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.decide import Decision, Observation, decide
@@ -60,6 +60,7 @@ from takoform_operator.core.plan import host_of, plan, reclaims, target_of
 from takoform_operator.core.policy import hold, observe_only
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.remedies import kubectl_object
+from takoform_operator.core.scrub import known_secrets, scrub_outcome
 from takoform_operator.core.state import Desired, OperationView, ResourceView, State
 from takoform_operator.core.tenancy import SpaceGrant, access, resolve_host
 from takoform_operator.host_port import (
@@ -106,10 +107,28 @@ async def reconcile(
     registry: Registry,
     tenancy: Tenancy,
     bindings: BindingPort,
+    *,
+    secrets: Collection[str] = (),
 ) -> Reconciled:
     """Hold, grant, owner, plan, read, decide, act, let go: see the module docstring. Never
     raises for host trouble: it becomes an Outcome that keeps the state and says when to look
-    again. A binding write the API server did not take raises BindingError (retried)."""
+    again. A binding write the API server did not take raises BindingError (retried).
+
+    Every outcome leaves here scrubbed (core.scrub) of the secret values it may carry in host
+    words: the sensitive outputs of the representation read, and `secrets` (the values last
+    written into the CR's connection Secret)."""
+    reconciled = await _reconcile(desired, state, registry, tenancy, bindings)
+    known = known_secrets(registry, reconciled.resource, secrets)
+    return replace(reconciled, outcome=scrub_outcome(reconciled.outcome, known))
+
+
+async def _reconcile(
+    desired: Desired,
+    state: State,
+    registry: Registry,
+    tenancy: Tenancy,
+    bindings: BindingPort,
+) -> Reconciled:
     mine = bindings.held_by(desired.cr_uid)
     state = restored(state, mine)
     held = hold(desired, state)
@@ -147,6 +166,12 @@ async def reconcile(
     except (HostRejected, HostProtocolError) as exc:
         message = f"the host answer is unusable: {exc}"
         return Reconciled(_trouble(state, Reason.HOST_REJECTED, message), host.resource)
+    if operation is not None and state.pending is not None and planned.target is not None:
+        # The record consulted must be the pending request's: one naming another resource
+        # settles nothing of ours (the marker stays until the host answers for it).
+        foreign = foreign_record(operation, state.pending.verb, planned.target)
+        if foreign is not None:
+            return Reconciled(_trouble(state, Reason.HOST_REJECTED, foreign), host.resource)
     seen = Observation(operation, resource, operations)
     decided = decide(desired, state, planned, seen, registry)
     decision = observe_only(desired, decided, seen, registry)

@@ -39,6 +39,14 @@ SWITCH_TO_CHECK: dict[str, tuple[str, tuple[str, ...]]] = {
     "unstable-terminal-body": ("operation-resumable-after-settlement", ("H-33",)),
     "expiry-deletes-resource": ("operation-expiry-keeps-resource", ("H-34",)),
     "unknown-error-codes": ("error-codes-closed", ("H-37",)),
+    "serve-another-name": ("representation-names-the-request", ("H-38",)),
+    "serve-another-space": ("representation-names-the-request", ("H-38",)),
+    "serve-malformed-formref": ("representation-names-the-request", ("H-38",)),
+    "misstatus-not-found": ("error-codes-closed", ("H-37",)),
+    "record-another-name": ("operation-record-shape", ("H-31",)),
+    "record-malformed-formref": ("operation-record-shape", ("H-31",)),
+    "echo-sensitive-outputs": ("errors-keep-sensitive-outputs", ("H-39",)),
+    "oversized-errors": ("answers-are-bounded", ("H-40",)),
 }
 
 #: The check names issue 3 and decision 0017 rule 8 require by name.

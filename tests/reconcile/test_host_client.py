@@ -355,3 +355,52 @@ async def test_an_error_code_with_another_status_than_its_contract_is_a_protocol
     async with HostClient("http://host", "t", transport=transport) as client:
         with pytest.raises(errors.HostProtocolError, match="contract"):
             await client.get_resource("s", BUCKET_REF, "n")  # type: ignore[arg-type]
+
+
+async def test_an_answer_larger_than_the_bound_is_refused_unread() -> None:
+    # H-40: the client never holds more than MAX_ANSWER_BYTES of one answer.
+    from takoform_operator.host_client.client import MAX_ANSWER_BYTES
+
+    chunks = 0
+
+    async def stream() -> Any:
+        nonlocal chunks
+        for _ in range(MAX_ANSWER_BYTES // 65536 + 10):
+            chunks += 1
+            yield b"x" * 65536
+
+    class Endless(httpx.AsyncByteStream):
+        async def __aiter__(self) -> Any:
+            async for chunk in stream():
+                yield chunk
+
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, stream=Endless()))
+    async with HostClient("http://host", "t", transport=transport) as client:
+        with pytest.raises(errors.HostProtocolError, match="more than 4 MiB"):
+            await client.get_operation("op-1")
+    assert chunks <= MAX_ANSWER_BYTES // 65536 + 2, "reading stopped at the bound"
+
+
+async def test_a_long_error_message_is_cut_and_says_so() -> None:
+    body = {"error": {"code": "validation_failed", "message": "m" * 100_000, "details": []}}
+    transport = httpx.MockTransport(lambda request: httpx.Response(422, json=body))
+    async with HostClient("http://host", "t", transport=transport) as client:
+        with pytest.raises(errors.ValidationFailed) as caught:
+            await client.get_operation("op-1")
+    assert (
+        len(caught.value.message) < 17 * 1024 and "(cut: 100000 characters)" in caught.value.message
+    )
+    assert caught.value.details == {}, "details that are not an object are dropped"
+
+
+async def test_a_document_outside_the_contract_is_reported_without_its_values() -> None:
+    # pydantic's own text quotes the input: a whole representation, sensitive outputs included.
+    assert BUCKET_REF is not None
+    body = _resource_body(BUCKET_REF)
+    body["metadata"]["uid"] = 7
+    body["status"] = {"outputs": "hunter22-secret"}
+    async with HostClient("http://host", "t", transport=_serving(body)) as client:
+        with pytest.raises(errors.HostProtocolError) as caught:
+            await client.get_resource("s", BUCKET_REF, "n")
+    assert "metadata.uid" in str(caught.value) and "status.outputs" in str(caught.value)
+    assert "hunter22" not in str(caught.value)

@@ -218,6 +218,29 @@ def error_codes_closed(ctx: Context) -> None:
         raise fail("H-37: codes from the set but not the ones §9 prescribes: " + "; ".join(wrong))
 
 
+#: H-40's bounds: an error message's characters, an answer body's bytes.
+MESSAGE_LIMIT = 4096
+ANSWER_LIMIT = 4 * 1024 * 1024
+
+
+@check("answers-are-bounded", "H-40")
+def answers_are_bounded(ctx: Context) -> None:
+    """Error messages are at most 4,096 characters and no answer body exceeds 4 MiB."""
+    for what, _code, response in _provoke_errors(ctx):
+        ensure(
+            len(response.content) <= ANSWER_LIMIT,
+            f"H-40: {what}: the answer body is {len(response.content)} bytes",
+        )
+        try:
+            message = response.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            continue  # not the H-2 shape: error-body-shape says so
+        ensure(
+            not isinstance(message, str) or len(message) <= MESSAGE_LIMIT,
+            f"H-40: {what}: the error message is {len(message)} characters",
+        )
+
+
 @check("bad-input-stores-nothing", "H-1", "H-4", "H-5")
 def bad_input_stores_nothing(ctx: Context) -> None:
     """Wrong content type, malformed JSON, oversized bodies and bad names are refused unstored."""

@@ -246,3 +246,27 @@ def exact_ref_binding(ctx: Context) -> None:
         "read under a FormRef that is not installed",
     )
     unchanged(ctx, name, rep, "H-18", "mutations under another FormRef")
+
+
+@check("representation-names-the-request", "H-38")
+def representation_names_the_request(ctx: Context) -> None:
+    """Every representation names the space, name and exact FormRef of its request."""
+    name, rep = ctx.make("named")
+    reps = [("the read after create", rep)]
+    observed = ctx.observe(name)
+    ensure(observed.status_code == 200, f"§4 observe: {describe(observed)}")
+    reps.append(("observe", ctx.body(observed, "observe")))
+    reps.append(("the read after observe", ctx.representation(name, what="after observe")))
+    expected = ctx.primary.to_json()
+    for what, doc in reps:
+        meta = doc.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        for member, asked in (("space", ctx.space), ("name", name)):
+            ensure(
+                meta.get(member) == asked,
+                f"H-38: {what}: metadata.{member} is {meta.get(member)!r}, asked for {asked!r}",
+            )
+        ensure(
+            doc.get("formRef") == expected,
+            f"H-38: {what}: formRef is {doc.get('formRef')!r}, asked for {expected!r}",
+        )

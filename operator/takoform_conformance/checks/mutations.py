@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from takoform_spec.host_api import OperationState
+from takoform_spec.identity import FormRef
 
 from ..answers import describe
 from ..context import Context
@@ -307,3 +308,41 @@ def omitted_field_default(ctx: Context) -> None:
         f"H-27: update omitting {field!r}: spec.{field} is {after['spec'].get(field)!r}, "
         f"the definition's default is {default!r}",
     )
+
+
+def _with_sensitive_outputs(ctx: Context) -> tuple[FormRef, list[str]] | None:
+    """An installed FormRef whose definition declares sensitive outputs, and their names."""
+    for form in ctx.installed:
+        outputs = ctx.model(form.ref).schema.get("outputs") or []
+        names = [o["name"] for o in outputs if isinstance(o, dict) and o.get("sensitive")]
+        if names:
+            return form.ref, names
+    return None
+
+
+@check("errors-keep-sensitive-outputs", "H-39")
+def errors_keep_sensitive_outputs(ctx: Context) -> None:
+    """Refusals of a resource with sensitive outputs carry none of their values."""
+    found = _with_sensitive_outputs(ctx)
+    if found is None:
+        raise CheckSkipped("the host installs no definition with a sensitive output")
+    ref, names = found
+    name, rep = ctx.make("sensitive", ctx.model(ref).valid_spec(), ref=ref)
+    outputs = (rep.get("status") or {}).get("outputs") or {}
+    values = {n: str(outputs[n]) for n in names if outputs.get(n)}
+    if not values:
+        raise CheckSkipped(f"{ref} declares sensitive outputs but the host reported none")
+    refusals = [
+        (
+            "an update with an undeclared field",
+            ctx.update(
+                name, {**rep["spec"], "conformanceUndeclared": 1}, generation_of(rep), ref=ref
+            ),
+        ),
+        ("an update with a stale generation", ctx.update(name, rep["spec"], "999", ref=ref)),
+        ("a create of the existing name", ctx.create(name, rep["spec"], ref=ref)),
+    ]
+    for what, response in refusals:
+        ensure(response.status_code >= 400, f"{what} was accepted: {describe(response)}")
+        leaked = sorted(n for n, value in values.items() if value in response.text)
+        ensure(not leaked, f"H-39: {what}: the error answer carries the value of {leaked}")

@@ -8,7 +8,7 @@ from typing import Any
 
 from takoform_spec.identity import FormRef
 
-from .state import OperationView, State, Verb
+from .state import OperationView, OpState, State, Verb
 
 
 @dataclass(frozen=True)
@@ -61,4 +61,17 @@ def same_target(operation: OperationView, verb: Verb, target: Target) -> bool:
         and operation.space == target.space
         and operation.form_ref == target.form_ref
         and operation.name == target.name
+    )
+
+
+def foreign_record(operation: OperationView, verb: Verb, target: Target) -> str | None:
+    """Why a consulted operation record is not the one recorded as pending (it names another
+    verb, space, FormRef or name), or None when it names exactly the pending request's target.
+    A record the host no longer has (operation_not_found) names nothing and is not foreign."""
+    if operation.state is OpState.NOT_FOUND or same_target(operation, verb, target):
+        return None
+    return (
+        f"the host answered the pending {verb} of {target.name} in space {target.space} under "
+        f"{target.form_ref} with a record of {operation.verb} of {operation.name} in space "
+        f"{operation.space} under {operation.form_ref}"
     )

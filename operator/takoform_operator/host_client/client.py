@@ -18,6 +18,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import ValidationError
 
+from takoform_operator.core.scrub import clip
 from takoform_operator.host_client.models import Operation, Resource
 from takoform_operator.host_port import (
     ERROR_CLASSES,
@@ -34,6 +35,16 @@ from takoform_spec.identity import FormRef
 
 API = "/v1alpha3"
 _M = TypeVar("_M", Resource, Operation)
+
+#: The most of one answer the client reads (docs/host-api.md H-40): a larger one is refused as a
+#: protocol error, never held in memory whole.
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
+#: The most of a host's error message the client keeps (the rest is cut, and says so): enough for
+#: any credential it might echo to be whole, so core.scrub finds it (the condition and Event caps
+#: cut further, after the scrub).
+MAX_MESSAGE_CHARS = 16 * 1024
+#: Headers that describe the bytes on the wire, not the body as read (already decoded).
+_WIRE_HEADERS = ("content-encoding", "content-length", "transfer-encoding")
 
 
 def _segment(value: str) -> str:
@@ -177,7 +188,9 @@ class HostClient:
         try:
             return [Operation.model_validate(item) for item in items]
         except ValidationError as exc:
-            raise HostProtocolError(f"operation list does not match the contract: {exc}") from None
+            raise HostProtocolError(
+                f"operation list does not match the contract: {_problems(exc)}"
+            ) from None
 
     async def list_forms(self) -> list[FormRef]:
         """Every FormRef the host serves (GET /forms): the host's status and a reachability and
@@ -271,15 +284,40 @@ class HostClient:
         if body is not None:
             content = json.dumps(body, separators=(",", ":")).encode("utf-8")
             headers = {**headers, "Content-Type": "application/json"}
+        request = self._http.build_request(
+            method, path, content=content, headers=headers, params=params
+        )
         try:
-            response = await self._http.request(
-                method, path, content=content, headers=headers, params=params
-            )
+            streamed = await self._http.send(request, stream=True)
+            try:
+                response = await _bounded(streamed, f"{method} {path}")
+            finally:
+                await streamed.aclose()
         except httpx.TransportError as exc:
             raise _transport_failure(f"{method} {path}", exc) from exc
         if response.status_code < 400:
             return response
         raise _translate(response)
+
+
+async def _bounded(streamed: httpx.Response, request: str) -> httpx.Response:
+    """The answer, read up to MAX_ANSWER_BYTES; a larger one is a protocol error (H-40)."""
+    declared = streamed.headers.get("content-length", "")
+    too_large = HostProtocolError(
+        f"{request}: the host answered {streamed.status_code} with a body of more than "
+        f"{MAX_ANSWER_BYTES // (1024 * 1024)} MiB (docs/host-api.md H-40); not read"
+    )
+    if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+        raise too_large
+    body = bytearray()
+    async for chunk in streamed.aiter_bytes():
+        body += chunk
+        if len(body) > MAX_ANSWER_BYTES:
+            raise too_large
+    headers = [(k, v) for k, v in streamed.headers.multi_items() if k.lower() not in _WIRE_HEADERS]
+    return httpx.Response(
+        streamed.status_code, headers=headers, content=bytes(body), request=streamed.request
+    )
 
 
 def _transport_failure(request: str, exc: httpx.TransportError) -> HostUnavailable:
@@ -313,12 +351,15 @@ def _translate(response: httpx.Response) -> HostError:
     status = response.status_code
     if status == 429 or status >= 500:
         return HostUnavailable(
-            f"host answered {status}: {response.text[:200]}", retry_after=_retry_after(response)
+            f"host answered {status}: {clip(response.text, 200)}",
+            retry_after=_retry_after(response),
         )
     try:
         error = response.json()["error"]
-        code, message = str(error["code"]), str(error.get("message", ""))
+        code, message = str(error["code"]), clip(str(error.get("message", "")), MAX_MESSAGE_CHARS)
         details = error.get("details") or {}
+        if not isinstance(details, dict):
+            details = {}
     except (ValueError, KeyError, TypeError):
         return HostProtocolError(f"host answered {status} without a contract error body")
     try:
@@ -350,7 +391,19 @@ def _parse(model: type[_M], response: httpx.Response) -> _M:
     try:
         return model.model_validate(_json(response))
     except ValidationError as exc:
-        raise HostProtocolError(f"{model.__name__} does not match the contract: {exc}") from None
+        raise HostProtocolError(
+            f"{model.__name__} does not match the contract: {_problems(exc)}"
+        ) from None
+
+
+def _problems(exc: ValidationError) -> str:
+    """What did not match, by location, WITHOUT the values: pydantic's own text quotes the input,
+    which may be a whole representation with its sensitive outputs."""
+    problems = []
+    for error in exc.errors(include_input=False, include_url=False):
+        where = ".".join(str(part) for part in error.get("loc", ())) or "<document>"
+        problems.append(f"{where}: {error.get('msg', 'invalid')}")
+    return clip("; ".join(problems), MAX_MESSAGE_CHARS)
 
 
 __all__ = ["HostClient", "HostRejected"]

@@ -5,10 +5,10 @@ The only place host answers meet core values: operation and resource views, acti
 
 from __future__ import annotations
 
-from takoform_operator.core.actions import Action, Create, Delete, Target, Update
+from takoform_operator.core.actions import Action, Create, Delete, Target, Update, same_target
 from takoform_operator.core.state import OperationView, OpState, ResourceView
 from takoform_operator.host_client.client import HostClient
-from takoform_operator.host_port import OperationNotFound, ResourceNotFound
+from takoform_operator.host_port import HostProtocolError, OperationNotFound, ResourceNotFound
 
 
 class HostClientPort:
@@ -53,4 +53,13 @@ class HostClientPort:
             op = await self._client.delete(
                 t.space, t.form_ref, t.name, expected_uid=action.expected_uid, key=action.key
             )
-        return op.id, op.view()
+        view = op.view()
+        if not same_target(view, action.verb, t):
+            # The answer to our mutation must name it: one naming another resource (or a FormRef
+            # that is not the one sent) is not recorded; the same key replays it later.
+            raise HostProtocolError(
+                f"the host answered the {action.verb} of {t.name} in space {t.space} under "
+                f"{t.form_ref} with operation {op.id} for {view.verb} of {view.name} in space "
+                f"{view.space} under {view.form_ref}"
+            )
+        return op.id, view

@@ -9,7 +9,7 @@ run: the reconcile, then its status written through the writer they pass.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -68,10 +68,13 @@ async def reconcile_and_persist(
     *,
     now: str,
     deleting: bool = False,
+    secrets: Collection[str] = (),
 ) -> Persisted:
     """One reconcile of the CR `body` and the write of the status it asks for. The handlers run
     it against the API server, the model checker against its simulated cluster."""
-    result = await reconcile_cr_body(body, registry, tenancy, bindings, now=now, deleting=deleting)
+    result = await reconcile_cr_body(
+        body, registry, tenancy, bindings, now=now, deleting=deleting, secrets=secrets
+    )
     if result.status is None:
         return Persisted(result, body)
     version = await write_status(body, result.status)
@@ -91,10 +94,12 @@ async def reconcile_cr_body(
     *,
     now: str,
     deleting: bool = False,
+    secrets: Collection[str] = (),
 ) -> CrOutcome:
     """Reconcile the CR `body` once (service.reconcile) and say what to write. `bindings` are
     the TakoformBindings (binding_port: who owns which host resource). `deleting` forces
-    deletion even before the body says so."""
+    deletion even before the body says so. `secrets`: the values last written into the CR's
+    connection Secret, scrubbed from host words with the sensitive outputs read now."""
     metadata = body.get("metadata") or {}
     status = dict(body.get("status") or {})
     generation = int(metadata.get("generation") or 0)
@@ -123,7 +128,7 @@ async def reconcile_cr_body(
             return CrOutcome(outcome, _patch(outcome, status, now, generation))
     if deleting and not desired.deleting:
         desired = replace(desired, deleting=True)
-    reconciled = await reconcile(desired, state, registry, tenancy, bindings)
+    reconciled = await reconcile(desired, state, registry, tenancy, bindings, secrets=secrets)
     outcome = reconciled.outcome
     if outcome.finalized:
         return CrOutcome(outcome, None)

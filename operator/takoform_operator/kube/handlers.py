@@ -89,6 +89,9 @@ class Runtime:
     secrets: SecretStore | None = None
     #: CRs whose last look found their identity bound to another CR: woken by binding changes.
     contending: set[str] = field(default_factory=set)
+    #: CR uid -> the values last written into its connection Secret: scrubbed from host words
+    #: (core.scrub) even when the look that meets them could not read the resource. Memory only.
+    written_secrets: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def _now(runtime: Runtime) -> str:
@@ -148,6 +151,7 @@ async def reconcile_cr(
             lambda cr, patch: _persist(runtime, cr, patch),
             now=_now(runtime),
             deleting=deleting,
+            secrets=runtime.written_secrets.get(uid, frozenset()),
         )
         result, body = persisted.result, persisted.body
         outcome = result.outcome
@@ -288,6 +292,7 @@ async def _delete_step(runtime: Runtime, body: Mapping[str, Any]) -> float | Non
     runtime.pending_looks.pop(uid, None)
     runtime.failures.pop(uid, None)
     runtime.contending.discard(uid)
+    runtime.written_secrets.pop(uid, None)
     return None
 
 
@@ -320,6 +325,8 @@ async def write_connection_secret(
     not at once: the status is written and the resource itself is fine."""
     if runtime.secrets is None:
         return
+    uid = str(body["metadata"]["uid"])
+    runtime.written_secrets[uid] = frozenset(secret.data.values())
     try:
         if await runtime.secrets.apply(body, secret):
             logger.info("connection Secret %s/%s written", secret.namespace, secret.name)
@@ -369,6 +376,7 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
             runtime.pending_looks.pop(uid, None)
             runtime.failures.pop(uid, None)
             runtime.contending.discard(uid)
+            runtime.written_secrets.pop(uid, None)
             await _note_vanished(runtime, body)
         elif not shard.matches(body.metadata.labels):
             # Another shard's CR (or one relabelled away from ours): no loop here.
