@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: check fresh-check image crds-upgrade bench bench-host bench-reconcile check-model conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
+.PHONY: check fresh-check image lock crds-upgrade bench bench-host bench-reconcile check-model conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -41,6 +41,9 @@ fresh-check: ## the README's path on empty caches (fresh clone, HOME/Go/pip/tool
 
 image: ## build the operator image (Docker, else buildah) as an OCI archive in build/image/
 	hack/image.sh
+
+lock: venv ## re-resolve requirements.lock and requirements-build.lock (hashed) from pyproject.toml
+	hack/lock.sh
 
 NODE ?=
 crds-upgrade: ## apply the chart's CRDs to the current cluster (before `helm upgrade`; helm never upgrades them)

@@ -3,13 +3,21 @@
 #
 #   build/image/takoform-operator-<version>.oci.tar   (image name takoform/takoform-operator:<version>)
 #
-# With a Docker daemon that answers `docker info`, `docker build` (base: the Dockerfile's default,
-# the official python slim image). Otherwise buildah (Debian package) with chroot isolation on a
+# With a Docker daemon that answers `docker info`, `docker build` (base: TAKOFORM_BASE_IMAGE, e.g.
+# the official python slim image, by digest). Otherwise buildah (Debian package) with chroot isolation on a
 # base made here from Debian packages (hack/image/base.sh), so no container registry is needed.
 # Dependencies are their own layer: a code change rebuilds in seconds.
 #
+# The base is always used by digest (name@sha256:...), and that digest is printed, recorded in
+# the image's labels org.opencontainers.image.base.{name,digest} and written next to the archive
+# (takoform-operator-<version>.base). Then hack/image/check_image.py checks the archive (no shell,
+# no pip, the operator's user, the base recorded) and fails the build on any problem.
+#
 #   TAKOFORM_IMAGE_ENGINE=docker|buildah   force one engine
 #   TAKOFORM_IMAGE_NAME=...                default takoform/takoform-operator
+#   TAKOFORM_BASE_IMAGE=name@sha256:...    Docker: the base (the Dockerfile's BASE_IMAGE), by digest
+#   TAKOFORM_ALLOW_TAG_BASE=1              Docker: accept a base given by tag alone (its digest is
+#                                          still recorded); refused otherwise
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -42,8 +50,20 @@ build_args=(--build-arg "VERSION=$version" --build-arg "REVISION=$revision"
 
 case "$engine" in
 docker)
-  log "docker build $ref"
-  docker build "${build_args[@]}" -t "$ref" .
+  base="${TAKOFORM_BASE_IMAGE:-$(sed -n 's/^ARG BASE_IMAGE=//p' Dockerfile)}"
+  if [[ $base != *@sha256:* ]]; then
+    [[ ${TAKOFORM_ALLOW_TAG_BASE:-} == 1 ]] ||
+      die "the base $base is a tag, not a digest: set TAKOFORM_BASE_IMAGE=name@sha256:<digest>" \
+        "(docs/deployment.md), or TAKOFORM_ALLOW_TAG_BASE=1 to build on whatever the tag is now"
+    docker pull --quiet "$base" >/dev/null
+    pinned="$(docker image inspect --format '{{index .RepoDigests 0}}' "$base")"
+    log "WARNING: the base was given by tag: $base is $pinned now (TAKOFORM_ALLOW_TAG_BASE=1)"
+    base="$pinned"
+  fi
+  base_digest="${base##*@}"
+  log "docker build $ref on $base"
+  docker build "${build_args[@]}" --build-arg "BASE_IMAGE=$base" \
+    --build-arg "BASE_NAME=${base%@*}" --build-arg "BASE_DIGEST=$base_digest" -t "$ref" .
   # An OCI layout of the image (docker save writes one since Docker 25).
   docker save -o "$archive" "$ref"
   ;;
@@ -51,8 +71,13 @@ buildah)
   command -v buildah >/dev/null ||
     die "neither a Docker daemon nor buildah: apt-get install buildah mmdebstrap (see docs/deployment.md)"
   [[ $(id -u) -eq 0 ]] || die "buildah builds here need root (chroot isolation, root storage)"
-  base="$(hack/image/base.sh)"
-  log "buildah build $ref on $base"
+  base_name="$(hack/image/base.sh)"
+  # The base by digest (base.sh made it here from the locked Debian packages: there is no
+  # registry digest to pin; the digest of the image in buildah's storage is what is used).
+  base_digest="$(buildah inspect --type image --format '{{.FromImageDigest}}' "$base_name")"
+  [[ $base_digest == sha256:* ]] || die "no digest for $base_name in buildah's storage"
+  base="${base_name%:*}@$base_digest"
+  log "buildah build $ref on $base ($base_name)"
   # pip inside the build verifies PyPI with this machine's CA bundle (Debian's pip reads the
   # system bundle): mounted read-only over the base's for the RUN steps only, so nothing of it
   # ends up in a layer.
@@ -60,13 +85,19 @@ buildah)
   mounts=()
   [[ -f $ca ]] && mounts=(-v "$ca:$ca:ro")
   buildah build --quiet --isolation chroot --layers --pull=never \
-    --build-arg "BASE_IMAGE=$base" "${build_args[@]}" "${mounts[@]}" \
+    --build-arg "BASE_IMAGE=$base" --build-arg "BASE_NAME=$base_name" \
+    --build-arg "BASE_DIGEST=$base_digest" "${build_args[@]}" "${mounts[@]}" \
     -t "$ref" . >/dev/null
   rm -f "$archive"
   buildah push --quiet "$ref" "oci-archive:$archive:$ref"
   ;;
 *) die "unknown engine $engine (docker or buildah)" ;;
 esac
+printf '%s\n' "$base" >"$out/takoform-operator-$version.base"
+log "base: $base (recorded in $out/takoform-operator-$version.base and the image's labels)"
+python3 hack/image/check_image.py "$archive" >"$out/takoform-operator-$version.check.json" ||
+  die "the image fails its check (hack/image/check_image.py): see above"
+log "image check passed: $(cat "$out/takoform-operator-$version.check.json")"
 size="$(du -h "$archive" | cut -f1)"
 log "built $ref with $engine in $((SECONDS - t0))s -> $archive ($size)"
 echo "$archive"

@@ -5,8 +5,16 @@
 #
 #   hack/image/base.sh          # prints the image name, e.g. localhost/takoform-python:3.11-bookworm-<key>
 #
-# The name carries a key of this script and versions.env: a change makes a new base, an unchanged
-# script reuses the one in buildah's storage (seconds). Needs root, mmdebstrap and buildah.
+# The name carries a key of this script, versions.env and base-packages.lock: a change makes a new
+# base, an unchanged script reuses the one in buildah's storage (seconds). Needs root, mmdebstrap
+# and buildah.
+#
+# The Debian packages are locked: base-packages.lock (beside this script) lists every package of
+# the base with its exact version and architecture. A new base whose packages differ in any way
+# (Debian published a security or point release since) is refused with the difference; review it
+# and accept it with TAKOFORM_IMAGE_BASE_RELOCK=1, which rewrites the lock (commit it). A mirror
+# that keeps old versions (a snapshot of the archive) set as TAKOFORM_DEBIAN_MIRROR and
+# TAKOFORM_DEBIAN_SECURITY_MIRROR rebuilds the locked base exactly.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=../versions.env
@@ -14,9 +22,14 @@ source "$repo/hack/versions.env"
 log() { printf '%s image-base: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 suite="$IMAGE_DEBIAN_SUITE"
-key="$(cat "${BASH_SOURCE[0]}" "$repo/hack/versions.env" | sha256sum | cut -c1-12)"
-name="localhost/takoform-python:3.11-$suite-$key"
-if buildah inspect --type image "$name" >/dev/null 2>&1; then
+lock="$repo/hack/image/base-packages.lock"
+base_name() {
+  local key
+  key="$(cat "${BASH_SOURCE[0]}" "$repo/hack/versions.env" "$lock" 2>/dev/null | sha256sum | cut -c1-12)"
+  echo "localhost/takoform-python:3.11-$suite-$key"
+}
+name="$(base_name)"
+if [[ ${TAKOFORM_IMAGE_BASE_RELOCK:-} != 1 ]] && buildah inspect --type image "$name" >/dev/null 2>&1; then
   log "reusing $name"
   echo "$name"
   exit 0
@@ -42,6 +55,26 @@ mmdebstrap --quiet --mode=root --variant=minbase --format=tar \
   "$suite" "$work/rootfs.tar" \
   "deb $mirror $suite main" "deb $mirror $suite-updates main" \
   "deb $security $suite-security main"
+
+# The packages of what was made, against the lock.
+mkdir -p "$work/dpkg"
+tar -xf "$work/rootfs.tar" -C "$work/dpkg" ./var/lib/dpkg/status
+dpkg-query --admindir="$work/dpkg/var/lib/dpkg" -W -f='${Package}=${Version} ${Architecture}\n' |
+  LC_ALL=C sort >"$work/packages"
+if [[ ${TAKOFORM_IMAGE_BASE_RELOCK:-} == 1 || ! -f $lock ]]; then
+  {
+    echo "# Debian packages of the image's base (hack/image/base.sh): $suite, package=version arch."
+    echo "# Written by TAKOFORM_IMAGE_BASE_RELOCK=1 make image; a base that differs is refused."
+    cat "$work/packages"
+  } >"$lock"
+  log "locked $(wc -l <"$work/packages") Debian packages in ${lock#"$repo"/}"
+  name="$(base_name)"
+elif ! diff <(grep -v '^#' "$lock") "$work/packages" >"$work/drift"; then
+  log "ERROR: the Debian packages differ from ${lock#"$repo"/} (- locked, + now):"
+  grep '^[<>]' "$work/drift" | sed 's/^</-/; s/^>/+/' >&2
+  log "review them; TAKOFORM_IMAGE_BASE_RELOCK=1 make image accepts them (then commit the lock)"
+  exit 1
+fi
 
 ctr="$(buildah from --quiet scratch)"
 trap 'rm -rf "$work"; buildah rm "$ctr" >/dev/null 2>&1 || true' EXIT

@@ -214,6 +214,23 @@ def test_helm_install_runs_the_image_and_a_bucket_goes_ready_through_the_pod(
         "exec", pod["metadata"]["name"], "--", "python3", "-c", "import os; print(os.getuid())"
     ).stdout.strip()
     assert uid == "65532"
+    # Nothing but /tmp is writable, and /tmp is the chart's bounded emptyDir (a tmpfs of
+    # tmpVolume.sizeLimit, 16Mi); there is no shell to exec.
+    probe = (
+        "import os\n"
+        "try:\n open('/usr/local/probe', 'w')\nexcept OSError as e:\n print(e.errno)\n"
+        "open('/tmp/probe', 'w').write('x'); os.remove('/tmp/probe')\n"
+        "s = os.statvfs('/tmp'); print(s.f_blocks * s.f_frsize)"
+    )
+    errno, tmp_bytes = installed.kubectl(
+        "exec", pod["metadata"]["name"], "--", "python3", "-c", probe
+    ).stdout.split()
+    assert errno == "30", "EROFS: the root filesystem is read-only"
+    assert 0 < int(tmp_bytes) <= 16 * 2**20, f"/tmp holds {tmp_bytes} bytes"
+    shell = installed.kubectl(
+        "exec", pod["metadata"]["name"], "--", "sh", "-c", "true", check=False
+    )
+    assert shell.returncode != 0 and "not found" in (shell.stderr + shell.stdout), shell
 
     installed.kubectl("delete", "bucket", "logs", "--timeout=60s")
     assert_loopback_only(installed.node)
