@@ -11,9 +11,11 @@
 #
 # The Debian packages are locked: base-packages.lock (beside this script) lists every package of
 # the base with its exact version and architecture. A new base whose packages differ in any way
-# (Debian published a security or point release since) is refused with the difference; review it
-# and accept it with TAKOFORM_IMAGE_BASE_RELOCK=1, which rewrites the lock (commit it). A mirror
-# that keeps old versions (a snapshot of the archive) set as TAKOFORM_DEBIAN_MIRROR and
+# (Debian published a security or point release since: its mirrors keep only current versions)
+# is built with a warning that prints the difference, and the packages it was made of are written
+# beside the image archive; with TAKOFORM_IMAGE_BASE_STRICT=1 (release builds) it is refused.
+# Accept the difference with TAKOFORM_IMAGE_BASE_RELOCK=1, which rewrites the lock (commit it). A
+# mirror that keeps old versions (a snapshot of the archive) set as TAKOFORM_DEBIAN_MIRROR and
 # TAKOFORM_DEBIAN_SECURITY_MIRROR rebuilds the locked base exactly.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -70,11 +72,15 @@ if [[ ${TAKOFORM_IMAGE_BASE_RELOCK:-} == 1 || ! -f $lock ]]; then
   log "locked $(wc -l <"$work/packages") Debian packages in ${lock#"$repo"/}"
   name="$(base_name)"
 elif ! diff <(grep -v '^#' "$lock") "$work/packages" >"$work/drift"; then
-  log "ERROR: the Debian packages differ from ${lock#"$repo"/} (- locked, + now):"
+  level=WARNING
+  [[ ${TAKOFORM_IMAGE_BASE_STRICT:-} != 1 ]] || level=ERROR
+  log "$level: the Debian packages differ from ${lock#"$repo"/} (- locked, + now):"
   grep '^[<>]' "$work/drift" | sed 's/^</-/; s/^>/+/' >&2
   log "review them; TAKOFORM_IMAGE_BASE_RELOCK=1 make image accepts them (then commit the lock)"
-  exit 1
+  [[ $level == WARNING ]] || exit 1
 fi
+mkdir -p "$repo/build/image"
+cp "$work/packages" "$repo/build/image/base-packages.txt"
 
 ctr="$(buildah from --quiet scratch)"
 trap 'rm -rf "$work"; buildah rm "$ctr" >/dev/null 2>&1 || true' EXIT
