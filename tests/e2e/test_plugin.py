@@ -330,6 +330,11 @@ def test_blocked_lists_a_blocked_cr_with_the_operators_remedy(
         line.split()[:3] == [kube_namespace, "bucket.storage.takoform.io/taken", reason]
         for line in everywhere.stdout.splitlines()
     )
+    as_json = plugin("blocked", "-n", kube_namespace, "-o", "json", env=env)
+    assert as_json.returncode == 0, as_json.stderr
+    (item,) = json.loads(as_json.stdout)["items"]
+    assert (item["resource"], item["reason"]) == ("bucket.storage.takoform.io/taken", reason)
+    assert item["remedies"] == recorded, "the remedies as recorded, not parsed from prose"
     empty = plugin("blocked", "-n", setup["ops"], env=env)
     nothing = f"No Blocked resources in namespace {setup['ops']}.\n"
     assert (empty.returncode, empty.stdout) == (0, nothing)

@@ -37,15 +37,19 @@ from takoform_operator.host_port import (
 from takoform_operator.plugin.cluster import Cluster, Conflict, PluginError
 from takoform_operator.plugin.hosts import DEFAULT_OPERATOR_NAMESPACE, chosen_host, host_pool
 from takoform_operator.plugin.render import (
+    OUTPUTS,
     Lookup,
     UsageError,
     binding_name_arg,
     binding_rows,
+    bindings_document,
     bindings_report,
+    blocked_document,
     blocked_report,
     blocked_rows,
     check_object_name,
     claim_arg,
+    dumped,
     import_manifest,
     printable,
     release_refusal,
@@ -54,6 +58,7 @@ from takoform_operator.plugin.render import (
     resolve_kind,
     resource_of,
     split_kind_name,
+    trace_document,
     trace_report,
     unbound_message,
 )
@@ -129,6 +134,16 @@ meanwhile, nothing is written and the command says so; run it again. BINDING is 
 `kubectl takoform bindings` lists (tb-...)."""
 
 
+def _output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUTS,
+        default="table",
+        help="table (default), or the same as one JSON or YAML document",
+    )
+
+
 def _common(parser: argparse.ArgumentParser, *, host: bool = True) -> None:
     group = parser.add_argument_group("cluster and host" if host else "cluster")
     group.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, ~/.kube/config)")
@@ -199,6 +214,7 @@ def add_commands(commands: Any) -> None:
         "-A", "--all-namespaces", action="store_true", help="list them in every namespace"
     )
     scope.add_argument("-n", "--namespace", help="namespace (default: the context's namespace)")
+    _output(blocked)
     _common(blocked, host=False)
     blocked.set_defaults(handler=_guarded(run_blocked))
 
@@ -215,6 +231,7 @@ def add_commands(commands: Any) -> None:
     trace.add_argument(
         "--events", type=int, default=10, metavar="N", help="how many events (default: 10)"
     )
+    _output(trace)
     _common(trace)
     trace.set_defaults(handler=_guarded(run_trace))
 
@@ -230,6 +247,7 @@ def add_commands(commands: Any) -> None:
         action="store_true",
         help="accepted as with kubectl; bindings are cluster-scoped and all are listed anyway",
     )
+    _output(bindings)
     _common(bindings, host=False)
     bindings.set_defaults(handler=_guarded(run_bindings))
 
@@ -402,7 +420,10 @@ def run_blocked(args: argparse.Namespace, out: TextIO) -> int:
                 rows += blocked_rows(line, items)
     finally:
         cluster.close()
-    out.write(blocked_report(rows, namespace) + "\n")
+    if args.output == "table":
+        out.write(blocked_report(rows, namespace) + "\n")
+    else:
+        out.write(dumped(blocked_document(rows), args.output) + "\n")
     return 0
 
 
@@ -432,16 +453,17 @@ def run_trace(args: argparse.Namespace, out: TextIO) -> int:
         events = cluster.events_of(namespace, str((cr.get("metadata") or {}).get("uid")))
     finally:
         cluster.close()
-    report = trace_report(
-        line,
-        cr,
-        host=host or "(the default host)",
-        resource=resource,
-        operation=operation,
-        events=events,
-        event_count=args.events,
-    )
-    out.write(report + "\n")
+    seen: dict[str, Any] = {
+        "host": host or "(the default host)",
+        "resource": resource,
+        "operation": operation,
+        "events": events,
+        "event_count": args.events,
+    }
+    if args.output == "table":
+        out.write(trace_report(line, cr, **seen) + "\n")
+    else:
+        out.write(dumped(trace_document(line, cr, **seen), args.output) + "\n")
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0
@@ -532,7 +554,11 @@ def run_bindings(args: argparse.Namespace, out: TextIO) -> int:
         cluster.close()
     if items is None:
         raise _bindings_missing()
-    out.write(bindings_report(binding_rows(items)) + "\n")
+    rows = binding_rows(items)
+    if args.output == "table":
+        out.write(bindings_report(rows) + "\n")
+    else:
+        out.write(dumped(bindings_document(rows), args.output) + "\n")
     return 0
 
 
