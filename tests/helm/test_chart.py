@@ -27,7 +27,8 @@ def test_chart_lints_strictly(helm: Any) -> None:
 
 
 #: The operator's roles, the tenancy and user ClusterRoles, and the Role of the leader Lease.
-RBAC_KINDS = ["ClusterRole"] * 5 + ["ClusterRoleBinding"] * 2 + ["Role", "RoleBinding"] * 2
+#: With nothing granted, the connection-Secret ClusterRole (the sixth) is bound nowhere.
+RBAC_KINDS = ["ClusterRole"] * 6 + ["ClusterRoleBinding"] * 2 + ["Role", "RoleBinding"] * 2
 
 
 def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: Any) -> None:
@@ -38,7 +39,7 @@ def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: A
     off = kinds(render(helm, "metrics.enabled=false", *monitoring))
     assert off == sorted([*RBAC_KINDS, "Deployment", "ServiceAccount"])
     without_user_roles = kinds(render(helm, "rbac.userRoles.create=false"))
-    assert without_user_roles.count("ClusterRole") == 2
+    assert without_user_roles.count("ClusterRole") == 3
     assert "PodDisruptionBudget" in kinds(render(helm, "replicaCount=2"))
     assert "ServiceAccount" not in kinds(render(helm, "serviceAccount.create=false"))
 
@@ -54,7 +55,12 @@ def test_watch_namespace_narrows_rbac_to_a_role(helm: Any) -> None:
     )
     assert role["metadata"]["namespace"] == "team-a"
     # Cluster-wide, the operator may only read the tenancy policy and namespace labels.
-    cluster_roles = [doc for doc in docs if doc["kind"] == "ClusterRole"]
+    # Plus the connection-Secret rights, which only a RoleBinding (in team-a) makes effective.
+    cluster_roles = [
+        doc
+        for doc in docs
+        if doc["kind"] == "ClusterRole" and not doc["metadata"]["name"].endswith("-secrets")
+    ]
     assert [r["metadata"]["name"] for r in cluster_roles] == ["t-takoform-operator-tenancy"]
     assert _grants(cluster_roles[0]) == {
         ("operator.takoform.io", "takoformhosts", "get"),
@@ -164,17 +170,29 @@ CONNECTION_SECRET_RULE = {
 
 
 @pytest.mark.parametrize(
-    ("values", "kind", "namespace"),
-    [((), "ClusterRole", None), (("watchNamespace=team-a",), "Role", "team-a")],
-    ids=["all namespaces", "one namespace"],
+    ("values", "served"),
+    [
+        ((), []),
+        (("watchNamespace=team-a",), ["team-a"]),
+        (
+            (
+                "grants[0].name=g",
+                "grants[0].spaces={a}",
+                "grants[0].namespaces.names={team-b,team-a}",
+                "rbac.connectionSecretNamespaces={team-c,team-a}",
+            ),
+            ["team-a", "team-b", "team-c"],
+        ),
+    ],
+    ids=["all namespaces, nothing granted", "one namespace", "the namespaces granted"],
 )
-def test_secret_rights_are_host_tokens_by_name_and_connection_secrets_without_list_or_delete(
-    helm: Any, values: tuple[str, ...], kind: str, namespace: str | None
+def test_secret_rights_are_host_tokens_by_name_and_connection_secrets_where_served(
+    helm: Any, values: tuple[str, ...], served: list[str]
 ) -> None:
     docs = render(helm, "rbac.hostSecretNames={prod-token}", *values)
     secret_rules = sorted(
         (
-            (doc["kind"], doc["metadata"].get("namespace"), rule)
+            (doc["kind"], doc["metadata"]["name"], doc["metadata"].get("namespace"), rule)
             for doc in docs
             if doc["kind"] in ("Role", "ClusterRole")
             for rule in doc["rules"]
@@ -182,11 +200,13 @@ def test_secret_rights_are_host_tokens_by_name_and_connection_secrets_without_li
         ),
         key=lambda row: str(row),
     )
-    # Host tokens: `get` by name in the operator's namespace. Connection Secrets: where the CRs
-    # are (the watched namespace, or every namespace), get/create/patch; no list, watch or
-    # delete (the garbage collector removes them with their CR).
+    # Host tokens: `get` by name in the operator's namespace. Connection Secrets: a ClusterRole
+    # that grants nothing by itself (get/create/patch; no list, watch or delete), bound by a
+    # RoleBinding only in the namespaces served: never cluster-wide, so kube-system and every
+    # namespace not granted stay out of reach.
     host_tokens = (
         "Role",
+        "t-takoform-operator-host-secrets",
         "ops",
         {
             "apiGroups": [""],
@@ -195,8 +215,51 @@ def test_secret_rights_are_host_tokens_by_name_and_connection_secrets_without_li
             "resourceNames": ["prod-token"],
         },
     )
-    expected = sorted([host_tokens, (kind, namespace, CONNECTION_SECRET_RULE)], key=str)
+    connection = ("ClusterRole", "t-takoform-operator-connection-secrets", None)
+    expected = sorted([host_tokens, (*connection, CONNECTION_SECRET_RULE)], key=str)
     assert secret_rules == expected
+    bindings = [doc for doc in docs if doc["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    to_connection = [b for b in bindings if b["roleRef"]["name"] == connection[1]]
+    assert all(b["kind"] == "RoleBinding" for b in to_connection)
+    assert sorted(b["metadata"]["namespace"] for b in to_connection) == served
+    for binding in to_connection:
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "t-takoform-operator", "namespace": "ops"}
+        ]
+    # The operator is told the role's name and its own, for the remedy it prints.
+    deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
+    env = {
+        e["name"]: e.get("value")
+        for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["TAKOFORM_CONNECTION_SECRET_ROLE"] == connection[1]
+    assert env["TAKOFORM_SERVICE_ACCOUNT"] == "ops:t-takoform-operator"
+
+
+def test_the_host_is_https_unless_insecure_is_said_and_its_token_is_read_by_name(
+    helm: Any,
+) -> None:
+    refused = helm("template", "t", str(CHART), "--set", "host.url=http://h:8787", check=False)
+    assert refused.returncode != 0
+    assert "host.url must be https; a plain http host needs host.insecure: true" in refused.stderr
+    docs = render(helm, "host.url=http://h:8787", "host.insecure=true")
+    deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["TAKOFORM_HOST_INSECURE"] == "true"
+    assert env["TAKOFORM_HOST_TOKEN_SECRET"] == "takoform-host-token"
+    assert env["TAKOFORM_HOST_TOKEN_SECRET_KEY"] == "token"
+    # Not mounted: a mounted Secret would bypass the opt-in the operator checks.
+    assert "TAKOFORM_HOST_TOKEN_FILE" not in env
+    assert all("secret" not in volume for volume in pod.get("volumes") or [])
+    default = render(helm)
+    env = {
+        e["name"]: e.get("value")
+        for doc in default
+        if doc["kind"] == "Deployment"
+        for e in doc["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["TAKOFORM_HOST_INSECURE"] == "false"
 
 
 def test_user_roles_aggregate_into_edit_and_view_and_only_admins_manage_the_policy(
@@ -349,7 +412,7 @@ def test_pod_values_reach_the_pod(helm: Any) -> None:
         "2",
         "120",
     )
-    assert env["TAKOFORM_HOST_TOKEN_FILE"] == "/var/run/secrets/takoform/host/token"
+    assert env["TAKOFORM_HOST_TOKEN_SECRET"] == "takoform-host-token"
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     account = next(doc for doc in docs if doc["kind"] == "ServiceAccount")

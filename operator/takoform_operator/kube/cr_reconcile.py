@@ -18,6 +18,7 @@ from takoform_operator.core.connection import ConnectionSecret, connection_secre
 from takoform_operator.core.outcome import NextLook, Outcome, degraded
 from takoform_operator.core.ownership import restored
 from takoform_operator.core.registry import Registry
+from takoform_operator.core.remedies import Remedy
 from takoform_operator.core.state import (
     ResourceView,
     State,
@@ -91,6 +92,30 @@ async def reconcile_cr_body(
         return CrOutcome(outcome, None)
     secret = None if deleting else _connection(body, outcome, reconciled.resource, registry)
     return CrOutcome(outcome, _patch(outcome, status, now, generation), secret)
+
+
+def connection_secret_forbidden(
+    body: Mapping[str, Any],
+    result: CrOutcome,
+    message: str,
+    remedies: tuple[Remedy, ...],
+    *,
+    now: str,
+) -> CrOutcome:
+    """`result` once its connection Secret turned out to be out of the operator's reach (its
+    Secret rights are not bound in the CR's namespace): Degraded ConnectionSecretForbidden with
+    the remedy, the state kept, looked at again on the ready poll. The same every look until
+    the rights are bound, so it writes nothing more and posts no further Event."""
+    outcome = degraded(
+        result.outcome.state,
+        Reason.CONNECTION_SECRET_FORBIDDEN,
+        message,
+        NextLook.POLL,
+        remedies,
+    )
+    status = dict(body.get("status") or {})
+    generation = int((body.get("metadata") or {}).get("generation") or 0)
+    return CrOutcome(outcome, _patch(outcome, status, now, generation))
 
 
 def _connection(
