@@ -15,7 +15,8 @@ import pytest
 import yaml
 from fixtures_helm import CHART, kinds, render, rule_file
 from fixtures_kube import KubeCluster, KubeTools, wait_until
-from operator_process import operator_process
+from operator_process import condition_of, cr_status, is_ready, operator_process
+from tenancy import granted
 
 REPO = Path(__file__).resolve().parents[2]
 RUNBOOKS = "docs/runbooks.md"  # alerts.runbookBaseUrl's default
@@ -789,6 +790,148 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
         wait_until(connection_secret, "the Certificate's connection Secret", timeout=60)
         kube_cluster.kubectl("delete", "certificate", "api", "--timeout=60s", namespace=namespace)
         assert "Forbidden" not in log.read_text(errors="replace")
+
+
+def test_a_cluster_wide_install_reaches_secrets_only_in_the_namespaces_it_serves(
+    helm: Any, kube_cluster: KubeCluster, kube_crds: list[Any], host_factory: Any, tmp_path: Path
+) -> None:
+    """Cluster-wide, with one namespace granted through the chart: the operator's ServiceAccount
+    may read and write Secrets there, and nowhere else (kube-system included), by `auth can-i`
+    and by real requests with its own token. A CR in a namespace granted without the
+    RoleBinding gets a condition with the remedy; the remedy, run as printed, lets it through."""
+    suffix = os.urandom(3).hex()
+    ops, served, unserved = (f"{p}-{suffix}" for p in ("ops", "served", "unserved"))
+    for namespace in (ops, served, unserved):
+        kube_cluster.kubectl("create", "namespace", namespace)
+    kubeconfig = f"--kubeconfig={kube_cluster.kubeconfig}"
+    grant = {"name": f"{served}-team-a", "spaces": ["team-a"], "namespaces": {"names": [served]}}
+    release = "tkw"
+    account = f"system:serviceaccount:{ops}:{release}-takoform-operator"
+    try:
+        helm(
+            "install", release, str(CHART), kubeconfig, "--namespace", ops,
+            "--set", "rbac.userRoles.create=false",
+            "--set-json", "grants=" + json.dumps([grant]),
+        )  # fmt: skip
+        for namespace in (served, unserved, "kube-system"):
+            kube_cluster.apply(
+                json.dumps(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Secret",
+                        "metadata": {"name": "probe", "namespace": namespace},
+                        "stringData": {"k": "v"},
+                    }
+                )
+            )
+
+        def can(verb: str, namespace: str) -> str:
+            args = ("auth", "can-i", verb, "secrets", "-n", namespace, f"--as={account}")
+            return str(kube_cluster.kubectl(*args, check=False).stdout.strip())
+
+        for verb in ("get", "create", "patch"):
+            assert can(verb, served) == "yes", verb
+            assert can(verb, unserved) == "no", verb
+            assert can(verb, "kube-system") == "no", verb
+        for verb in ("list", "watch", "delete"):
+            assert can(verb, served) == "no", verb
+        assert (
+            kube_cluster.kubectl(
+                "auth", "can-i", "get", "secrets", "-A", f"--as={account}", check=False
+            ).stdout.strip()
+            == "no"
+        )
+        # Real requests with the ServiceAccount's own token: refused where it does not serve.
+        token = kube_cluster.kubectl(
+            "create", "token", f"{release}-takoform-operator", namespace=ops
+        ).stdout.strip()
+        got = kube_cluster.kubectl(
+            "get", "secret", "probe", "-o", "json", namespace=served, token=token
+        )
+        assert json.loads(got.stdout)["metadata"]["name"] == "probe"
+        for namespace in (unserved, "kube-system"):
+            refused = kube_cluster.kubectl(
+                "get", "secret", "probe", namespace=namespace, token=token, check=False
+            )
+            assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), namespace
+
+        # The operator itself, as that ServiceAccount, cluster-wide: a Certificate (sensitive
+        # outputs) in a namespace granted the space but without the RoleBinding.
+        host = host_factory(commit_delay=0.05)
+        with host.api() as api:
+            api.put("/v1alpha3/spaces/team-a").raise_for_status()
+        certificate = {
+            "apiVersion": "pki.takoform.io/v1",
+            "kind": "Certificate",
+            "metadata": {"name": "api"},
+            "spec": {
+                "space": "team-a",
+                "parameters": {"commonName": "api.example.com", "issuer": "internal-ca"},
+            },
+        }
+        log = tmp_path / "operator.log"
+        role = f"{release}-takoform-operator-connection-secrets"
+        with (
+            granted(kube_cluster, unserved, ["team-a"]),
+            operator_process(
+                kube_cluster.token_kubeconfig(token),
+                host,
+                None,
+                log,
+                METRICS_PORT="0",
+                OPERATOR_NAMESPACE=ops,
+                POLL_READY_SECONDS="2",
+                CONNECTION_SECRET_ROLE=role,
+                SERVICE_ACCOUNT=f"{ops}:{release}-takoform-operator",
+            ),
+        ):
+            kube_cluster.apply(json.dumps(certificate), namespace=unserved)
+
+            def degraded() -> dict[str, Any]:
+                status = cr_status(kube_cluster, unserved, "api", "certificate")
+                return condition_of(status, "Degraded")
+
+            try:
+                wait_until(
+                    lambda: degraded().get("reason") == "ConnectionSecretForbidden",
+                    "the Certificate Degraded ConnectionSecretForbidden",
+                    timeout=60,
+                )
+            except BaseException:
+                print(log.read_text(errors="replace")[-4000:])
+                raise
+            status = cr_status(kube_cluster, unserved, "api", "certificate")
+            ready = condition_of(status, "Ready")
+            assert ready["status"] == "False" and ready["reason"] == "ConnectionSecretForbidden"
+            command = next(
+                r["command"] for r in status["remedies"] if "rolebinding" in r["command"]
+            )
+            assert command == (
+                f"kubectl -n {unserved} create rolebinding {role} --clusterrole={role} "
+                f"--serviceaccount={ops}:{release}-takoform-operator"
+            )
+            assert "privateKey" not in json.dumps(status)
+            # The remedy as printed, by an admin: the Secret is written, the CR becomes Ready.
+            kube_cluster.kubectl(*command.split()[1:])
+            wait_until(
+                lambda: is_ready(kube_cluster, unserved, "api", "certificate"),
+                "the Certificate Ready once its Secret may be written",
+                timeout=60,
+            )
+            secret = kube_cluster.kubectl_json(
+                "get", "secret", "api-connection", namespace=unserved
+            )
+            assert "privateKey" in secret["data"]
+            kube_cluster.kubectl(
+                "delete", "certificate", "api", "--timeout=60s", namespace=unserved
+            )
+        text = log.read_text(errors="replace")
+        assert "Traceback" not in text
+    finally:
+        helm("uninstall", release, kubeconfig, "--namespace", ops, check=False)
+        for namespace in (ops, served, unserved):
+            kube_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        kube_cluster.kubectl("delete", "secret", "probe", "-n", "kube-system", check=False)
 
 
 def _documented_values() -> list[str]:
