@@ -42,7 +42,8 @@ def _secret_key_ref(what: str, default_key: str) -> dict[str, Any]:
     return {
         "type": "object",
         "description": f"{what} Secret in the operator's own namespace, read by the operator "
-        "only (namespace users cannot read it).",
+        "only (namespace users cannot read it); used only when it is opted in for this host "
+        "(annotation takoform.io/host-credential-for naming it).",
         "required": ["name"],
         "properties": {
             "name": {**_STRING, "description": "Secret name."},
@@ -59,7 +60,8 @@ def _conditions() -> dict[str, Any]:
     return {
         "type": "array",
         "description": "Ready: the host answers and accepts the token (reasons Reachable, "
-        "Unreachable, CertificateUntrusted, Unauthenticated, SecretNotFound, InvalidHost).",
+        "Unreachable, CertificateUntrusted, Unauthenticated, SecretNotFound, SecretNotOptedIn, "
+        "InsecureUrl, InvalidHost).",
         "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": ["type"],
         "items": {
@@ -81,11 +83,24 @@ def host_crd() -> dict[str, Any]:
     spec = {
         "type": "object",
         "required": ["url", "tokenSecretRef"],
+        "x-kubernetes-validations": [
+            {
+                "rule": "self.url.startsWith('https://') || (has(self.insecure) && self.insecure)",
+                "message": "url must be https; a plain http host needs insecure: true explicitly",
+            }
+        ],
         "properties": {
             "url": {
                 "type": "string",
                 "pattern": "^https?://[^\\s]+$",
-                "description": "Base URL of the host API (http or https).",
+                "description": "Base URL of the host API: https, or http with insecure: true.",
+            },
+            "insecure": {
+                "type": "boolean",
+                "default": False,
+                "description": "Allow a plain http url: the token then travels in clear text "
+                "(a host on a trusted network only). Without it the operator sends nothing to "
+                "an http url.",
             },
             "tokenSecretRef": _secret_key_ref("The bearer token of the host:", "token"),
             "caBundleSecretRef": _secret_key_ref(
@@ -94,7 +109,8 @@ def host_crd() -> dict[str, Any]:
             "clientCertSecretRef": {
                 "type": "object",
                 "description": "Optional client certificate: a kubernetes.io/tls Secret "
-                "(tls.crt, tls.key) in the operator's namespace.",
+                "(tls.crt, tls.key) in the operator's namespace, opted in for this host like the "
+                "token.",
                 "required": ["name"],
                 "properties": {"name": {**_STRING, "description": "Secret name."}},
             },

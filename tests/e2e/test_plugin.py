@@ -105,7 +105,7 @@ def setup(
     with host.api() as api:
         api.put("/v1alpha3/spaces/team-a").raise_for_status()
     host_name = f"plugin-{uuid.uuid4().hex[:6]}"
-    token_secret(kube_cluster, ops_namespace, "host-token", host.token)
+    token_secret(kube_cluster, ops_namespace, "host-token", host.token, [host_name])
     kube_cluster.apply(host_manifest(host_name, host.url, "host-token"))
     log = tmp_path / "operator.log"
     try:
@@ -125,7 +125,12 @@ def setup(
             # No TAKOFORM_HOST_* here: the plugin finds the host through the TakoformHost.
             env = {k: v for k, v in os.environ.items() if not k.startswith("TAKOFORM_")}
             env["KUBECONFIG"] = str(kube_cluster.kubeconfig)
-            implicit = {**env, "TAKOFORM_HOST_URL": host.url, "TAKOFORM_HOST_TOKEN": host.token}
+            implicit = {
+                **env,
+                "TAKOFORM_HOST_URL": host.url,
+                "TAKOFORM_HOST_TOKEN": host.token,
+                "TAKOFORM_HOST_INSECURE": "true",  # the local reference host is plain http
+            }
             yield {
                 "host": host,
                 "host_name": host_name,
@@ -387,7 +392,8 @@ def test_errors_are_one_line_with_an_exit_status(
     dead_kubeconfig = tmp_path / "dead.kubeconfig"
     dead_kubeconfig.write_text(json.dumps(unreachable))
     dead_host = f"dead-{uuid.uuid4().hex[:6]}"
-    kube_cluster.apply(host_manifest(dead_host, f"http://127.0.0.1:{dead_port}", "host-token"))
+    token_secret(kube_cluster, setup["ops"], "dead-token", "t", [dead_host])
+    kube_cluster.apply(host_manifest(dead_host, f"http://127.0.0.1:{dead_port}", "dead-token"))
     some_id = canonical_import_id("team-a", "nothing-here", DEFAULT_REF)
     ops = ["--operator-namespace", setup["ops"]]
     cases = [

@@ -19,7 +19,7 @@ from takoform_operator.core.decide import Observation
 from takoform_operator.core.import_id import canonical_import_id, parse_import_id
 from takoform_operator.core.state import Requested, ResourceView, State
 from takoform_operator.kube.crs import desired_from_cr
-from takoform_operator.plugin.commands import parser
+from takoform_operator.plugin.commands import dumped, parser
 from takoform_operator.plugin.render import (
     Lookup,
     UsageError,
@@ -32,7 +32,6 @@ from takoform_operator.plugin.render import (
     blocked_rows,
     check_object_name,
     claim_arg,
-    dumped,
     import_manifest,
     release_refusal,
     remedy_of,

@@ -59,6 +59,9 @@ class Reason(StrEnum):
     IDENTITY_CHANGED = "IdentityChanged"
     SPACE_NOT_GRANTED = "SpaceNotGranted"
     HOST_NOT_FOUND = "HostNotFound"
+    #: The operator may not write the CR's connection Secret (its Secret rights are not bound
+    #: in the CR's namespace, docs/tenancy.md).
+    CONNECTION_SECRET_FORBIDDEN = "ConnectionSecretForbidden"
     # core.policy: a paused CR, and what Observe reports instead of a mutation.
     PAUSED = "Paused"
     RESUMED = "Resumed"
@@ -120,6 +123,7 @@ REASON_CONDITIONS: Mapping[Reason, frozenset[ConditionType]] = {
                 Reason.HOST_UNAVAILABLE,
                 Reason.HOST_STATE_UNDECODABLE,
                 Reason.HOST_DEGRADED,
+                Reason.CONNECTION_SECRET_FORBIDDEN,
             ),
         ),
         ({_C.DRIFTED}, (Reason.SPEC_DRIFT, Reason.RESOURCE_DELETED)),

@@ -19,9 +19,11 @@ from takoform_operator.core.tenancy import GROUP, HOST_PLURAL, VERSION, HostConf
 from takoform_operator.host_port import (
     HostCertificateUntrusted,
     HostError,
+    HostInsecure,
     HostRejected,
     HostUnavailable,
     SecretNotFound,
+    SecretNotOptedIn,
 )
 from takoform_operator.kube.client_config import load_kube_config
 from takoform_spec.host_api import ErrorCode
@@ -45,6 +47,10 @@ async def probe(pool: Hosts, config: HostConfig) -> tuple[bool, str, str, list[F
     """(ready, reason, message, served FormRefs) of one host."""
     try:
         served = await pool.prober(config.name).list_forms()
+    except HostInsecure as exc:
+        return False, "InsecureUrl", str(exc), []
+    except SecretNotOptedIn as exc:
+        return False, "SecretNotOptedIn", str(exc), []
     except SecretNotFound as exc:
         return False, "SecretNotFound", str(exc), []
     except HostCertificateUntrusted as exc:

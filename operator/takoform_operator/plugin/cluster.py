@@ -149,8 +149,10 @@ class Cluster:
         )
         return list((document or {}).get("items") or [])
 
-    def secret_data(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
-        """The data of one Secret (None when it does not exist)."""
+    def secret_data(
+        self, namespace: str, name: str
+    ) -> tuple[Mapping[str, bytes], Mapping[str, str]] | None:
+        """The data and annotations of one Secret (None when it does not exist)."""
         document = self._read(
             lambda: self._core.read_namespaced_secret(
                 name, namespace, _preload_content=False, **_timeout()
@@ -160,7 +162,9 @@ class Cluster:
         )
         if document is None:
             return None
-        return {k: base64.b64decode(v) for k, v in (document.get("data") or {}).items()}
+        data = {k: base64.b64decode(v) for k, v in (document.get("data") or {}).items()}
+        annotations = (document.get("metadata") or {}).get("annotations") or {}
+        return data, {str(k): str(v) for k, v in annotations.items()}
 
     # -- TakoformBindings (cluster-scoped) -------------------------------------------------------
 

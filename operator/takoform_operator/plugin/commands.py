@@ -49,7 +49,6 @@ from takoform_operator.plugin.render import (
     blocked_rows,
     check_object_name,
     claim_arg,
-    dumped,
     import_manifest,
     printable,
     release_refusal,
@@ -132,6 +131,14 @@ A binding Bound to a CR (a claimRef with a uid) is refused: delete that CR with 
 Orphan first. The write is conditioned on the resourceVersion read: if the binding changed
 meanwhile, nothing is written and the command says so; run it again. BINDING is the name
 `kubectl takoform bindings` lists (tb-...)."""
+
+
+def dumped(document: Any, output: str) -> str:
+    """`document` as JSON or YAML, every non-ASCII and control character escaped, so a tenant's
+    string reaches a terminal as text here too."""
+    if output == "json":
+        return json.dumps(document, indent=2, ensure_ascii=True)
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=False, width=100).rstrip("\n")
 
 
 def _output(parser: argparse.ArgumentParser) -> None:

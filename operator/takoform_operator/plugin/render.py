@@ -7,14 +7,11 @@ of TakoformBindings, and what `release` decides, writes and says.
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import yaml
 
 from takoform_operator.core.binding import (
     BINDING_KIND,
@@ -201,14 +198,6 @@ def _recorded_remedies(body: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]
 
 #: What -o accepts; `table` is the aligned text of each command.
 OUTPUTS = ("table", "json", "yaml")
-
-
-def dumped(document: Any, output: str) -> str:
-    """`document` as JSON or YAML, every non-ASCII and control character escaped, so a tenant's
-    string reaches a terminal as text here too."""
-    if output == "json":
-        return json.dumps(document, indent=2, ensure_ascii=True)
-    return yaml.safe_dump(document, sort_keys=False, allow_unicode=False, width=100).rstrip("\n")
 
 
 def blocked_document(rows: Sequence[BlockedRow]) -> dict[str, Any]:
