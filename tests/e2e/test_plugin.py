@@ -226,6 +226,36 @@ def test_import_applied_as_is_binds_without_a_single_host_mutation(
         assert event["reason"] in text.split("Events")[1]
 
 
+def test_an_import_beyond_the_crd_size_bounds_is_refused_before_it_is_printed(
+    setup: dict[str, Any], kube_cluster: KubeCluster, kube_namespace: str
+) -> None:
+    """A resource made on the host directly may hold what the CRD's bounds refuse (a label
+    value of 100 characters): the plugin says so, naming the API server's reason, and prints no
+    manifest; its server-side dry run stores nothing. At the bounds, it prints the manifest."""
+    host, env = setup["host"], setup["env"]
+    ops = ["--host", setup["host_name"], "--operator-namespace", setup["ops"]]
+    host_create(host, DEFAULT_REF, "wide", {"region": "eu-west-1", "sizeGiB": 1,
+                                             "labels": {"team": "v" * 100}})  # fmt: skip
+    host_create(host, DEFAULT_REF, "fits", {"region": "eu-west-1", "sizeGiB": 1,
+                                             "labels": {"team": "v" * 63}})  # fmt: skip
+    refused = plugin(
+        "import", canonical_import_id("team-a", "wide", DEFAULT_REF), "-n", kube_namespace,
+        *ops, env=env,
+    )  # fmt: skip
+    assert (refused.returncode, refused.stdout) == (1, ""), refused.stderr
+    assert "does not fit this cluster's buckets.storage.takoform.io" in refused.stderr
+    assert "spec.parameters.labels.team" in refused.stderr and "63" in refused.stderr
+    assert "Traceback" not in refused.stderr and len(refused.stderr.splitlines()) == 1
+    listed = kube_cluster.kubectl("get", "buckets", "-o", "name", namespace=kube_namespace)
+    assert listed.stdout == "", "the dry run stored nothing"
+    fits = plugin(
+        "import", canonical_import_id("team-a", "fits", DEFAULT_REF), "-n", kube_namespace,
+        *ops, env=env,
+    )  # fmt: skip
+    assert fits.returncode == 0, fits.stderr
+    assert yaml.safe_load(fits.stdout)["spec"]["parameters"]["labels"] == {"team": "v" * 63}
+
+
 def test_observe_import_reports_drift_without_repairing_it_and_full_repairs_it_once(
     setup: dict[str, Any], kube_cluster: KubeCluster, kube_namespace: str
 ) -> None:

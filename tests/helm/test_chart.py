@@ -30,15 +30,17 @@ def test_chart_lints_strictly(helm: Any) -> None:
 #: The operator's roles, the tenancy and user ClusterRoles, and the Role of the leader Lease.
 #: With nothing granted, the connection-Secret ClusterRole (the sixth) is bound nowhere.
 RBAC_KINDS = ["ClusterRole"] * 6 + ["ClusterRoleBinding"] * 2 + ["Role", "RoleBinding"] * 2
+#: The size bounds no CRD schema can express (templates/bounds-policy.yaml), always on.
+POLICY_KINDS = ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
 
 
 def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: Any) -> None:
-    base = sorted([*RBAC_KINDS, "Deployment", "Service", "ServiceAccount"])
+    base = sorted([*RBAC_KINDS, *POLICY_KINDS, "Deployment", "Service", "ServiceAccount"])
     assert kinds(render(helm)) == base
     monitoring = ["metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"]
     assert kinds(render(helm, *monitoring)) == sorted([*base, "PrometheusRule", "ServiceMonitor"])
     off = kinds(render(helm, "metrics.enabled=false", *monitoring))
-    assert off == sorted([*RBAC_KINDS, "Deployment", "ServiceAccount"])
+    assert off == sorted([*RBAC_KINDS, *POLICY_KINDS, "Deployment", "ServiceAccount"])
     without_user_roles = kinds(render(helm, "rbac.userRoles.create=false"))
     assert without_user_roles.count("ClusterRole") == 3
     assert "PodDisruptionBudget" in kinds(render(helm, "replicaCount=2"))
@@ -418,7 +420,7 @@ def test_pod_values_reach_the_pod(helm: Any) -> None:
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     account = next(doc for doc in docs if doc["kind"] == "ServiceAccount")
     assert account["metadata"] == {**account["metadata"], "name": "ops", "annotations": {"k": "v"}}
-    bindings = [doc for doc in docs if doc["kind"].endswith("Binding")]
+    bindings = [doc for doc in docs if doc["kind"] in ("ClusterRoleBinding", "RoleBinding")]
     assert all(b["subjects"][0]["name"] == "ops" for b in bindings)
 
 

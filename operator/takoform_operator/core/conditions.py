@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from .limits import condition_message
+
 
 class ConditionType(StrEnum):
     READY = "Ready"
@@ -141,6 +143,9 @@ class Condition:
     message: str = ""
 
     def __post_init__(self) -> None:
+        # Every message is cut to the cap here, where each condition is made: the CRD bounds a
+        # condition message, and a status write refused for its length would show nothing.
+        object.__setattr__(self, "message", condition_message(self.message))
         # The closed table above, enforced where every condition is made: a reason written on
         # the wrong condition would mislead alerts, the plugin and the docs alike.
         if self.type is ConditionType.READY and not self.status:
@@ -184,7 +189,7 @@ def merge_conditions(
         if old is not None and old.get("status") == status:
             since = old.get("lastTransitionTime", now)
             if new is None:
-                message = str(old.get("message") or "")
+                message = condition_message(str(old.get("message") or ""))
         else:
             since = now
         merged.append(

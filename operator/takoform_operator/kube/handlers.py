@@ -33,6 +33,7 @@ from takoform_operator.core.connection import (
     has_connection_secret,
     secret_name,
 )
+from takoform_operator.core.limits import event_message
 from takoform_operator.core.outcome import Event, NextLook, Outcome
 from takoform_operator.core.policy import PAUSED_ANNOTATION
 from takoform_operator.core.registry import Registry
@@ -200,8 +201,9 @@ def _events_to_post(outcome: Outcome, *, wrote: bool) -> list[Event]:
 
 
 def _post(body: Mapping[str, Any], level: str, reason: str, message: str) -> None:
+    """Every Event of a Form CR goes out here, its message cut to the Event cap (saying so)."""
     raw = cast(kopf.RawBody, dict(body))
-    kopf.event(kopf.Body(raw), type=level, reason=reason, message=message)
+    kopf.event(kopf.Body(raw), type=level, reason=reason, message=event_message(message))
 
 
 def _post_transitions(

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from takoform_operator.core.limits import HOST_FORMS_MAX_ITEMS, condition_message
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.tenancy import GROUP, HOST_PLURAL, VERSION, HostConfig
 from takoform_operator.host_port import (
@@ -87,12 +88,12 @@ def host_status(
             "supported": registry.is_supported(ref),
         }
         for ref in sorted(refs, key=lambda r: (r.api_version, r.kind, r.definition_version))
-    ]
+    ][:HOST_FORMS_MAX_ITEMS]  # the CRD's maxItems: a host serving more still gets its status
     condition = {
         "type": "Ready",
         "status": status,
         "reason": reason,
-        "message": message,
+        "message": condition_message(message),
         "lastTransitionTime": since,
         "observedGeneration": generation,
     }

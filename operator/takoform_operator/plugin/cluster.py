@@ -125,6 +125,28 @@ class Cluster:
             missing_ok=True,
         )
 
+    def schema_refusal(self, line: FormLine, namespace: str, body: dict[str, Any]) -> str | None:
+        """Why the API server would refuse `body` as a new CR of `line` (its CRD's schema and
+        size bounds, or an admission policy), by a server-side dry run that stores nothing; None
+        when it would be accepted, or when the dry run cannot tell (no right to create there,
+        the name is taken, the CRD is not installed): applying it says so then."""
+        try:
+            self._objects.create_namespaced_custom_object(
+                line.group,
+                line.version,
+                namespace,
+                line.plural,
+                body,
+                dry_run="All",
+                _preload_content=False,
+                **_timeout(),
+            )
+        except ApiException as exc:
+            return _api_reason(exc) if exc.status == 422 else None
+        except (OSError, HTTPError):
+            return None
+        return None
+
     def events_of(self, namespace: str, uid: str) -> list[dict[str, Any]]:
         """The core/v1 Events whose involvedObject is the object `uid`."""
         document = self._read(

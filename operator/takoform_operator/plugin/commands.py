@@ -355,25 +355,35 @@ def run_import(args: argparse.Namespace, out: TextIO) -> int:
         pool = host_pool(cluster, settings, args.operator_namespace, _warn)
         host = chosen_host(pool, args.host)
         document = asyncio.run(_read_resource(pool, host, space, ref, target.name))
+        codec = registry.codec_for(ref)
+        try:
+            parameters = codec.decode(ref, document["spec"])
+        except CodecError as exc:
+            raise PluginError(f"the host's spec does not decode under {ref}: {exc}") from None
+        manifest = import_manifest(
+            ref=ref,
+            space=space,
+            name=target.name,
+            parameters=parameters,
+            cr_name=cr_name,
+            namespace=args.namespace,
+            host_ref=args.host,
+            pin=ref != registry.default_create_ref(ref.line),
+            management=args.management,
+            deletion_policy=args.deletion_policy,
+        )
+        # The host may hold what the CRD's size bounds refuse (a resource made on the host
+        # directly): say so now, rather than print a manifest the API server will refuse.
+        refusal = cluster.schema_refusal(ref.line, args.namespace or cluster.namespace, manifest)
     finally:
         cluster.close()
-    codec = registry.codec_for(ref)
-    try:
-        parameters = codec.decode(ref, document["spec"])
-    except CodecError as exc:
-        raise PluginError(f"the host's spec does not decode under {ref}: {exc}") from None
-    manifest = import_manifest(
-        ref=ref,
-        space=space,
-        name=target.name,
-        parameters=parameters,
-        cr_name=cr_name,
-        namespace=args.namespace,
-        host_ref=args.host,
-        pin=ref != registry.default_create_ref(ref.line),
-        management=args.management,
-        deletion_policy=args.deletion_policy,
-    )
+    if refusal is not None:
+        raise PluginError(
+            f"the host's {ref.kind} {target.name!r} does not fit this cluster's "
+            f"{ref.line.plural}.{ref.line.group} (its size limits: docs/forms/README.md, Size "
+            f"limits), so no CR can import it as it is; the host resource is unchanged. "
+            f"The API server says: {refusal}"
+        )
     uid = document["metadata"]["uid"]
     out.write(f"# {ref.kind} {target.name} (uid {uid}) in space {space} on host {host}\n")
     out.write(yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True))
