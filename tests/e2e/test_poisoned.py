@@ -181,3 +181,67 @@ def test_a_deeply_nested_bucket_is_its_own_problem(
         names = {item["metadata"]["name"] for item in answer.json()["items"]}
     assert {"one", "two"} <= names
     assert "deep" not in names and "deep-list" not in names
+
+
+#: The shallowest `labels` the API server stores but cannot serve back itself: the managedFields
+#: of the object repeat the nesting 7 levels deeper, past the API server's own decoder limit.
+UNSERVABLE = 9993
+
+
+@pytest.fixture
+def own_api_server(tmp_path: Path, kube_tools: Any) -> Iterator[KubeCluster]:
+    """A private API server: the object below breaks Buckets on it for good, for every client."""
+    from fixtures_kube import apply_crds, crd_files, localcluster
+
+    local = localcluster.LocalCluster(tmp_path / "control-plane", die_with_parent=True)
+    local.start()
+    try:
+        cluster = KubeCluster(local.kubeconfig, local.server, kube_tools.kubectl, False, tmp_path)
+        apply_crds(cluster, crd_files())
+        yield cluster
+    finally:
+        local.stop()
+
+
+def test_a_watch_that_fails_for_good_makes_healthz_fail(
+    own_api_server: KubeCluster, tmp_path: Path
+) -> None:
+    cluster = own_api_server
+    cluster.kubectl("create", "namespace", "poisoned")
+    where = tmp_path / "unservable.json"
+    where.write_text(deep_bucket("unservable", nested(UNSERVABLE)))
+    url = "/apis/storage.takoform.io/v1/namespaces/poisoned/buckets"
+    created = cluster.kubectl("create", "--raw", url, "-f", str(where), check=False)
+    # Stored, but the API server cannot even answer the create with what it stored.
+    assert "exceeded max depth" in created.stderr
+    listed = cluster.kubectl("get", "--raw", url, check=False)
+    assert listed.returncode != 0, "the API server can no longer list Buckets"
+
+    port, health = free_port(), free_port()
+    log = tmp_path / "operator.log"
+    with operator_process(
+        cluster.kubeconfig,
+        None,
+        "poisoned",
+        log,
+        METRICS_PORT=str(port),
+        HEALTH_PORT=str(health),
+        BIND_ADDRESS="127.0.0.1",
+        IMPLICIT_HOST="false",
+        WATCH_FAILURE_SECONDS="1",
+    ) as process:
+        running = Running(
+            Operator(process, log, f"http://127.0.0.1:{port}/metrics"), None,
+            f"http://127.0.0.1:{health}",
+        )  # fmt: skip
+        try:
+            wait_until(lambda: serving(running.operator), "the operator's metrics", timeout=30)
+            # kopf retries the list for about 54 s before it gives up once (and starts again).
+            wait_until(lambda: running.healthz() == 503, "/healthz failing", timeout=150)
+            answer = httpx.get(running.health + "/healthz", timeout=5)
+            assert "/apis/storage.takoform.io/v1/namespaces/poisoned/buckets" in answer.text
+            assert "takoformbindings" not in answer.text, "only the failing watch is named"
+            assert process.poll() is None, "alive: the kubelet's probe restarts it"
+        except BaseException:
+            print(running.operator.log_tail())
+            raise
