@@ -18,8 +18,11 @@ from takoform_operator.kube.json_seam import (
     UNREADABLE_EVENT,
     WATCH_LIMIT,
     identity,
+    install,
+    list_loads,
     prune,
     safe_loads,
+    uninstall,
     watch_loads,
 )
 
@@ -140,3 +143,45 @@ def test_a_watch_failing_for_long_enough_makes_healthz_fail() -> None:
     health.requested("/apis/storage.takoform.io/v1/buckets", True)
     assert health.failing() == []
     assert asyncio.run(health._healthz(None)).status == 200  # type: ignore[arg-type]
+
+
+def test_a_list_page_that_still_fails_is_read_item_by_item() -> None:
+    reports: list[tuple[dict[str, str], str]] = []
+    ok = {"kind": "Bucket", "metadata": {"name": "ok", "namespace": "team"}, "spec": {}}
+    broken = '{"kind":"Bucket","metadata":{"name":"broken","namespace":"team"},"spec":{"a": tru}}'
+    page = (
+        '{"apiVersion":"v1","kind":"BucketList","metadata":{"resourceVersion":"42",'
+        '"continue":""},"items":[' + json.dumps(ok) + "," + broken + "," + json.dumps(ok) + "]}"
+    )
+    decoded = list_loads(page, lambda found, why: reports.append((found, why)))
+    assert decoded["items"] == [ok, ok]
+    assert decoded["metadata"] == {"resourceVersion": "42", "continue": ""}
+    assert [found for found, _ in reports] == [
+        {"kind": "Bucket", "namespace": "team", "name": "broken"}
+    ]
+    with pytest.raises(ValueError):
+        list_loads('{"items": [', lambda found, why: None)
+
+
+def test_the_seam_replaces_only_kopfs_decoding_and_puts_it_back() -> None:
+    from kopf._cogs.clients import api
+
+    before = (api.json, api.get, api.request, api.iter_jsonlines)
+    reports: list[dict[str, str]] = []
+    install(lambda found, why: reports.append(found), lambda path, ok: None)
+    try:
+        assert api.json.loads(event(nested(5000)))["object"]["metadata"]["name"] == "deep"
+        assert api.json.loads("{") == {"type": UNREADABLE_EVENT, "object": {}}
+        assert reports == [{}]
+
+        class Content:
+            async def iter_chunked(self, size: int) -> Any:
+                yield b'{"a": "\xff"}\n{"b": 1}\n'
+
+        async def lines() -> list[bytes]:
+            return [line async for line in api.iter_jsonlines(Content())]
+
+        assert asyncio.run(lines()) == ['{"a": "\ufffd"}'.encode(), b'{"b": 1}']
+    finally:
+        uninstall()
+    assert (api.json, api.get, api.request, api.iter_jsonlines) == before

@@ -11,7 +11,7 @@ every CR of every tenant. The CRD bounds keep new objects shallow, but not objec
 them, nor another CRD's fields, nor any other decode failure.
 
 Why here and not elsewhere: the failure happens before any handler of ours runs, so only the
-decoding itself can be changed. Three module attributes of kopf's API client are replaced, each
+decoding itself can be changed. Four module attributes of kopf's API client are replaced, each
 keeping kopf's contract (same arguments, same results), nothing else of kopf is touched:
 
 - `api.json` (the module `stream` calls `json.loads` on): a namespace whose `loads` is
@@ -20,7 +20,10 @@ keeping kopf's contract (same arguments, same results), nothing else of kopf is 
   with a warning, after our log line and `takoform_unreadable_objects_total` name the object as
   far as it can be recovered.
 - `api.get` (kopf's GET and JSON decode of list pages and other reads): the same request, decoded
-  with `safe_loads`.
+  with `list_loads`: depth-safe, and should a page still fail, item by item, an unreadable item
+  reported like an unreadable watch line and left out.
+- `api.iter_jsonlines` (the lines of a watch stream, which kopf decodes as UTF-8 itself): the
+  same lines, with U+FFFD where a line is not valid UTF-8.
 - `api.request` (every kopf request): unchanged, but a GET (kopf's lists and watches) that fails
   after kopf's own retries, or succeeds, is reported to the health check (health.Health): a
   list or watch that keeps failing makes /healthz fail.
@@ -93,13 +96,67 @@ def safe_loads(text: str | bytes, limit: int) -> Any:
     """Decode JSON `text` keeping at most `limit` levels of objects and lists (deeper values
     become PRUNED, as do integers Python would refuse). Raises ValueError if even that fails."""
     if isinstance(text, bytes):
-        text = text.decode("utf-8")
+        text = text.decode("utf-8", "replace")  # as the API server's own encoder does
     if text.count("{") + text.count("[") <= limit:
         try:
             return json.loads(text)
         except ValueError:
             pass  # decoded again below, where an integer too long to convert is cut too
     return json.loads(prune(text, limit), parse_int=_bounded_int)
+
+
+def list_loads(text: str | bytes, report: Callable[[dict[str, str], str], None]) -> Any:
+    """Decode a list page (or any answer of a GET) depth-safe. Should the page still fail, its
+    `items` are decoded one by one: an item that cannot be read is `report`ed and left out, the
+    others and the page's metadata (resourceVersion, continue) are kept. Raises ValueError only
+    when not even that is possible (the page is not a list at all)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    try:
+        return safe_loads(text, LIST_LIMIT)
+    except ValueError as exc:
+        spans = _item_spans(text)
+        if spans is None:
+            raise
+        why = str(exc)[:200]
+    (start, end), items = spans[0], []
+    for first, last in spans[1:]:
+        raw = text[first:last]
+        try:
+            items.append(safe_loads(raw, OBJECT_LIMIT))
+        except ValueError as item_exc:
+            report(identity(raw), str(item_exc)[:200] or why)
+    page = safe_loads(text[:start] + "[]" + text[end:], LIST_LIMIT)
+    page["items"] = items
+    return page
+
+
+def _item_spans(text: str) -> list[tuple[int, int]] | None:
+    """[(start, end) of the top-level `items` array, then (start, end) of each of its
+    elements], found by a scan that needs no decode; None if there is no such array."""
+    depth, key, spans = 0, None, []
+    array = element = -1
+    for match in _KEYED.finditer(text):
+        found_key, _value, bracket = match.groups()
+        if found_key is not None:
+            key = found_key if depth == 1 else key
+            continue
+        if bracket is None:
+            continue
+        if bracket in "[{":
+            depth += 1
+            if depth == 2 and bracket == "[" and key == "items" and array < 0:
+                array = match.start()
+            elif depth == 3 and array >= 0:
+                element = match.start()
+        else:
+            if depth == 3 and element >= 0:
+                spans.append((element, match.end()))
+                element = -1
+            elif depth == 2 and array >= 0 and element < 0:
+                return [(array, match.end()), *spans]
+            depth -= 1
+    return None
 
 
 def identity(text: str) -> dict[str, str]:
@@ -157,7 +214,7 @@ def watch_loads(
 
 
 #: The attributes of kopf._cogs.clients.api the seam replaces.
-_REPLACED = ("json", "get", "request")
+_REPLACED = ("json", "get", "request", "iter_jsonlines")
 
 
 class _Installed:
@@ -176,6 +233,7 @@ def install(
     if _Installed.originals is None:
         _Installed.originals = {name: getattr(api, name) for name in _REPLACED}
     original_request = _Installed.originals["request"]
+    original_lines = _Installed.originals["iter_jsonlines"]
 
     async def request(method: str, url: str, **kwargs: Any) -> Any:
         watched = method.lower() == "get"
@@ -193,9 +251,24 @@ def install(
         response = await api.request(method="get", url=url, **kwargs)
         async with response:
             body = await response.read()
-        return safe_loads(body, LIST_LIMIT)
+        return list_loads(body, report)
 
-    hooks = {"json": types.SimpleNamespace(loads=watch_loads(report)), "get": get}
+    async def iter_jsonlines(content: Any, *args: Any, **kwargs: Any) -> Any:
+        # kopf decodes each line as UTF-8 before json.loads sees it: a line that is not valid
+        # UTF-8 gets U+FFFD where it is not (as the API server's own encoder does) instead of
+        # a UnicodeDecodeError out of the watcher.
+        async for line in original_lines(content, *args, **kwargs):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                line = line.decode("utf-8", "replace").encode("utf-8")
+            yield line
+
+    hooks = {
+        "json": types.SimpleNamespace(loads=watch_loads(report)),
+        "get": get,
+        "iter_jsonlines": iter_jsonlines,
+    }
     for name, hook in {**hooks, "request": request}.items():
         setattr(api, name, hook)
 
