@@ -185,3 +185,32 @@ def test_the_seam_replaces_only_kopfs_decoding_and_puts_it_back() -> None:
     finally:
         uninstall()
     assert (api.json, api.get, api.request, api.iter_jsonlines) == before
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.recursive(
+        st.integers() | st.text(st.sampled_from('ab"\\{}[]:,\x00é')),
+        lambda children: (
+            st.lists(children, max_size=3)
+            | st.dictionaries(st.text(st.sampled_from('k"\\{['), max_size=4), children, max_size=3)
+        ),
+        max_leaves=25,
+    ),
+    st.integers(1, 5),
+)
+def test_exactly_the_values_deeper_than_the_limit_are_cut(value: Any, limit: int) -> None:
+    # Strings full of quotes, backslashes and brackets must not confuse the depth.
+    decoded = safe_loads(json.dumps(value), limit)
+    if _depth(value) <= limit:
+        assert decoded == value
+    else:
+        assert pruned_paths(decoded, "") != [] and _depth(decoded) <= limit
