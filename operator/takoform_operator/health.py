@@ -19,6 +19,10 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+#: kopf gives a failing request up after about 54 s of retries and starts again at once: a
+#: watch it still runs fails at least this often.
+RETRIED_WITHIN = 120.0
+
 
 class Health:
     def __init__(
@@ -31,23 +35,27 @@ class Health:
         self._runner: web.AppRunner | None = None
         self.watch_failure_seconds = watch_failure_seconds
         self._clock = clock
-        #: API path -> when its lists/watches started failing (cleared by the first success).
-        self._failing_since: dict[str, float] = {}
+        #: API path -> (first, last) failure of its lists/watches (cleared by a success).
+        self._failing: dict[str, tuple[float, float]] = {}
 
     def requested(self, path: str, ok: bool) -> None:
         """A list or watch of `path` succeeded (`ok`) or failed after kopf's retries."""
         if ok:
-            self._failing_since.pop(path, None)
+            self._failing.pop(path, None)
         else:
-            self._failing_since.setdefault(path, self._clock())
+            now = self._clock()
+            self._failing[path] = (self._failing.get(path, (now, now))[0], now)
 
     def failing(self) -> list[str]:
-        """The API paths whose lists and watches have failed for too long, sorted."""
+        """The API paths whose lists and watches have failed for too long, sorted. A path kopf
+        no longer asks for (its watch was stopped, e.g. its CRD deleted) stops counting once
+        no failure was seen for a retry cycle of kopf (about 54 s; RETRIED_WITHIN)."""
         now = self._clock()
+        recent = max(self.watch_failure_seconds, RETRIED_WITHIN)
         return sorted(
             path
-            for path, since in self._failing_since.items()
-            if now - since >= self.watch_failure_seconds
+            for path, (first, last) in self._failing.items()
+            if now - first >= self.watch_failure_seconds and now - last <= recent
         )
 
     def _state(self) -> dict[str, object]:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from takoform_operator.core.depth import MAX_DEPTH, PRUNED, pruned_paths, too_deep_message
-from takoform_operator.health import Health
+from takoform_operator.health import RETRIED_WITHIN, Health
 from takoform_operator.kube.json_seam import (
     LIST_LIMIT,
     UNREADABLE_EVENT,
@@ -143,6 +143,17 @@ def test_a_watch_failing_for_long_enough_makes_healthz_fail() -> None:
     health.requested("/apis/storage.takoform.io/v1/buckets", True)
     assert health.failing() == []
     assert asyncio.run(health._healthz(None)).status == 200  # type: ignore[arg-type]
+
+
+def test_a_watch_kopf_no_longer_runs_stops_counting() -> None:
+    now = [0.0]
+    health = Health(watch_failure_seconds=10, clock=lambda: now[0])
+    health.requested("/apis/gone.example/v1/things", False)
+    now[0] += 60
+    health.requested("/apis/gone.example/v1/things", False)
+    assert health.failing() == ["/apis/gone.example/v1/things"]
+    now[0] += RETRIED_WITHIN + 1  # no request since: its watcher was stopped (CRD deleted)
+    assert health.failing() == []
 
 
 def test_a_list_page_that_still_fails_is_read_item_by_item() -> None:
