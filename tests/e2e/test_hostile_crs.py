@@ -89,8 +89,10 @@ huge_numbers = st.sampled_from(
 #: (field of spec.parameters or spec, raw JSON text of its value)
 labels = st.one_of(
     st.tuples(st.integers(65, DEEPEST_SERVED), st.booleans()).map(lambda t: _nested(*t)),
-    st.integers(100, 20_000).map(lambda n: json.dumps({f"key-{i}": "v" for i in range(n)})),
-    st.integers(10_000, 1_000_000).map(lambda n: json.dumps({"long": "x" * n})),
+    # Up to past what etcd takes: about 1.5 MiB in one string (1,566,406 characters passed,
+    # 1,576,171 were refused), 50,000 keys in one map.
+    st.integers(100, 50_000).map(lambda n: json.dumps({f"key-{i}": "v" for i in range(n)})),
+    st.integers(10_000, 1_600_000).map(lambda n: json.dumps({"long": "x" * n})),
     st.dictionaries(odd_text, odd_text, max_size=5).map(json.dumps),
     json_values.map(json.dumps),
     huge_numbers,
