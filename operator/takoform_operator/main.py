@@ -24,6 +24,7 @@ from takoform_operator.kube.bindings import BindingBook
 from takoform_operator.kube.connection_secrets import HttpSecretStore
 from takoform_operator.kube.handlers import Runtime, register
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
+from takoform_operator.kube.json_seam import install as install_json_seam
 from takoform_operator.kube.leader import LeaderElector, LeaseConfig, LostLease, coordination_api
 from takoform_operator.kube.secrets import KubernetesSecretReader
 from takoform_operator.kube.status import ApiConnection, HttpCrWriter
@@ -61,7 +62,8 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
             settings.metrics_port, addr=settings.bind_address, registry=metrics.registry
         )
         logger.info("metrics on %s:%d/metrics", settings.bind_address, settings.metrics_port)
-    health = Health()
+    health = Health(watch_failure_seconds=settings.watch_failure_seconds)
+    install_json_seam(functools.partial(_unreadable, metrics), health.requested)
     if settings.health_port:
         await health.start(settings.bind_address, settings.health_port)
         logger.info("health on %s:%d/healthz,/readyz", settings.bind_address, settings.health_port)
@@ -133,6 +135,21 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         await writer.close()
         await pool.aclose()
         await health.stop()
+
+
+def _unreadable(metrics: Metrics, found: dict[str, str], why: str) -> None:
+    """A watch line kopf cannot be given (kube.json_seam): one log line and the metric name the
+    object as far as it could be recovered; every other object is reconciled as before."""
+    labels = {key: found.get(key, "") for key in ("kind", "namespace", "name")}
+    logger.error(
+        "a watch event could not be decoded and was skipped (%s %s/%s): %s; the object is "
+        "not reconciled until it can be read",
+        labels["kind"] or "?",
+        labels["namespace"],
+        labels["name"] or "?",
+        why,
+    )
+    metrics.unreadable.labels(**labels).inc()
 
 
 async def watch_loop_lag(metrics: Metrics, interval: float = 0.1) -> None:

@@ -78,6 +78,13 @@ class Metrics:
             ["kind", "reason"],
             registry=self.registry,
         )
+        self.unreadable = Counter(
+            "takoform_unreadable_objects",
+            "Watch events the operator could not decode and skipped (kube.json_seam), by the "
+            "kind, namespace and name recovered from the raw text (empty where none could be).",
+            ["kind", "namespace", "name"],
+            registry=self.registry,
+        )
         self.leader = Gauge(
             "takoform_leader",
             "1 while this replica holds the leader Lease and reconciles (always 1 without "

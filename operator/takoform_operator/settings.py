@@ -89,6 +89,12 @@ class Settings(BaseSettings):
         le=65535,
         description="Port of /healthz and /readyz for the kubelet (0: off).",
     )
+    watch_failure_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="A list or watch of the API server failing this long (after kopf's own "
+        "retries) makes /healthz fail, so the kubelet restarts the pod.",
+    )
     log_format: Literal["text", "json"] = Field(
         default="text", description="Log lines as plain text or one JSON object per line."
     )

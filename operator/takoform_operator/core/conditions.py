@@ -42,6 +42,8 @@ class Reason(StrEnum):
     SPEC_DRIFT = "SpecDrift"
     OPERATION_FAILED = "OperationFailed"
     INVALID_SPEC = "InvalidSpec"
+    #: A spec value nested deeper than the operator reads (core.depth): not read, not sent.
+    NESTED_TOO_DEEP = "NestedTooDeep"
     HOST_STATE_UNDECODABLE = "HostStateUndecodable"
     HOST_REJECTED = "HostRejected"
     HOST_UNAVAILABLE = "HostUnavailable"
@@ -116,6 +118,7 @@ REASON_CONDITIONS: Mapping[Reason, frozenset[ConditionType]] = {
             (
                 Reason.OPERATION_FAILED,
                 Reason.INVALID_SPEC,
+                Reason.NESTED_TOO_DEEP,
                 Reason.INVALID_IMPORT_ID,
                 Reason.IMPORT_TARGET_NOT_FOUND,
                 Reason.OBSERVED_RESOURCE_MISSING,

@@ -16,6 +16,7 @@ from typing import Any
 from takoform_operator.binding_port import BindingPort
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.connection import ConnectionSecret, connection_secret, secret_name
+from takoform_operator.core.depth import pruned_paths, too_deep_message
 from takoform_operator.core.outcome import NextLook, Outcome, degraded
 from takoform_operator.core.ownership import restored
 from takoform_operator.core.registry import Registry
@@ -128,7 +129,12 @@ async def reconcile_cr_body(
     # A status write lost after the binding: the claim (and its identity fields) are in it.
     state = restored(state, bindings.held_by(str(metadata.get("uid"))))
     deleting = deleting or metadata.get("deletionTimestamp") is not None
+    # Values nested too deep were cut where the object was decoded (core.depth): such a spec
+    # is not read, as if it did not parse; a deletion still goes by what was recorded.
+    too_deep = pruned_paths(body.get("spec"), "spec")
     try:
+        if too_deep:
+            raise InvalidCustomResource(too_deep_message(too_deep))
         desired = desired_from_cr(body)
     except InvalidCustomResource as exc:
         if deleting and not state.claimed:
@@ -140,7 +146,8 @@ async def reconcile_cr_body(
             # A deletion needs only what was recorded, not the spec that no longer parses.
             desired = desired_for_deletion(body, state.requested)
         except InvalidCustomResource:
-            outcome = degraded(state, Reason.INVALID_SPEC, str(exc), NextLook.POLL)
+            reason = Reason.NESTED_TOO_DEEP if too_deep else Reason.INVALID_SPEC
+            outcome = degraded(state, reason, str(exc), NextLook.POLL)
             return CrOutcome(outcome, _patch(outcome, status, now, generation))
     if deleting and not desired.deleting:
         desired = replace(desired, deleting=True)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import httpx
 
 from takoform_operator.http_transport import pooled_transport
+from takoform_operator.kube.json_seam import OBJECT_LIMIT, safe_loads
 
 
 class StatusWriteFailed(Exception):
@@ -110,7 +111,7 @@ class HttpCrWriter:
                 raise StatusWriteFailed(
                     f"write to {namespace}/{name} did not land: {current.status_code}"
                 ) from None
-            metadata = current.json()["metadata"]
+            metadata = safe_loads(current.content, OBJECT_LIMIT)["metadata"]
             patch = _finalizers_patch(
                 metadata.get("finalizers") or (), finalizer, present, metadata["resourceVersion"]
             )
@@ -132,7 +133,8 @@ class HttpCrWriter:
             raise StatusWriteFailed(
                 f"write to {namespace}/{name} did not land: {answer.status_code} {reason}"
             )
-        return str(answer.json()["metadata"]["resourceVersion"])
+        # The answer is the whole CR: decoded depth-safe like every object (kube.json_seam).
+        return str(safe_loads(answer.content, OBJECT_LIMIT)["metadata"]["resourceVersion"])
 
     def client(self) -> httpx.AsyncClient:
         """The current connection, for the other thin writers (kube.connection_secrets)."""

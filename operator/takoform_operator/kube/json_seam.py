@@ -1,0 +1,301 @@
+"""Where kopf decodes what the API server sends: a depth-safe JSON decoder, installed at the two
+places kopf turns API answers into objects (docs/architecture.md, "Reading what the API server
+sends").
+
+Why a seam at all: kopf 1.x decodes each watch line with `json.loads` (kopf._cogs.clients.api,
+`stream`) and each list page with aiohttp's `response.json()` (`api.get`, which
+`fetching.fetch_objs` calls). Python's json raises RecursionError at about 1,000 levels, and the
+API server accepts free-form fields nested up to 10,000; the error escapes kopf's watcher,
+which stops the whole operator, and again after every restart: one object of one tenant stops
+every CR of every tenant. The CRD bounds keep new objects shallow, but not objects stored before
+them, nor another CRD's fields, nor any other decode failure.
+
+Why here and not elsewhere: the failure happens before any handler of ours runs, so only the
+decoding itself can be changed. Four module attributes of kopf's API client are replaced, each
+keeping kopf's contract (same arguments, same results), nothing else of kopf is touched:
+
+- `api.json` (the module `stream` calls `json.loads` on): a namespace whose `loads` is
+  `watch_loads`. A line that still cannot be read (never seen from a real API server: its
+  encoder writes valid UTF-8 JSON of at most 10,000 levels) becomes an event type kopf skips
+  with a warning, after our log line and `takoform_unreadable_objects_total` name the object as
+  far as it can be recovered.
+- `api.get` (kopf's GET and JSON decode of list pages and other reads): the same request, decoded
+  with `list_loads`: depth-safe, and should a page still fail, item by item, an unreadable item
+  reported like an unreadable watch line and left out.
+- `api.iter_jsonlines` (the lines of a watch stream, which kopf decodes as UTF-8 itself): the
+  same lines, with U+FFFD where a line is not valid UTF-8.
+- `api.request` (every kopf request): unchanged, but a GET (kopf's lists and watches) that fails
+  after kopf's own retries, or succeeds, is reported to the health check (health.Health): a
+  list or watch that keeps failing makes /healthz fail.
+
+`safe_loads` first tries the C decoder when the text cannot be deeper than allowed (fewer
+brackets than the limit); otherwise, or if that fails, it cuts every object or list nested deeper
+than the limit out of the text (a scan that skips strings) and puts core.depth.PRUNED in its
+place, then decodes that. The reconcile reports a CR with PRUNED in its spec as Degraded,
+NestedTooDeep, and never sends it; every other object is decoded exactly as before.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import types
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from takoform_operator.core.depth import MAX_DEPTH, PRUNED
+
+logger = logging.getLogger("takoform_operator")
+
+#: One object alone (an answer to a write of ours).
+OBJECT_LIMIT = MAX_DEPTH
+#: A watch line is {"type", "object": OBJECT}: the object starts one level down.
+WATCH_LIMIT = MAX_DEPTH + 1
+#: A list page is {"items": [OBJECT, ...]}: the objects start two levels down.
+LIST_LIMIT = MAX_DEPTH + 2
+#: What a watch line that cannot be read becomes: kopf logs and skips unknown event types.
+UNREADABLE_EVENT = "TakoformUnreadable"
+#: Python refuses integers of more digits than this (sys.get_int_max_str_digits); the API
+#: server never sends one (its numbers are int64 or float64).
+_INT_DIGITS = 4300
+
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_PAIR = re.compile(r"\{\}|\[\]")
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+_KEYED = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"\s*:|"([^"\\]*(?:\\.[^"\\]*)*)"|([\[\]{}])')
+_PRUNED_JSON = json.dumps(PRUNED)
+
+
+def prune(text: str, limit: int) -> str:
+    """`text` with every object or list that opens deeper than `limit` levels replaced by
+    PRUNED (a JSON string). Strings are skipped whole, so brackets inside them do not count."""
+    pieces: list[str] = []
+    depth, cut, kept = 0, -1, 0
+    for match in _TOKEN.finditer(text):
+        char = text[match.start()]
+        if char == '"':
+            continue
+        if char in "[{":
+            depth += 1
+            if depth == limit + 1 and cut < 0:
+                cut = match.start()
+        else:
+            if depth == limit + 1 and cut >= 0:
+                pieces += (text[kept:cut], _PRUNED_JSON)
+                kept, cut = match.end(), -1
+            depth -= 1
+    pieces.append(text[kept:])
+    return "".join(pieces)
+
+
+def _bounded_int(digits: str) -> int | str:
+    return int(digits) if len(digits.lstrip("-")) <= _INT_DIGITS else PRUNED
+
+
+def _deeper_than(text: str, limit: int) -> bool:
+    """Whether `text` nests objects or lists deeper than `limit` levels, with C-speed string
+    operations only (scanning an ordinary object token by token in Python took 20 times as long
+    as decoding it): escapes dropped, then the strings (every other piece between quotes), then
+    all but the brackets, then the innermost pairs removed once per level."""
+    if text.count("{") + text.count("[") <= limit:
+        return False
+    unescaped = text.replace("\\\\", "").replace('\\"', "")
+    brackets = _NOT_BRACKET.sub("", "".join(unescaped.split('"')[::2]))
+    for _ in range(limit):
+        if not brackets:
+            return False
+        brackets = _PAIR.sub("", brackets)
+    return bool(brackets)
+
+
+def safe_loads(text: str | bytes, limit: int) -> Any:
+    """Decode JSON `text` keeping at most `limit` levels of objects and lists (deeper values
+    become PRUNED, as do integers Python would refuse). Raises ValueError if even that fails."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")  # as the API server's own encoder does
+    if not _deeper_than(text, limit):
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError):
+            pass  # decoded again below, where an integer too long to convert is cut too
+    return json.loads(prune(text, limit), parse_int=_bounded_int)
+
+
+def list_loads(text: str | bytes, report: Callable[[dict[str, str], str], None]) -> Any:
+    """Decode a list page (or any answer of a GET) depth-safe. Should the page still fail, its
+    `items` are decoded one by one: an item that cannot be read is `report`ed and left out, the
+    others and the page's metadata (resourceVersion, continue) are kept. Raises ValueError only
+    when not even that is possible (the page is not a list at all)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    try:
+        return safe_loads(text, LIST_LIMIT)
+    except ValueError as exc:
+        spans = _item_spans(text)
+        if spans is None:
+            raise
+        why = str(exc)[:200]
+    (start, end), items = spans[0], []
+    for first, last in spans[1:]:
+        raw = text[first:last]
+        try:
+            items.append(safe_loads(raw, OBJECT_LIMIT))
+        except ValueError as item_exc:
+            report(identity(raw), str(item_exc)[:200] or why)
+    page = safe_loads(text[:start] + "[]" + text[end:], LIST_LIMIT)
+    page["items"] = items
+    return page
+
+
+def _item_spans(text: str) -> list[tuple[int, int]] | None:
+    """[(start, end) of the top-level `items` array, then (start, end) of each of its
+    elements], found by a scan that needs no decode; None if there is no such array."""
+    depth, key, spans = 0, None, []
+    array = element = -1
+    for match in _KEYED.finditer(text):
+        found_key, _value, bracket = match.groups()
+        if found_key is not None:
+            key = found_key if depth == 1 else key
+            continue
+        if bracket is None:
+            continue
+        if bracket in "[{":
+            depth += 1
+            if depth == 2 and bracket == "[" and key == "items" and array < 0:
+                array = match.start()
+            elif depth == 3 and array >= 0:
+                element = match.start()
+        else:
+            if depth == 3 and element >= 0:
+                spans.append((element, match.end()))
+                element = -1
+            elif depth == 2 and array >= 0 and element < 0:
+                return [(array, match.end()), *spans]
+            depth -= 1
+    return None
+
+
+def identity(text: str) -> dict[str, str]:
+    """What can be recovered of the object in a watch line or object that cannot be decoded:
+    `kind`, `namespace` and `name` (strings at object.kind, object.metadata.name... or at the
+    top level), found by a scan that needs no decode. Missing ones are left out."""
+    wanted = {
+        ("object", "kind"): "kind",
+        ("object", "metadata", "namespace"): "namespace",
+        ("object", "metadata", "name"): "name",
+        ("kind",): "kind",
+        ("metadata", "namespace"): "namespace",
+        ("metadata", "name"): "name",
+    }
+    found: dict[str, str] = {}
+    path: list[str] = []  # the keys down to the current container, while it is shallow
+    depth = 0
+    for match in _KEYED.finditer(text):
+        key, value, bracket = match.groups()
+        if bracket is not None:
+            depth += 1 if bracket in "[{" else -1
+            if bracket in "[{" and depth <= 3:
+                path.append("" if bracket == "{" else "[]")
+            elif bracket in "]}" and depth < 3 and path:
+                path.pop()
+        elif depth <= 3 and path:
+            if key is not None:
+                path[-1] = key
+            else:
+                field = wanted.get(tuple(path))
+                if field is not None and field not in found:
+                    found[field] = _printable(value)
+    return found
+
+
+def _printable(value: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in value[:253])
+
+
+def watch_loads(
+    report: Callable[[dict[str, str], str], None],
+) -> Callable[[str | bytes], Any]:
+    """kopf's `json.loads` for watch lines: depth-safe; an unreadable line is `report`ed (what
+    was recovered of the object, why) and becomes an event kopf skips."""
+
+    def loads(text: str | bytes) -> Any:
+        try:
+            return safe_loads(text, WATCH_LIMIT)
+        except ValueError as exc:
+            raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+            report(identity(raw), str(exc)[:200])
+            return {"type": UNREADABLE_EVENT, "object": {}}
+
+    return loads
+
+
+#: The attributes of kopf._cogs.clients.api the seam replaces.
+_REPLACED = ("json", "get", "request", "iter_jsonlines")
+
+
+class _Installed:
+    originals: dict[str, Any] | None = None
+
+
+def install(
+    report: Callable[[dict[str, str], str], None],
+    requested: Callable[[str, bool], None],
+) -> None:
+    """Install the seam in kopf's API client (idempotent: a second call replaces the hooks).
+    `report(identity, why)` is told of each watch line that cannot be read; `requested(path,
+    ok)` of each GET (list or watch) that succeeded or failed after kopf's own retries."""
+    from kopf._cogs.clients import api
+
+    if _Installed.originals is None:
+        _Installed.originals = {name: getattr(api, name) for name in _REPLACED}
+    original_request = _Installed.originals["request"]
+    original_lines = _Installed.originals["iter_jsonlines"]
+
+    async def request(method: str, url: str, **kwargs: Any) -> Any:
+        watched = method.lower() == "get"
+        try:
+            response = await original_request(method, url, **kwargs)
+        except Exception:
+            if watched:
+                requested(urlsplit(url).path, False)
+            raise
+        if watched:
+            requested(urlsplit(url).path, True)
+        return response
+
+    async def get(url: str, **kwargs: Any) -> Any:
+        response = await api.request(method="get", url=url, **kwargs)
+        async with response:
+            body = await response.read()
+        return list_loads(body, report)
+
+    async def iter_jsonlines(content: Any, *args: Any, **kwargs: Any) -> Any:
+        # kopf decodes each line as UTF-8 before json.loads sees it: a line that is not valid
+        # UTF-8 gets U+FFFD where it is not (as the API server's own encoder does) instead of
+        # a UnicodeDecodeError out of the watcher.
+        async for line in original_lines(content, *args, **kwargs):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                line = line.decode("utf-8", "replace").encode("utf-8")
+            yield line
+
+    hooks = {
+        "json": types.SimpleNamespace(loads=watch_loads(report)),
+        "get": get,
+        "iter_jsonlines": iter_jsonlines,
+    }
+    for name, hook in {**hooks, "request": request}.items():
+        setattr(api, name, hook)
+
+
+def uninstall() -> None:
+    """Put kopf's own decoding back (tests)."""
+    from kopf._cogs.clients import api
+
+    if _Installed.originals is not None:
+        for name, original in _Installed.originals.items():
+            setattr(api, name, original)
+        _Installed.originals = None
