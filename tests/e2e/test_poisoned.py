@@ -1,10 +1,13 @@
 """A poisoned object stays one object's problem (docs/architecture.md, "Reading what the API server
 sends"): a Bucket whose free-form `labels` is nested as deep as the API server still serves back,
 next to ordinary Buckets of another namespace, on the real API server with the real operator
-process (all namespaces) and the reference host."""
+process (all namespaces) and the reference host. The bounded Bucket CRD refuses such an object,
+and prunes one stored before it when it serves it, so the objects are made (and read) under the
+CRD from before the bounds: the depth-safe decoding holds whatever the CRDs installed are."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -14,7 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
-from fixtures_kube import KubeCluster, wait_until
+import yaml
+from fixtures_kube import REPO, KubeCluster, apply_crds, wait_until
 from manifests import bucket
 from operator_process import Operator, condition_of, is_ready, operator_process, serving
 from processes import free_port
@@ -65,6 +69,33 @@ def create_raw(cluster: KubeCluster, namespace: str, text: str, where: Path) -> 
     cluster.kubectl("create", "--raw", url, "-f", str(where))
 
 
+BUCKET_CRD = REPO / "crds" / "buckets.storage.takoform.io.yaml"
+
+
+def loosened_bucket_crd(where: Path) -> Path:
+    """The Bucket CRD as it was before its `labels` were bounded: free JSON, nested as deep as
+    the API server allows. What an install finds stored after it upgraded its CRDs."""
+    crd = yaml.safe_load(BUCKET_CRD.read_text())
+    for version in crd["spec"]["versions"]:
+        parameters = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
+            "parameters"
+        ]
+        parameters["properties"]["labels"] = {"x-kubernetes-preserve-unknown-fields": True}
+    where.write_text(yaml.safe_dump(crd))
+    return where
+
+
+@contextlib.contextmanager
+def before_the_bounds(cluster: KubeCluster, tmp_path: Path) -> Iterator[None]:
+    """Bucket CRs created inside are created under the loosened CRD; the bounded one is applied
+    again on the way out (as `make crds-upgrade` would), and they stay stored."""
+    apply_crds(cluster, [loosened_bucket_crd(tmp_path / "loosened-bucket-crd.yaml")])
+    try:
+        yield
+    finally:
+        apply_crds(cluster, [BUCKET_CRD])
+
+
 @dataclass
 class Running:
     operator: Operator
@@ -101,8 +132,6 @@ def all_namespaces(
     tmp_path: Path,
 ) -> Iterator[Callable[[list[str]], Running]]:
     """Start the operator for every namespace, with namespaces `names` granted team-a."""
-    import contextlib
-
     stack = contextlib.ExitStack()
     host = host_factory(commit_delay=0.0)
     with host.api() as api:
@@ -144,34 +173,37 @@ def test_a_deeply_nested_bucket_is_its_own_problem(
     tmp_path: Path,
 ) -> None:
     poisoned, quiet = namespaces("poisoned"), namespaces("quiet")
-    # Before the operator starts (its first list holds them) and after (its watch gets them).
-    create_raw(kube_cluster, poisoned, deep_bucket("deep", nested(DEEPEST_SERVED)), tmp_path / "a")
-    running = all_namespaces([poisoned, quiet])
-    create_raw(
-        kube_cluster,
-        poisoned,
-        deep_bucket("deep-list", nested(DEEPEST_SERVED, lists=True)),
-        tmp_path / "b",
-    )
-    for name in ("one", "two"):
-        kube_cluster.apply(bucket(name, 10), namespace=quiet)
-    for name in ("one", "two"):
-        wait_until(
-            lambda name=name: is_ready(kube_cluster, quiet, name), f"{quiet}/{name} Ready", 60
+    # Under a Bucket CRD whose labels are free JSON (the bounded one refuses these objects):
+    # before the operator starts (its first list holds them) and after (its watch gets them).
+    with before_the_bounds(kube_cluster, tmp_path):
+        deep = deep_bucket("deep", nested(DEEPEST_SERVED))
+        create_raw(kube_cluster, poisoned, deep, tmp_path / "a")
+        running = all_namespaces([poisoned, quiet])
+        create_raw(
+            kube_cluster,
+            poisoned,
+            deep_bucket("deep-list", nested(DEEPEST_SERVED, lists=True)),
+            tmp_path / "b",
         )
-    for name in ("deep", "deep-list"):
-
-        def degraded(name: str = name) -> dict[str, Any]:
-            return condition_of(status_of(kube_cluster, poisoned, name), "Degraded")
-
-        wait_until(lambda: degraded().get("status") == "True", f"{name} Degraded", timeout=60)
-        condition = degraded()
-        assert condition["reason"] == "NestedTooDeep"
-        assert "spec.parameters.labels" in condition["message"]
-        ready = condition_of(status_of(kube_cluster, poisoned, name), "Ready")
-        assert ready.get("status") == "False"
-    assert running.operator.process.poll() is None, "the operator is still running"
-    assert running.healthz() == 200
+        for name in ("one", "two"):
+            kube_cluster.apply(bucket(name, 10), namespace=quiet)
+        for name in ("one", "two"):
+            wait_until(
+                lambda name=name: is_ready(kube_cluster, quiet, name), f"{quiet}/{name} Ready", 60
+            )
+        for name in ("deep", "deep-list"):
+            assert wait_for_degraded(kube_cluster, poisoned, name, "NestedTooDeep")
+            condition = degraded_of(kube_cluster, poisoned, name)
+            assert "spec.parameters.labels" in condition["message"]
+            ready = condition_of(status_of(kube_cluster, poisoned, name), "Ready")
+            assert ready.get("status") == "False"
+        assert running.operator.process.poll() is None, "the operator is still running"
+        assert running.healthz() == 200
+    # The bounded CRD applied again (`make crds-upgrade`): the API server now prunes what its
+    # schema does not admit when it serves the stored object, so the nesting never arrives; the
+    # spec that does is refused as invalid, still one CR's problem.
+    assert wait_for_degraded(kube_cluster, poisoned, "deep", "InvalidSpec")
+    assert running.operator.process.poll() is None and running.healthz() == 200
     log = running.operator.log.read_text(errors="replace")
     assert "Traceback" not in log, log[-4000:]
     # Nothing of the deep labels reached the host.
@@ -183,6 +215,22 @@ def test_a_deeply_nested_bucket_is_its_own_problem(
     assert "deep" not in names and "deep-list" not in names
 
 
+def degraded_of(cluster: KubeCluster, namespace: str, name: str) -> dict[str, Any]:
+    return condition_of(status_of(cluster, namespace, name), "Degraded")
+
+
+def wait_for_degraded(cluster: KubeCluster, namespace: str, name: str, reason: str) -> bool:
+    wait_until(
+        lambda: (
+            degraded_of(cluster, namespace, name).get("reason") == reason
+            and degraded_of(cluster, namespace, name).get("status") == "True"
+        ),
+        f"{name} Degraded {reason}",
+        timeout=60,
+    )
+    return True
+
+
 #: The shallowest `labels` the API server stores but cannot serve back itself: the managedFields
 #: of the object repeat the nesting 7 levels deeper, past the API server's own decoder limit.
 UNSERVABLE = 9993
@@ -191,13 +239,15 @@ UNSERVABLE = 9993
 @pytest.fixture
 def own_api_server(tmp_path: Path, kube_tools: Any) -> Iterator[KubeCluster]:
     """A private API server: the object below breaks Buckets on it for good, for every client."""
-    from fixtures_kube import apply_crds, crd_files, localcluster
+    from fixtures_kube import crd_files, localcluster
 
     local = localcluster.LocalCluster(tmp_path / "control-plane", die_with_parent=True)
     local.start()
     try:
         cluster = KubeCluster(local.kubeconfig, local.server, kube_tools.kubectl, False, tmp_path)
         apply_crds(cluster, crd_files())
+        # A Bucket created before its labels were bounded (the bounded CRD refuses it).
+        apply_crds(cluster, [loosened_bucket_crd(tmp_path / "loosened-bucket-crd.yaml")])
         yield cluster
     finally:
         local.stop()
