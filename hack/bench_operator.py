@@ -581,6 +581,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="100,1000,5000")
     parser.add_argument("--modes", default="backlog,stream,tenants")
+    parser.add_argument(
+        "--schedulings", default="fair,fifo", help="tenants mode: TAKOFORM_RECONCILE_SCHEDULING "
+        "values to measure, in this order",
+    )  # fmt: skip
     parser.add_argument("--rate", type=float, default=100.0, help="stream mode: CRs per second")
     parser.add_argument("--poll", type=float, default=5.0, help="the operator's ready poll (s)")
     parser.add_argument("--steady-polls", type=int, default=3)
@@ -608,7 +612,7 @@ def main() -> int:
         for n in sizes:
             for mode in modes:
                 if mode == "tenants":
-                    for scheduling in ("fair", "fifo"):
+                    for scheduling in args.schedulings.split(","):
                         print(f"... tenants ({scheduling}) N={n}", file=sys.stderr, flush=True)
                         tenants.append(measure_tenants(kube, host, workdir, n, scheduling, args))
                     continue
