@@ -72,8 +72,9 @@ class Settings(BaseSettings):
     max_reconciles_per_host: int | None = Field(
         default=None,
         ge=1,
-        description="Reconciles of one host's CRs running at once, so that a slow host cannot "
-        "hold every slot (default: three quarters of max_concurrent_reconciles, at least 1).",
+        description="Reconciles of one host's CRs running at once while there is more than one "
+        "host, so that a slow host cannot hold every slot (default: three quarters of "
+        "max_concurrent_reconciles, at least 1).",
     )
     reconcile_scheduling: Literal["fair", "fifo"] = Field(
         default="fair",

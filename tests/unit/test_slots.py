@@ -174,6 +174,26 @@ async def test_a_slow_host_never_holds_more_than_its_cap_and_other_hosts_keep_a_
     await holders.close()
 
 
+async def test_with_a_single_host_the_cap_keeps_no_slot_free_for_nobody() -> None:
+    # One host is all the operator knows: it may take every slot. Once a second host is known
+    # the cap binds again for the next slots handed out.
+    hosts = ["only"]
+    slots = FairSlots(4, per_host=3, shared=lambda: len(hosts) > 1)
+    holders = Holders(slots)
+    for i in range(10):
+        holders.request(f"only-{i}", f"ns-{i % 2}", "only")
+    await holders.settle()
+    assert len({await holders.next() for _ in range(4)}) == 4
+    assert slots.held("only") == 4 and slots.free == 0
+    hosts.append("second")
+    holders.release_oldest()
+    await holders.settle()
+    assert slots.held("only") == 3 and slots.free == 1, "the freed slot waits for the other host"
+    holders.request("second-0", "ns-0", "second")
+    assert await holders.next() == "second-0"
+    await holders.close()
+
+
 async def test_within_a_namespace_a_capped_host_does_not_block_its_other_hosts() -> None:
     slots = FairSlots(3, per_host=2)
     holders = Holders(slots)

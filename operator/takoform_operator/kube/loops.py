@@ -112,10 +112,15 @@ class ReconcileLoops:
         per_host: int | None = None,
         fair: bool = True,
         default_host: Callable[[], str | None] = lambda: None,
+        hosts: Callable[[], int] = lambda: 2,
     ) -> None:
+        """`per_host`: the slots the CRs of one host may hold while `hosts()` (how many hosts
+        there are) is above one; `default_host`: the host of a CR whose body names none."""
         self._run = run
         self._failed_step_delay = failed_step_delay
-        self.slots = FairSlots(concurrency, per_host=per_host, fair=fair)
+        self.slots = FairSlots(
+            concurrency, per_host=per_host, fair=fair, shared=lambda: hosts() > 1
+        )
         self._default_host = default_host
         self._watched = watched_annotations
         self._finalizer = finalizer

@@ -13,7 +13,9 @@ the queues are served round robin, one slot per turn, the way fq_codel serves fl
   emptying its queue between two requests;
 - within a namespace the hosts of its CRs are served round robin too, and a host holding
   `per_host` slots is passed over until one of them is released: a host that answers slowly
-  cannot take every slot, the CRs of other hosts keep theirs.
+  cannot take every slot, the CRs of other hosts keep theirs. The cap binds only while
+  `shared()` says there is more than one host to share the slots with: with a single host it
+  would keep slots free for nobody.
 
 A slot is a turn of one reconcile, nothing more: a host that asks to be called back later
 (Retry-After) is answered by the CR's back-off, outside any slot. With `fair=False` every
@@ -29,19 +31,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 
 class FairSlots:
     """`capacity` slots, served round robin across namespaces, at most `per_host` per host."""
 
-    def __init__(self, capacity: int, *, per_host: int | None = None, fair: bool = True) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        per_host: int | None = None,
+        fair: bool = True,
+        shared: Callable[[], bool] = lambda: True,
+    ) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
         self.fair = fair
         capped = fair and per_host is not None
         self.per_host = max(1, min(per_host, capacity)) if capped and per_host else capacity
+        self._shared = shared
         self._free = capacity
         self._held: dict[str, int] = {}
         #: namespace -> host -> waiters in arrival order; a namespace in a ring may have none.
@@ -119,6 +129,7 @@ class FairSlots:
     def _grant_one(self) -> bool:
         """Serve the first namespace, new ones first, that waits on a host below its cap.
         False when none does (every waiter's host is at its cap, or nobody waits)."""
+        cap = self.per_host if self.per_host < self.capacity and self._shared() else self.capacity
         for ring in (self._new, self._old):
             for namespace in list(ring):
                 hosts = self._queues[namespace]
@@ -129,7 +140,7 @@ class FairSlots:
                     else:
                         self._old[namespace] = None
                     continue
-                host = next((h for h in hosts if self._held.get(h, 0) < self.per_host), None)
+                host = next((h for h in hosts if self._held.get(h, 0) < cap), None)
                 if host is None:
                     continue
                 queue = hosts.pop(host)
