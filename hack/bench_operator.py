@@ -5,6 +5,10 @@ For each size N and mode it prints one row:
 
 - backlog: N CRs applied while the operator is not running, then the operator starts;
 - stream: the operator runs and N CRs are applied at a fixed rate;
+- tenants: N CRs of a busy namespace applied while the operator is not running, then the
+  operator starts and, once the churn is under way, a quiet namespace's one CR is applied: its
+  time to Ready with the fair scheduler and with FIFO slots (TAKOFORM_RECONCILE_SCHEDULING),
+  side by side, with the busy namespace's p50 (printed as a table of its own);
 
 with the time until all are Ready, CRs/s, p50/p99 time to Ready per CR, host requests per CR by
 verb (from the host's access log), Kubernetes API writes per CR by verb (from the API server's
@@ -15,7 +19,7 @@ lag. Then, in the same run, a minimal asyncio script brings N fresh CRs to the s
 (host resource created and settled, one status write per CR) with the same concurrency: the
 overhead ratio is the operator's time divided by the script's.
 
-    .venv/bin/python hack/bench_operator.py [--sizes 100,1000,5000] [--modes backlog,stream]
+    .venv/bin/python hack/bench_operator.py [--sizes 100,1000,5000] [--modes backlog,stream,tenants]
 
 Figures are printed, never asserted: these machines are noisy. docs/performance.md has the
 method and the figures measured.
@@ -175,7 +179,18 @@ class Host:
 
 
 class OperatorProcess:
-    def __init__(self, kube: Kube, host: Host, namespace: str, workdir: Path, poll: float) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        host: Host,
+        namespace: str | None,
+        workdir: Path,
+        poll: float,
+        *,
+        selector: str | None = None,
+        scheduling: str = "fair",
+    ) -> None:
+        """The operator for `namespace` (None: every namespace, the CRs matching `selector`)."""
         self.metrics_port = free_port()
         env = {
             **os.environ,
@@ -186,10 +201,15 @@ class OperatorProcess:
             "TAKOFORM_METRICS_PORT": str(self.metrics_port),
             "TAKOFORM_POLL_READY_SECONDS": str(poll),
             "TAKOFORM_MAX_CONCURRENT_RECONCILES": str(CONCURRENCY),
+            "TAKOFORM_RECONCILE_SCHEDULING": scheduling,
         }
-        self.log = workdir / f"operator-{namespace}.log"
+        if selector:
+            env["TAKOFORM_SHARD_SELECTOR"] = selector
+        name = namespace or re.sub(r"[^\w.-]", "_", selector or "all")
+        self.log = workdir / f"operator-{name}.log"
+        where = ["--namespace", namespace] if namespace else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "takoform_operator.cli", "run", "--namespace", namespace],
+            [sys.executable, "-m", "takoform_operator.cli", "run", *where],
             env=env,
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
@@ -409,6 +429,91 @@ def _profile(operator: OperatorProcess, output: Path) -> subprocess.Popen[bytes]
     )  # fmt: skip
 
 
+# -- two tenants -------------------------------------------------------------------------------
+
+
+@dataclass
+class TenantsRow:
+    scheduling: str
+    n: int
+    quiet_seconds: float
+    busy_p50: float
+    busy_seconds: float
+
+
+async def _names(client: httpx.AsyncClient, namespace: str, ready: bool = True) -> set[str]:
+    """The CRs of `namespace` that are Ready (ready=False: that have any status)."""
+    found = set()
+    for kind, plural, api_version, _ in LINES:
+        answer = await client.get(f"/apis/{api_version}/namespaces/{namespace}/{plural}")
+        for item in answer.json()["items"]:
+            if _ready(item) if ready else item.get("status"):
+                found.add(f"{kind}/{item['metadata']['name']}")
+    return found
+
+
+def measure_tenants(kube: Kube, host: Host, workdir: Path, n: int, scheduling: str,
+                    args: Any) -> TenantsRow:  # fmt: skip
+    """N busy CRs queued at the operator's start; the quiet namespace's one CR is created once
+    as many of them as there are slots have a status (their first look done: the churn is
+    under way, most of the N still queued). Its time to Ready from its creation, and the busy
+    CRs' from the operator's start."""
+    run = f"{scheduling}-{n}-{int(time.time())}"
+    busy, quiet = f"bench-busy-{run}", f"bench-quiet-{run}"
+    label = {"takoform.io/bench": run}
+    for namespace in (busy, quiet):
+        create_namespace(kube, namespace)
+    items = manifests(n, busy)
+    (quiet_item,) = manifests(1, quiet)
+    for item in [*items, quiet_item]:
+        item["metadata"]["labels"] = label
+    asyncio.run(create_all(kube, busy, items, None, {}))
+    operator = OperatorProcess(
+        kube, host, None, workdir, args.poll, selector=f"takoform.io/bench={run}",
+        scheduling=scheduling,
+    )  # fmt: skip
+    start = time.monotonic()
+    seen: dict[str, float] = {}
+
+    async def churn() -> float:
+        async with kube.client() as client:
+            while len(await _names(client, busy, ready=False)) < min(n, CONCURRENCY):
+                if time.monotonic() - start > args.timeout:
+                    raise SystemExit("the busy tenant's churn never got under way")
+                await asyncio.sleep(0.1)
+            created: dict[str, float] = {}
+            await create_all(kube, quiet, [quiet_item], None, created)
+            while not await _names(client, quiet):
+                if time.monotonic() - start > args.timeout:
+                    raise SystemExit("the quiet tenant's CR never became Ready")
+                await asyncio.sleep(0.05)
+            return time.monotonic() - next(iter(created.values()))
+
+    try:
+        quiet_seconds = asyncio.run(churn())
+        asyncio.run(watch_ready(kube, busy, n, seen, args.timeout))
+        latencies = [t - start for t in seen.values()]
+        return TenantsRow(
+            scheduling, n, quiet_seconds, _percentile(latencies, 0.5), time.monotonic() - start
+        )
+    finally:
+        operator.stop()
+
+
+def report_tenants(rows: list[TenantsRow]) -> None:
+    print(
+        "\ntwo tenants: N busy CRs queued at start, one quiet CR created once as many have a "
+        f"status as there are slots ({CONCURRENCY})"
+    )
+    print(f"{'scheduling':10} {'N':>5} {'quiet CR to Ready s':>19} {'busy p50 s':>10} "
+          f"{'busy all Ready s':>16}")  # fmt: skip
+    for row in rows:
+        print(
+            f"{row.scheduling:10} {row.n:>5} {row.quiet_seconds:>19.2f} {row.busy_p50:>10.2f} "
+            f"{row.busy_seconds:>16.1f}"
+        )
+
+
 # -- the minimal script ------------------------------------------------------------------------
 
 
@@ -475,7 +580,11 @@ async def minimal(kube: Kube, host: Host, n: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="100,1000,5000")
-    parser.add_argument("--modes", default="backlog,stream")
+    parser.add_argument("--modes", default="backlog,stream,tenants")
+    parser.add_argument(
+        "--schedulings", default="fair,fifo", help="tenants mode: TAKOFORM_RECONCILE_SCHEDULING "
+        "values to measure, in this order",
+    )  # fmt: skip
     parser.add_argument("--rate", type=float, default=100.0, help="stream mode: CRs per second")
     parser.add_argument("--poll", type=float, default=5.0, help="the operator's ready poll (s)")
     parser.add_argument("--steady-polls", type=int, default=3)
@@ -499,17 +608,26 @@ def main() -> int:
         kube.run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         host = Host(workdir)
         rows: list[Row] = []
+        tenants: list[TenantsRow] = []
         for n in sizes:
             for mode in modes:
+                if mode == "tenants":
+                    for scheduling in args.schedulings.split(","):
+                        print(f"... tenants ({scheduling}) N={n}", file=sys.stderr, flush=True)
+                        tenants.append(measure_tenants(kube, host, workdir, n, scheduling, args))
+                    continue
                 print(f"... {mode} N={n}", file=sys.stderr, flush=True)
                 rows.append(measure(kube, host, workdir, mode, n, args))
-            if not args.no_minimal:
+            if not args.no_minimal and rows:
                 print(f"... minimal script N={n}", file=sys.stderr, flush=True)
                 baseline = asyncio.run(minimal(kube, host, n))
                 for row in rows:
                     if row.n == n:
                         row.extra["minimal_seconds"] = baseline
-        report(rows)
+        if rows:
+            report(rows)
+        if tenants:
+            report_tenants(tenants)
     finally:
         if host is not None:
             host.stop()

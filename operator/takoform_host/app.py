@@ -380,7 +380,8 @@ class HostApp:
 
 
 class FaultMiddleware:
-    """Latency, 5xx and dropped connections for the host API (never admin, never /healthz)."""
+    """Latency, 5xx, 429 and dropped connections for the host API (never admin, never
+    /healthz)."""
 
     def __init__(self, app: ASGIApp, owner: HostApp) -> None:
         self.app = app
@@ -402,18 +403,20 @@ class FaultMiddleware:
                 cycle.disconnected = True  # type: ignore[union-attr]
                 return
             raise ConnectionAbortedError("dropped by the dropRate fault")
-        if faults.errorRate and random.random() < faults.errorRate:
+        throttled = faults.throttleRetryAfterSeconds
+        if throttled or (faults.errorRate and random.random() < faults.errorRate):
             fault = HostError(
                 ErrorCode.UNAVAILABLE,
-                "the host is unavailable (errorRate fault)",
-                headers={"Retry-After": "1"},
+                "the host is unavailable "
+                + ("(throttleRetryAfterSeconds fault)" if throttled else "(errorRate fault)"),
+                headers={"Retry-After": str(throttled or 1)},
             )
             body = {
                 "error": {"code": fault.code, "message": fault.message, "details": fault.details}
             }
             response = Response(
                 dumps(body),
-                status_code=fault.status,
+                status_code=429 if throttled else fault.status,
                 headers=fault.headers,
                 media_type="application/json",
             )

@@ -168,6 +168,8 @@ class Faults:
     latencyMs: int = 0
     errorRate: float = 0.0
     dropRate: float = 0.0
+    #: When > 0, every host API request is answered 429 with this Retry-After (seconds).
+    throttleRetryAfterSeconds: int = 0
     stuckOperations: bool = False
     failNextOperations: int = 0
     commitDelayMs: int = 200
@@ -178,6 +180,7 @@ class Faults:
             "latencyMs": self.latencyMs,
             "errorRate": self.errorRate,
             "dropRate": self.dropRate,
+            "throttleRetryAfterSeconds": self.throttleRetryAfterSeconds,
             "stuckOperations": self.stuckOperations,
             "failNextOperations": self.failNextOperations,
             "commitDelayMs": self.commitDelayMs,
@@ -211,7 +214,7 @@ def _check_fault(key: str, value: Any) -> Any:
         if value > 1:
             raise InvalidFaults(f"{key} is a fraction between 0 and 1")
         return float(value)
-    if key in ("latencyMs", "failNextOperations", "commitDelayMs"):
+    if key in ("latencyMs", "failNextOperations", "commitDelayMs", "throttleRetryAfterSeconds"):
         if int(value) != value:
             raise InvalidFaults(f"{key} must be a whole number")
         return int(value)

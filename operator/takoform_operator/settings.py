@@ -69,6 +69,18 @@ class Settings(BaseSettings):
     max_concurrent_reconciles: int = Field(
         default=16, ge=1, description="Reconciles running at once (each makes host requests)."
     )
+    max_reconciles_per_host: int | None = Field(
+        default=None,
+        ge=1,
+        description="Reconciles of one host's CRs running at once while there is more than one "
+        "host, so that a slow host cannot hold every slot (default: three quarters of "
+        "max_concurrent_reconciles, at least 1).",
+    )
+    reconcile_scheduling: Literal["fair", "fifo"] = Field(
+        default="fair",
+        description="`fair`: slots go round robin across namespaces, with the per-host cap; "
+        "`fifo`: one queue in arrival order, no host cap (for comparison).",
+    )
     metrics_port: int = Field(
         default=8000, ge=0, le=65535, description="Prometheus metrics port (0: off)."
     )
@@ -182,6 +194,12 @@ class Settings(BaseSettings):
         if found:
             raise ValueError("; ".join(found))
         return self
+
+    def host_slots(self) -> int:
+        """The slots the CRs of one host may hold at once."""
+        if self.max_reconciles_per_host is not None:
+            return min(self.max_reconciles_per_host, self.max_concurrent_reconciles)
+        return max(1, self.max_concurrent_reconciles * 3 // 4)
 
     def secrets_namespace(self) -> str:
         """Where the Secrets named by TakoformHosts live: the operator's own namespace."""

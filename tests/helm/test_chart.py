@@ -437,6 +437,25 @@ def test_shard_selector_reaches_the_process_and_names_its_own_lease(helm: Any) -
     )
 
 
+def test_reconcile_slots_default_to_the_operators_own_and_reach_the_process(helm: Any) -> None:
+    from takoform_operator.settings import Settings
+
+    code = Settings(host_token="t")
+    env = {e["name"]: e.get("value") for e in _operator_env(render(helm))}
+    assert env["TAKOFORM_MAX_CONCURRENT_RECONCILES"] == str(code.max_concurrent_reconciles)
+    assert env["TAKOFORM_RECONCILE_SCHEDULING"] == code.reconcile_scheduling
+    assert "TAKOFORM_MAX_RECONCILES_PER_HOST" not in env, "the code's default: 3/4 of the slots"
+    assert code.max_reconciles_per_host is None
+    set_ = ("reconciles.concurrency=32", "reconciles.perHost=8", "reconciles.scheduling=fifo")
+    env = {e["name"]: e.get("value") for e in _operator_env(render(helm, *set_))}
+    assert env["TAKOFORM_MAX_CONCURRENT_RECONCILES"] == "32"
+    assert env["TAKOFORM_MAX_RECONCILES_PER_HOST"] == "8"
+    assert env["TAKOFORM_RECONCILE_SCHEDULING"] == "fifo"
+    for wrong in ("reconciles.perHost=0", "reconciles.scheduling=lifo"):
+        refused = helm("template", "t", str(CHART), "--set", wrong, check=False)
+        assert refused.returncode != 0 and "schema" in refused.stderr.lower(), wrong
+
+
 def _operator_env(docs: list[Any]) -> list[Any]:
     deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
     return list(deployment["spec"]["template"]["spec"]["containers"][0]["env"])

@@ -163,6 +163,17 @@ def test_latency_errors_and_drops(host_factory: Any) -> None:
         assert host.admin("GET", "/admin/v1/faults").json()["dropRate"] == 1.0
         host.set_faults(dropRate=0.0)
         assert client.get(f"{API}/forms").status_code == 200
+        # Throttled, like a rate-limiting proxy in front of the host: every request, read or
+        # mutation, is answered 429 with the Retry-After asked for, and nothing is done.
+        space, ref = new_space(client), form_ref(client)
+        host.set_faults(throttleRetryAfterSeconds=120)
+        for answer in (client.get(f"{API}/forms"), create(client, space, ref, "throttled")):
+            assert answer.status_code == 429 and answer.headers["retry-after"] == "120"
+            assert error_code(answer) == "unavailable"
+        assert httpx.get(host.url + "/healthz").status_code == 200
+        assert host.admin("GET", "/admin/v1/faults").json()["throttleRetryAfterSeconds"] == 120
+        host.set_faults(throttleRetryAfterSeconds=0)
+        assert error_code(read(client, space, ref, "throttled")) == "resource_not_found"
     assert "Traceback" not in host.log_tail(200)
 
 
@@ -187,6 +198,8 @@ def test_admin_switches_validate_their_input(host_factory: Any) -> None:
         host.set_faults(errorRate=2)
     with pytest.raises(RuntimeError, match="400"):
         host.set_faults(noSuchFault=1)
+    with pytest.raises(RuntimeError, match="400"):
+        host.set_faults(throttleRetryAfterSeconds=1.5)
     host.set_misbehaviours(["weak-etag"])
     doc = host.admin("GET", "/admin/v1/misbehaviours").json()
     assert doc["enabled"] == ["weak-etag"]

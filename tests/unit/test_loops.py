@@ -204,3 +204,65 @@ async def test_a_step_that_raises_does_not_end_the_loop() -> None:
     await recorder.next_run()  # looked at again after it
     assert len(recorder.runs) == 1
     await loops.close()
+
+
+class _Held:
+    """A loop body that holds each run until the test lets it end; records who got a slot."""
+
+    def __init__(self) -> None:
+        self.started: asyncio.Queue[str] = asyncio.Queue()
+        self.running: dict[str, asyncio.Event] = {}
+
+    async def __call__(self, body: Mapping[str, Any]) -> float | None:
+        uid = str(body["metadata"]["uid"])
+        done = self.running[uid] = asyncio.Event()
+        self.started.put_nowait(uid)
+        await done.wait()
+        del self.running[uid]
+        return 3600.0
+
+    async def next_start(self) -> str:
+        return await asyncio.wait_for(self.started.get(), TIMEOUT)
+
+    def finish(self, uid: str) -> None:
+        self.running[uid].set()
+
+
+def _cr(uid: str, namespace: str, host: str | None = None) -> dict[str, Any]:
+    body = _body(metadata={"uid": uid, "namespace": namespace})
+    if host is not None:
+        body["spec"] = {"hostRef": host}
+    return body
+
+
+async def test_a_quiet_namespace_is_not_queued_behind_a_busy_one() -> None:
+    # 300 busy CRs of one namespace all want a reconcile (a churn, or the listing at start-up);
+    # a quiet namespace's CR seen after them gets the next slot that frees, not the 299th.
+    held = _Held()
+    loops = ReconcileLoops(held, concurrency=2, watched_annotations=(ACCEPT,), finalizer=FINALIZER)
+    for i in range(300):
+        loops.seen(f"busy-{i}", _cr(f"busy-{i}", "busy"))
+    assert {await held.next_start(), await held.next_start()} == {"busy-0", "busy-1"}
+    loops.seen("quiet", _cr("quiet", "quiet"))
+    held.finish("busy-0")
+    assert await held.next_start() == "quiet"
+    await loops.close()
+
+
+async def test_a_slow_host_holds_at_most_its_cap_of_slots() -> None:
+    # The CRs of a host whose requests hang keep their slots; with a cap of 3 of 4 slots the
+    # CRs of another host (here the default one) are still reconciled, one after the other.
+    held = _Held()
+    loops = ReconcileLoops(
+        held, concurrency=4, per_host=3, watched_annotations=(ACCEPT,), finalizer=FINALIZER,
+        default_host=lambda: "fast",
+    )  # fmt: skip
+    for i in range(50):
+        loops.seen(f"slow-{i}", _cr(f"slow-{i}", f"ns-{i % 5}", host="slow"))
+    assert {await held.next_start() for _ in range(3)} == {"slow-0", "slow-1", "slow-2"}
+    for i in range(5):
+        loops.seen(f"fast-{i}", _cr(f"fast-{i}", f"ns-{i % 5}"))  # no hostRef: the default
+        assert await held.next_start() == f"fast-{i}"
+        assert loops.slots.held("slow") == 3 and loops.slots.held("fast") == 1
+        held.finish(f"fast-{i}")
+    await loops.close()

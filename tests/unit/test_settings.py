@@ -100,3 +100,37 @@ def test_a_missing_tls_file_of_the_implicit_host_is_named(
 ) -> None:
     stderr = run(monkeypatch, capsys, HOST_TOKEN="t", HOST_CA_BUNDLE=str(tmp_path / "ca.pem"))
     assert "TAKOFORM_HOST_CA_BUNDLE" in stderr and "ca.pem" in stderr
+
+
+def test_every_setting_has_a_row_in_docs_operator_md_with_its_default() -> None:
+    """The settings table of docs/operator.md names every setting once, and a setting with a
+    plain default shows exactly it (one without says what it falls back to)."""
+    import re
+
+    from takoform_operator.settings import Settings
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operator.md").read_text()
+    rows = re.findall(r"^\| `(TAKOFORM_[A-Z_]+)` \| ([^|]*) \|", doc, re.M)
+    table = dict(rows)
+    assert len(table) == len(rows), "a setting has two rows"
+    fields = Settings.model_fields
+    assert sorted(table) == sorted(f"TAKOFORM_{name.upper()}" for name in fields)
+    for name, field in fields.items():
+        default = field.default
+        if default is None:
+            continue
+        shown = str(default).lower() if isinstance(default, bool) else str(default)
+        assert table[f"TAKOFORM_{name.upper()}"] == f"`{shown}`", name
+
+
+def test_one_host_holds_three_quarters_of_the_slots_unless_told_otherwise() -> None:
+    from takoform_operator.settings import Settings
+
+    def slots(**values: object) -> int:
+        return Settings(host_token="t", **values).host_slots()  # type: ignore[arg-type]
+
+    assert slots() == 12
+    assert slots(max_concurrent_reconciles=2) == 1
+    assert slots(max_concurrent_reconciles=1) == 1
+    assert slots(max_reconciles_per_host=4) == 4
+    assert slots(max_reconciles_per_host=40) == 16, "never more than there are"

@@ -382,6 +382,10 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
     runtime.loops = ReconcileLoops(
         step,
         concurrency=runtime.settings.max_concurrent_reconciles,
+        per_host=runtime.settings.host_slots(),
+        fair=runtime.settings.reconcile_scheduling == "fair",
+        default_host=runtime.tenancy.default_host,
+        hosts=lambda: len(runtime.tenancy.hosts()),
         watched_annotations=(ACCEPT_UID_ANNOTATION, PAUSED_ANNOTATION),
         finalizer=FINALIZER,
     )

@@ -1,6 +1,8 @@
 """Level-triggered reconcile loops: one per CR, woken by what the CR says, not by kopf's memory.
 
-Each CR runs at most one reconcile at a time. A loop reconciles the CR's latest body, then
+Each CR runs at most one reconcile at a time, in one of a bounded number of slots handed out
+fairly across namespaces and hosts (kube.slots): a busy namespace or a slow host does not make
+the CRs of the others wait behind it. A loop reconciles the CR's latest body, then
 waits for the delay its outcome asked for, or for a kick, whichever comes first; while it waits
 it holds a timer, not a task. A watch event kicks the loop
 at once only when it carries something a reconcile must act on (`Trigger`): a new generation,
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from takoform_operator.kube.freshness import older, resource_version
+from takoform_operator.kube.slots import FairSlots
 
 logger = logging.getLogger("takoform_operator")
 
@@ -67,6 +70,23 @@ def kept(body: Mapping[str, Any]) -> dict[str, Any]:
     return {**body, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
 
 
+def _member(body: Mapping[str, Any], part: str, name: str) -> str | None:
+    section = body.get(part)
+    value = section.get(name) if isinstance(section, Mapping) else None
+    return value if isinstance(value, str) and value else None
+
+
+def namespace_of(body: Mapping[str, Any]) -> str:
+    return _member(body, "metadata", "namespace") or ""
+
+
+def host_named(body: Mapping[str, Any]) -> str | None:
+    """The host a CR's requests go to, as far as its body says: the one its status recorded
+    (it never changes once anything was sent), else its spec.hostRef; None: the default host.
+    Whatever else the body holds there is ignored: this only chooses a queue."""
+    return _member(body, "status", "host") or _member(body, "spec", "hostRef")
+
+
 class _Loop:
     """A CR's loop. Between two reconciles it holds no task, only a timer: thousands of idle
     CRs cost a timer each, not a task, a coroutine and a waiter each."""
@@ -89,10 +109,19 @@ class ReconcileLoops:
         watched_annotations: tuple[str, ...],
         finalizer: str,
         failed_step_delay: float = FAILED_STEP_DELAY,
+        per_host: int | None = None,
+        fair: bool = True,
+        default_host: Callable[[], str | None] = lambda: None,
+        hosts: Callable[[], int] = lambda: 2,
     ) -> None:
+        """`per_host`: the slots the CRs of one host may hold while `hosts()` (how many hosts
+        there are) is above one; `default_host`: the host of a CR whose body names none."""
         self._run = run
         self._failed_step_delay = failed_step_delay
-        self._slots = asyncio.Semaphore(concurrency)
+        self.slots = FairSlots(
+            concurrency, per_host=per_host, fair=fair, shared=lambda: hosts() > 1
+        )
+        self._default_host = default_host
         self._watched = watched_annotations
         self._finalizer = finalizer
         self._loops: dict[str, _Loop] = {}
@@ -179,6 +208,9 @@ class ReconcileLoops:
             self._turns(uid, loop), name=f"reconcile {uid}"
         )
 
+    def _host_of(self, body: Mapping[str, Any]) -> str:
+        return host_named(body) or self._default_host() or ""
+
     async def _step(self, uid: str, loop: _Loop) -> float | None:
         # The step handles its own failures; one escaping it is a defect, and a CR whose loop
         # ended on it would never be looked at again: log it and look again later.
@@ -196,7 +228,8 @@ class ReconcileLoops:
         """Reconcile until no kick is left, then leave a timer for the next look."""
         try:
             while self._loops.get(uid) is loop:
-                async with self._slots:
+                body = loop.body
+                async with self.slots.slot(namespace_of(body), self._host_of(body)):
                     loop.kicked = False  # a wake while waiting for the slot is served by this run
                     delay = await self._step(uid, loop)
                 if delay is None:
