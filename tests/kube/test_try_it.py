@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ from fixtures_helm import CHART
 from fixtures_kube import wait_until
 from node_support import NodeCluster, assert_loopback_only
 from processes import free_port
+from waiting import wait_until as wait_for_event
 
 pytestmark = [pytest.mark.kube, pytest.mark.node, pytest.mark.slow]
 
@@ -121,3 +125,43 @@ def test_the_recipe_gives_ready_examples_with_the_in_cluster_reference_host(
             "uninstall", RELEASE, f"--kubeconfig={kube.kubeconfig}", "--namespace", namespace,
             "--wait", "--timeout=60s", check=False,
         )  # fmt: skip
+
+
+def test_kinds_own_import_command_stores_the_archive_under_the_name_the_kubelet_asks_for(
+    operator_image: Path,
+) -> None:
+    """`kind load image-archive` runs `ctr -n k8s.io images import --all-platforms --digests
+    --snapshotter=... -` in the node: the same command against a private containerd stores the
+    archive of `make image` as docker.io/takoform/takoform-operator:<tag>, the reference a
+    kubelet asks for `image: takoform/takoform-operator:<tag>` (not under a name of its own)."""
+    tag = operator_image.with_name(operator_image.name.replace(".oci.tar", ".tag")).read_text()
+    # A short directory: the socket's path must fit in 108 bytes.
+    state = Path(tempfile.mkdtemp(prefix="ctrd-", dir="/tmp"))
+    socket = state / "sock"
+    (state / "config.toml").write_text(
+        f'version = 2\nroot = "{state}/root"\nstate = "{state}/state"\n'
+        f'[grpc]\n  address = "{socket}"\n'
+        '[plugins."io.containerd.grpc.v1.cri"]\n  disable_tcp_service = true\n'
+    )
+    log = (state / "log").open("w")
+    containerd = subprocess.Popen(
+        ["containerd", "--config", str(state / "config.toml"), "--log-level", "error"],
+        stdout=log, stderr=log,
+    )  # fmt: skip
+    try:
+        wait_for_event(socket.exists, "the private containerd's socket", timeout=60)
+        ctr = ["ctr", "-a", str(socket), "--namespace=k8s.io", "images"]
+        with operator_image.open("rb") as archive:
+            subprocess.run(
+                [*ctr, "import", "--all-platforms", "--digests", "--snapshotter=native", "-"],
+                stdin=archive, check=True, capture_output=True, timeout=300,
+            )  # fmt: skip
+        names = subprocess.run(
+            [*ctr, "ls", "-q"], check=True, capture_output=True, text=True, timeout=60
+        ).stdout.split()
+        assert f"docker.io/takoform/takoform-operator:{tag.strip()}" in names, names
+    finally:
+        containerd.terminate()
+        containerd.wait(timeout=30)
+        log.close()
+        shutil.rmtree(state, ignore_errors=True)
