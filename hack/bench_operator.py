@@ -182,6 +182,7 @@ class OperatorProcess:
             "KUBECONFIG": str(kube.kubeconfig),
             "TAKOFORM_HOST_URL": host.url,
             "TAKOFORM_HOST_TOKEN": TOKEN,
+            "TAKOFORM_HOST_INSECURE": "true",  # the local reference host is plain http
             "TAKOFORM_METRICS_PORT": str(self.metrics_port),
             "TAKOFORM_POLL_READY_SECONDS": str(poll),
             "TAKOFORM_MAX_CONCURRENT_RECONCILES": str(CONCURRENCY),

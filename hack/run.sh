@@ -68,7 +68,8 @@ if [[ -z "${TAKOFORM_HOST_URL:-}" ]]; then
     sleep 0.2
   done
   curl -fsS "http://$listen/healthz" >/dev/null || { tail -20 "$host_dir/host.log"; exit 1; }
-  export TAKOFORM_HOST_URL="http://$listen" TAKOFORM_HOST_TOKEN=dev-token
+  # The local reference host is plain http: allowed explicitly (TAKOFORM_HOST_INSECURE).
+  export TAKOFORM_HOST_URL="http://$listen" TAKOFORM_HOST_TOKEN=dev-token TAKOFORM_HOST_INSECURE=true
   log "reference host: $TAKOFORM_HOST_URL (token dev-token, admin token dev-admin; log $host_dir/host.log)"
 fi
 # Deny by default (docs/tenancy.md): the example's namespace may use space team-a on the host

@@ -213,6 +213,7 @@ class Operator:
             "KUBECONFIG": str(kube.kubeconfig),
             "TAKOFORM_HOST_URL": host.url,
             "TAKOFORM_HOST_TOKEN": TOKEN,
+            "TAKOFORM_HOST_INSECURE": "true",  # the local reference host is plain http
             "TAKOFORM_METRICS_PORT": "0",
             "TAKOFORM_HEALTH_PORT": "0",
             "TAKOFORM_POLL_READY_SECONDS": str(poll),

@@ -73,7 +73,7 @@ def _run(args: argparse.Namespace) -> int:
     # name their own token Secrets.
     if settings.implicit_host:
         try:
-            token = settings.token()
+            token = settings.host_token_secret or settings.token()
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
             print(
@@ -89,7 +89,8 @@ def _run(args: argparse.Namespace) -> int:
                 return 2
         if token is None:
             print(
-                "error: no host token: set TAKOFORM_HOST_TOKEN or TAKOFORM_HOST_TOKEN_FILE, or "
+                "error: no host token: set TAKOFORM_HOST_TOKEN_SECRET, TAKOFORM_HOST_TOKEN or "
+                "TAKOFORM_HOST_TOKEN_FILE, or "
                 "TAKOFORM_IMPLICIT_HOST=false to use TakoformHosts only",
                 file=sys.stderr,
             )

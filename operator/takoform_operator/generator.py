@@ -11,9 +11,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
+
 from takoform_operator import generator_tenancy
 from takoform_operator.core.registry import Registry
-from takoform_operator.generator_crd import GENERATED_NOTE, crd_file, crd_text, doc_file, render_crd
+from takoform_operator.generator_crd import (
+    GENERATED_NOTE,
+    bounds_policy,
+    check_bounded,
+    crd_file,
+    crd_text,
+    doc_file,
+    render_crd,
+    union_key_rules,
+)
 from takoform_operator.generator_docs import render_doc, render_index
 from takoform_operator.registry_data import registry_document
 from takoform_spec.catalog import Catalog
@@ -23,6 +34,8 @@ from takoform_spec.identity import FormLine
 REGISTRY_PATH = "operator/takoform_operator/generated/registry.json"
 CRD_DIR = "crds"
 CHART_CRD_DIR = "charts/takoform-operator/crds"
+#: The spec of the chart's ValidatingAdmissionPolicy (templates/bounds-policy.yaml).
+BOUNDS_POLICY_PATH = "charts/takoform-operator/files/bounds-policy.yaml"
 DOCS_DIR = "docs/forms"
 
 
@@ -41,24 +54,34 @@ def render(catalog: Catalog, *, with_chart: bool, argocd_lua: str | None = None)
             registry_document(registry, catalog.sources), indent=2, ensure_ascii=False
         )
         + "\n",
-        f"{DOCS_DIR}/README.md": render_index(lines, registry),
+        f"{DOCS_DIR}/README.md": render_index(lines, registry, catalog.bounds),
     }
+    key_rules = []
     for line, definitions in lines.items():
-        crd = render_crd(line, definitions, registry)
+        key_rules += union_key_rules(line, definitions, catalog.bounds)
+        crd = render_crd(line, definitions, registry, catalog.bounds)
         files[f"{CRD_DIR}/{crd_file(line)}"] = crd
         if with_chart:
             files[f"{CHART_CRD_DIR}/{crd_file(line)}"] = crd
-        files[f"{DOCS_DIR}/{doc_file(line)}"] = render_doc(line, definitions, registry)
+        files[f"{DOCS_DIR}/{doc_file(line)}"] = render_doc(
+            line, definitions, registry, catalog.bounds
+        )
     for policy in (
         generator_tenancy.host_crd(),
         generator_tenancy.grant_crd(),
         generator_tenancy.binding_crd(),
     ):
         name = f"{policy['metadata']['name']}.yaml"
-        text = crd_text(policy)
+        text = crd_text(check_bounded(policy))
         files[f"{CRD_DIR}/{name}"] = text
         if with_chart:
             files[f"{CHART_CRD_DIR}/{name}"] = text
+    if with_chart and key_rules:
+        files[BOUNDS_POLICY_PATH] = (
+            f"# {GENERATED_NOTE}.\n# Regenerate with `make generate`.\n# The spec of the "
+            "ValidatingAdmissionPolicy in templates/bounds-policy.yaml.\n"
+            + yaml.safe_dump(bounds_policy(key_rules), sort_keys=False, width=100)
+        )
     if argocd_lua is not None:
         from takoform_operator import generator_argocd
 

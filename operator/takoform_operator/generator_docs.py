@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from takoform_operator.core import limits
 from takoform_operator.core.codecs import check_value
 from takoform_operator.core.errors import WrongFieldType
 from takoform_operator.core.registry import Registry
@@ -22,10 +23,13 @@ from takoform_operator.generator_crd import (
     GENERATED_NOTE,
     crd_name,
     doc_file,
+    field_schema,
     has_sensitive_outputs,
+    map_key_bounds,
     merged_fields,
     short_name,
 )
+from takoform_spec.bounds import Bounds
 from takoform_spec.definitions import FieldSpec, FormDefinition
 from takoform_spec.identity import FormLine, FormRef, plural_of
 
@@ -160,7 +164,73 @@ def example_value(ref: FormRef, spec: FieldSpec) -> Any:
     )
 
 
-def render_doc(line: FormLine, definitions: Sequence[FormDefinition], registry: Registry) -> str:
+def _n(value: int) -> str:
+    return f"{value:,}"
+
+
+def _bound_of(schema: dict[str, Any], union_keys: tuple[int, str | None]) -> str:
+    """What one parameters field of the CRD admits at most, in words."""
+
+    def scalar(node: dict[str, Any]) -> str:
+        if node.get("type") == "string":
+            return f"strings of at most {_n(node['maxLength'])} characters"
+        return f"{node.get('type')}s"
+
+    def keys(node: dict[str, Any]) -> str:
+        rule = next(
+            r["rule"]
+            for r in node.get("x-kubernetes-validations", [])
+            if r["rule"].startswith("self.all(k, size(k) <= ")
+        )
+        length = int(rule.split("<= ", 1)[1].split(")", 1)[0].split(" ", 1)[0])
+        syntax = " (Kubernetes label keys)" if "matches" in rule else ""
+        return f"keys of at most {_n(length)} characters{syntax}"
+
+    kind = schema.get("type")
+    if kind is None:
+        length, pattern = union_keys
+        syntax = " (Kubernetes label keys)" if pattern else ""
+        return (
+            f"any of its shapes: a map of at most {_n(schema['maxProperties'])} "
+            f"{scalar(schema['additionalProperties'])}, keys of at most {_n(length)} "
+            f"characters{syntax} (the chart's admission policy checks them), "
+            f"a list of at most {_n(schema['maxItems'])} {scalar(schema['items'])}, or a string of "
+            f"at most {_n(schema['maxLength'])} characters; nothing nested"
+        )
+    if kind == "string":
+        return f"{_n(schema['maxLength'])} characters"
+    if kind == "array":
+        return f"{_n(schema['maxItems'])} {scalar(schema['items'])}"
+    if kind == "object":
+        return (
+            f"{_n(schema['maxProperties'])} entries, {keys(schema)}, values: "
+            f"{scalar(schema['additionalProperties'])}"
+        )
+    return "fixed size"
+
+
+def _size_limits(definitions: Sequence[FormDefinition], bounds: Bounds) -> list[str]:
+    out = [
+        "## Size limits",
+        "",
+        "What the CRD admits at most in `spec.parameters` (the API server refuses more; see "
+        "[the catalog's size limits](README.md#size-limits)).",
+        "",
+        "| field | at most |",
+        "|---|---|",
+    ]
+    for field in merged_fields(definitions):
+        schema = field_schema(field, bounds)
+        if schema.get("type") in ("integer", "number", "boolean"):
+            continue
+        bound = _bound_of(schema, map_key_bounds(field, bounds))
+        out.append(f"| `{field.name}` | {_cell(bound)} |")
+    return [*out, ""]
+
+
+def render_doc(
+    line: FormLine, definitions: Sequence[FormDefinition], registry: Registry, bounds: Bounds
+) -> str:
     default_ref = registry.default_create_ref(line)
     out = [
         f"<!-- {GENERATED_NOTE}. Regenerate with `make generate`. -->",
@@ -196,9 +266,12 @@ def render_doc(line: FormLine, definitions: Sequence[FormDefinition], registry: 
         for field in disagreements:
             types = ", ".join(f"{v}: {s.type_label}" for v, s in field.declarations.items())
             out.append(
-                f"- `{field.name}` ({types}): the CRD schema admits any value here "
-                "(`x-kubernetes-preserve-unknown-fields`), and the codec of the recorded FormRef "
-                "rejects a value of the wrong type before anything is sent to the host."
+                f"- `{field.name}` ({types}): the CRD schema admits each of these shapes here, "
+                "one level deep and bounded (a node without a type, "
+                "`x-kubernetes-preserve-unknown-fields`, whose `maxProperties`, `maxItems` and "
+                "`maxLength` each bound their own shape; see Size limits), and the codec of the "
+                "recorded FormRef rejects a value of the wrong shape before anything is sent to "
+                "the host."
             )
         out.append("")
     for d in definitions:
@@ -207,6 +280,7 @@ def render_doc(line: FormLine, definitions: Sequence[FormDefinition], registry: 
         out += ["### Outputs", ""]
         out += output_table(d.outputs)
     out += connection_secret_doc(definitions)
+    out += _size_limits(definitions, bounds)
     example_def = next((d for d in definitions if d.ref == default_ref), definitions[-1])
     parameters = {
         spec.name: example_value(example_def.ref, spec)
@@ -230,7 +304,91 @@ def render_doc(line: FormLine, definitions: Sequence[FormDefinition], registry: 
     return "\n".join(out)
 
 
-def render_index(lines: dict[FormLine, list[FormDefinition]], registry: Registry) -> str:
+def _catalog_limits(bounds: Bounds) -> list[str]:
+    labels = bounds.conventions.get("labels")
+    rows = [
+        (
+            "a string of `spec.parameters` without its own `maxLength`",
+            f"{_n(bounds.string_max_length)} characters",
+        ),
+        (
+            "a list of `spec.parameters` without its own `maxItems`",
+            f"{_n(bounds.list_max_items)} items",
+        ),
+        (
+            "a map of `spec.parameters`",
+            f"{_n(bounds.map.max_properties)} entries, keys of at most "
+            f"{_n(bounds.map.key_max_length)} characters",
+        ),
+    ]
+    if labels is not None and labels.map is not None:
+        rows.append(
+            (
+                "`labels` as a map (every line)",
+                f"{_n(labels.map.max_properties)} labels; keys are Kubernetes label keys of at "
+                f"most {_n(labels.map.key_max_length)} characters (a DNS-subdomain prefix of at "
+                "most 253 and `/`, then a name of at most 63), values at most "
+                f"{_n(labels.map.value_max_length or bounds.string_max_length)} characters",
+            )
+        )
+    if labels is not None and labels.list is not None:
+        rows.append(
+            (
+                "`labels` as a list of `key=value` (every line)",
+                f"{_n(labels.list.max_items)} items of at most "
+                f"{_n(labels.list.item_max_length or bounds.string_max_length)} characters",
+            )
+        )
+    rows += [
+        (
+            "a definition's own `maxLength` / `maxItems` (wins over the default)",
+            f"{_n(bounds.ceiling_string_max_length)} characters / "
+            f"{_n(bounds.ceiling_list_max_items)} items: the generator refuses a definition "
+            "above them",
+        ),
+        ("`spec.space`", f"{_n(limits.SPACE_MAX_LENGTH)} characters"),
+        ("`spec.hostRef`, `spec.resourceName`", f"{_n(limits.NAME_MAX_LENGTH)} characters"),
+        ("`spec.importId`", f"{_n(limits.IMPORT_ID_MAX_LENGTH)} characters"),
+        (
+            "a condition message in the status",
+            f"{_n(limits.CONDITION_MESSAGE_MAX_LENGTH)} characters; the operator cuts its own at "
+            f"{_n(limits.CONDITION_MESSAGE_CAP)} and says so (`... (cut, 12,345 chars)`)",
+        ),
+        ("an Event message", f"{_n(limits.EVENT_MESSAGE_CAP)} characters, cut the same way"),
+        (
+            "`status.outputs`",
+            f"strings of {_n(limits.OUTPUT_STRING_MAX_LENGTH)} characters, lists of "
+            f"{_n(limits.OUTPUT_MAX_ITEMS)} items, maps of {_n(limits.OUTPUT_MAX_PROPERTIES)} "
+            "entries: a host output beyond them is refused (Degraded HostStateUndecodable), "
+            "never written",
+        ),
+    ]
+    return [
+        "## Size limits",
+        "",
+        "Every string, list and map of every CRD has a bound, so one CR cannot exhaust or stop "
+        "the operator for every other namespace: the API server refuses a CR beyond them. The "
+        "bounds of `spec.parameters` come from the catalog "
+        "(`operator/takoform_spec/catalog/bounds.yaml`, not part of any schemaDigest); each "
+        "line's page lists its fields' bounds.",
+        "",
+        "| what | at most |",
+        "|---|---|",
+        *(f"| {what} | {_cell(bound)} |" for what, bound in rows),
+        "",
+        "A field whose type differs between definitions (a Bucket's `labels`) admits each of "
+        "its shapes, one level deep, bounded as above. The keys of its map shape are the one "
+        "bound no CRD schema can express: the chart's ValidatingAdmissionPolicy "
+        "`<fullname>-bounds` (e.g. `takoform-operator-bounds`) enforces it (Kubernetes 1.30 "
+        "or later). With the CRDs installed without the chart, those keys are bounded by the "
+        "object's size only.",
+        "",
+    ]
+
+
+def render_index(
+    lines: dict[FormLine, list[FormDefinition]], registry: Registry, bounds: Bounds
+) -> str:
     out = [
         f"<!-- {GENERATED_NOTE}. Regenerate with `make generate`. -->",
         "# Form catalog",
@@ -248,4 +406,4 @@ def render_index(lines: dict[FormLine, list[FormDefinition]], registry: Registry
             f"| [{line.api_version} {line.kind}]({doc_file(line)}) | {versions} | "
             f"{default_ref.definition_version if default_ref else '—'} | `{crd_name(line)}` |"
         )
-    return "\n".join([*out, ""])
+    return "\n".join([*out, "", *_catalog_limits(bounds)])

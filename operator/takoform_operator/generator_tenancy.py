@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from takoform_operator.core import limits
 from takoform_operator.core.binding import BINDING_KIND, BINDING_PLURAL, Phase
 from takoform_operator.core.tenancy import (
     DEFAULT_HOST,
@@ -22,9 +23,18 @@ from takoform_operator.core.tenancy import (
     HOST_PLURAL,
     VERSION,
 )
-from takoform_operator.generator_crd import DEFINITION_VERSION_PATTERN, space_schema
+from takoform_operator.generator_crd import (
+    DEFINITION_VERSION_PATTERN,
+    conditions_schema,
+    key_rule,
+    space_schema,
+)
 
-_STRING: dict[str, Any] = {"type": "string", "minLength": 1}
+_STRING: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": limits.NAME_MAX_LENGTH}
+#: A host URL; label keys (a 253-character prefix, "/", a 63-character name) and values.
+_URL_MAX, _LABEL_KEY_MAX, _LABEL_VALUE_MAX = 2048, 317, 63
+#: A grant's lists: its spaces (or patterns), named namespaces, selector terms and values.
+_GRANT_MAX_ITEMS = 1024
 #: Object names (DNS subdomains) and namespace names (DNS labels), as the API server checks them.
 _SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 _LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -42,7 +52,8 @@ def _secret_key_ref(what: str, default_key: str) -> dict[str, Any]:
     return {
         "type": "object",
         "description": f"{what} Secret in the operator's own namespace, read by the operator "
-        "only (namespace users cannot read it).",
+        "only (namespace users cannot read it); used only when it is opted in for this host "
+        "(annotation takoform.io/host-credential-for naming it).",
         "required": ["name"],
         "properties": {
             "name": {**_STRING, "description": "Secret name."},
@@ -56,36 +67,37 @@ def _secret_key_ref(what: str, default_key: str) -> dict[str, Any]:
 
 
 def _conditions() -> dict[str, Any]:
-    return {
-        "type": "array",
-        "description": "Ready: the host answers and accepts the token (reasons Reachable, "
-        "Unreachable, CertificateUntrusted, Unauthenticated, SecretNotFound, InvalidHost).",
-        "x-kubernetes-list-type": "map",
-        "x-kubernetes-list-map-keys": ["type"],
-        "items": {
-            "type": "object",
-            "required": ["type", "status"],
-            "properties": {
-                "type": {"type": "string"},
-                "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-                "reason": {"type": "string"},
-                "message": {"type": "string"},
-                "lastTransitionTime": {"type": "string", "format": "date-time"},
-                "observedGeneration": {"type": "integer"},
-            },
-        },
-    }
+    return conditions_schema(
+        "Ready: the host answers and accepts the token (reasons Reachable, "
+        "Unreachable, CertificateUntrusted, Unauthenticated, SecretNotFound, SecretNotOptedIn, "
+        "InsecureUrl, InvalidHost).",
+        {"type": "string", "maxLength": 316},
+    )
 
 
 def host_crd() -> dict[str, Any]:
     spec = {
         "type": "object",
         "required": ["url", "tokenSecretRef"],
+        "x-kubernetes-validations": [
+            {
+                "rule": "self.url.startsWith('https://') || (has(self.insecure) && self.insecure)",
+                "message": "url must be https; a plain http host needs insecure: true explicitly",
+            }
+        ],
         "properties": {
             "url": {
                 "type": "string",
+                "maxLength": _URL_MAX,
                 "pattern": "^https?://[^\\s]+$",
-                "description": "Base URL of the host API (http or https).",
+                "description": "Base URL of the host API: https, or http with insecure: true.",
+            },
+            "insecure": {
+                "type": "boolean",
+                "default": False,
+                "description": "Allow a plain http url: the token then travels in clear text "
+                "(a host on a trusted network only). Without it the operator sends nothing to "
+                "an http url.",
             },
             "tokenSecretRef": _secret_key_ref("The bearer token of the host:", "token"),
             "caBundleSecretRef": _secret_key_ref(
@@ -94,7 +106,8 @@ def host_crd() -> dict[str, Any]:
             "clientCertSecretRef": {
                 "type": "object",
                 "description": "Optional client certificate: a kubernetes.io/tls Secret "
-                "(tls.crt, tls.key) in the operator's namespace.",
+                "(tls.crt, tls.key) in the operator's namespace, opted in for this host like the "
+                "token.",
                 "required": ["name"],
                 "properties": {"name": {**_STRING, "description": "Secret name."}},
             },
@@ -116,10 +129,10 @@ def host_crd() -> dict[str, Any]:
     form = {
         "type": "object",
         "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "definitionVersion": {"type": "string"},
-            "schemaDigest": {"type": "string"},
+            "apiVersion": {"type": "string", "maxLength": _API_VERSION_MAX},
+            "kind": {"type": "string", "maxLength": _KIND_MAX},
+            "definitionVersion": {"type": "string", "maxLength": _DEFINITION_VERSION_MAX},
+            "schemaDigest": {"type": "string", "maxLength": limits.SCHEMA_DIGEST_MAX_LENGTH},
             "served": {"type": "boolean", "description": "The host serves this FormRef."},
             "supported": {"type": "boolean", "description": "This operator build decodes it."},
         },
@@ -130,9 +143,14 @@ def host_crd() -> dict[str, Any]:
         "properties": {
             "conditions": _conditions(),
             "observedGeneration": {"type": "integer"},
-            "lastProbeTime": {"type": "string", "format": "date-time"},
+            "lastProbeTime": {
+                "type": "string",
+                "format": "date-time",
+                "maxLength": limits.TIMESTAMP_MAX_LENGTH,
+            },
             "forms": {
                 "type": "array",
+                "maxItems": limits.HOST_FORMS_MAX_ITEMS,
                 "description": "Every FormRef the host serves or this build supports, flagged.",
                 "items": form,
             },
@@ -163,9 +181,17 @@ def grant_crd() -> dict[str, Any]:
         "type": "object",
         "required": ["key", "operator"],
         "properties": {
-            "key": _STRING,
-            "operator": {"type": "string", "enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
-            "values": {"type": "array", "items": {"type": "string"}},
+            "key": {**_STRING, "maxLength": _LABEL_KEY_MAX},
+            "operator": {
+                "type": "string",
+                "enum": ["In", "NotIn", "Exists", "DoesNotExist"],
+                "maxLength": 12,
+            },
+            "values": {
+                "type": "array",
+                "maxItems": _GRANT_MAX_ITEMS,
+                "items": {"type": "string", "maxLength": _LABEL_VALUE_MAX},
+            },
         },
     }
     spec = {
@@ -176,7 +202,8 @@ def grant_crd() -> dict[str, Any]:
             "spaces": {
                 "type": "array",
                 "minItems": 1,
-                "items": {**_STRING, "pattern": "^[^/]+$"},
+                "maxItems": _GRANT_MAX_ITEMS,
+                "items": {**_STRING, "maxLength": limits.SPACE_MAX_LENGTH, "pattern": "^[^/]+$"},
                 "description": "Spaces: exact names or shell-style patterns (*, ?, [...]); "
                 "case-sensitive.",
             },
@@ -192,15 +219,24 @@ def grant_crd() -> dict[str, Any]:
                     }
                 ],
                 "properties": {
-                    "names": {"type": "array", "items": _STRING},
+                    "names": {"type": "array", "maxItems": _GRANT_MAX_ITEMS, "items": _STRING},
                     "selector": {
                         "type": "object",
                         "properties": {
                             "matchLabels": {
                                 "type": "object",
-                                "additionalProperties": {"type": "string"},
+                                "maxProperties": _GRANT_MAX_ITEMS,
+                                "x-kubernetes-validations": [key_rule(_LABEL_KEY_MAX, None)],
+                                "additionalProperties": {
+                                    "type": "string",
+                                    "maxLength": _LABEL_VALUE_MAX,
+                                },
                             },
-                            "matchExpressions": {"type": "array", "items": requirement},
+                            "matchExpressions": {
+                                "type": "array",
+                                "maxItems": _GRANT_MAX_ITEMS,
+                                "items": requirement,
+                            },
                         },
                     },
                 },
@@ -307,8 +343,9 @@ def _requested() -> dict[str, Any]:
             "importId": {
                 "type": "string",
                 "nullable": True,
-                "description": "spec.importId of the owner (null: none). No maxLength, like the "
-                "CR's spec.importId and the space it may contain.",
+                "maxLength": limits.IMPORT_ID_MAX_LENGTH,
+                "description": "spec.importId of the owner (null: none); the bound of the CR's "
+                "spec.importId.",
             },
             "hostRef": {
                 "type": "string",
@@ -412,8 +449,8 @@ def _crd(
     columns: list[dict[str, Any]],
 ) -> dict[str, Any]:
     properties: dict[str, Any] = {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
+        "apiVersion": {"type": "string", "maxLength": _API_VERSION_MAX},
+        "kind": {"type": "string", "maxLength": _KIND_MAX},
         "metadata": {"type": "object"},
         "spec": spec,
     }

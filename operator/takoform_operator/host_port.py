@@ -5,6 +5,10 @@ Implementations (takoform_operator.host_client) translate HTTP answers into this
 
     HostError
     ├── HostUnavailable          transport failure, 429 or 5xx: retryable (retry_after honoured)
+    │   ├── SecretNotFound       a Secret the host names is missing (SecretNotOptedIn: not
+    │   │                        opted in as its credential)
+    │   ├── HostInsecure         plain http without `insecure`: nothing is sent
+    │   └── HostCertificateUntrusted
     ├── HostProtocolError        an answer outside the contract (not JSON, unknown code, wrong ref)
     └── HostRejected             a 4xx with a contract error body: not retryable as is
         ├── Unauthenticated / Forbidden
@@ -29,6 +33,8 @@ never on message text.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from takoform_spec.host_api import ErrorCode
@@ -36,6 +42,15 @@ from takoform_spec.host_api import ErrorCode
 if TYPE_CHECKING:
     from takoform_operator.core.actions import Action, Target
     from takoform_operator.core.state import OperationView, ResourceView
+
+
+@dataclass(frozen=True)
+class StoredSecret:
+    """A Secret of the operator's namespace as the host clients need it: its data and its
+    annotations (the opt-in, core.tenancy.CREDENTIAL_ANNOTATION)."""
+
+    data: Mapping[str, bytes]
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 class HostError(Exception):
@@ -57,6 +72,19 @@ class SecretNotFound(HostUnavailable):
     """A Secret a TakoformHost names is missing (or its key is): retry later, say which."""
 
     code = "secret_not_found"
+
+
+class SecretNotOptedIn(SecretNotFound):
+    """A Secret a host names is not opted in as that host's credential
+    (core.tenancy.CREDENTIAL_ANNOTATION): it is never used; the message says how to opt it in."""
+
+    code = "secret_not_opted_in"
+
+
+class HostInsecure(HostUnavailable):
+    """A host with a plain http URL that does not say `insecure` explicitly: nothing is sent."""
+
+    code = "host_insecure"
 
 
 class HostCertificateUntrusted(HostUnavailable):

@@ -15,9 +15,10 @@ from typing import Any
 import kopf
 from prometheus_client import start_http_server
 
+from takoform_operator.core.tenancy import DEFAULT_HOST, SecretKeyRef, implicit_host_refusal
 from takoform_operator.health import Health
 from takoform_operator.host_client.client import HostClient, TokenSource
-from takoform_operator.host_client.pool import HostPool
+from takoform_operator.host_client.pool import HostPool, SecretReader, SecretToken
 from takoform_operator.host_client.token_file import FileToken
 from takoform_operator.kube.bindings import BindingBook
 from takoform_operator.kube.connection_secrets import HttpSecretStore
@@ -65,12 +66,14 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         await health.start(settings.bind_address, settings.health_port)
         logger.info("health on %s:%d/healthz,/readyz", settings.bind_address, settings.health_port)
     secrets_namespace = settings.secrets_namespace()
+    reader = KubernetesSecretReader(secrets_namespace)
     pool = HostPool(
-        KubernetesSecretReader(secrets_namespace),
+        reader,
         refresh_seconds=settings.token_refresh_seconds,
         read_retries=settings.host_read_retries,
         max_connections=settings.host_max_connections,
-        implicit=host_client(settings) if settings.implicit_host else None,
+        implicit=host_client(settings, reader) if settings.implicit_host else None,
+        implicit_refusal=implicit_host_refusal(settings.host_url, settings.host_insecure),
     )
     book = TenancyBook(pool)
     writer = HttpCrWriter(max_connections=settings.max_concurrent_reconciles)
@@ -175,13 +178,20 @@ async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics
         await asyncio.to_thread(elector.release)
 
 
-def host_client(settings: Settings) -> HostClient:
-    """The host client configured from the settings (the client itself knows no settings)."""
+def host_client(settings: Settings, reader: SecretReader | None = None) -> HostClient:
+    """The host client configured from the settings (the client itself knows no settings). A
+    token Secret (TAKOFORM_HOST_TOKEN_SECRET) is read like a TakoformHost's: by name, re-read on
+    the refresh interval and after a 401, used only when opted in for host `default`."""
     verify, cert = settings.host_tls()
-    token: TokenSource | str | None = settings.token()
-    if settings.host_token_file is not None:
+    token: TokenSource | str | None
+    if settings.host_token_secret is not None and reader is not None:
+        ref = SecretKeyRef(settings.host_token_secret, settings.host_token_secret_key)
+        token = SecretToken(reader, ref, DEFAULT_HOST, settings.token_refresh_seconds)
+    elif settings.host_token_file is not None:
         # Re-read on change: a mounted Secret is updated in place.
         token = FileToken(settings.host_token_file)
+    else:
+        token = settings.token()
     return HostClient(
         settings.host_url,
         token,

@@ -21,6 +21,20 @@ class Settings(BaseSettings):
     host_token_file: Path | None = Field(
         default=None, description="File holding the bearer token (wins over host_token)."
     )
+    host_token_secret: str | None = Field(
+        default=None,
+        description="Secret of the operator's namespace holding the bearer token (wins over "
+        "host_token_file), read like a TakoformHost's: it must be opted in for host `default` "
+        "(annotation takoform.io/host-credential-for, docs/tenancy.md).",
+    )
+    host_token_secret_key: str = Field(
+        default="token", min_length=1, description="Key of the token in host_token_secret."
+    )
+    host_insecure: bool = Field(
+        default=False,
+        description="Allow a plain http host_url (the token travels in clear text); without "
+        "it only https is used and nothing is sent to an http URL.",
+    )
     host_ca_bundle: Path | None = Field(default=None, description="CA bundle to verify the host.")
     host_client_cert: Path | None = Field(default=None, description="Client certificate (PEM).")
     host_client_key: Path | None = Field(default=None, description="Client certificate key.")
@@ -118,6 +132,16 @@ class Settings(BaseSettings):
         description="Re-read host Secrets (token, CA bundle, client certificate) this often "
         "(a token also after a 401, the CA bundle after a certificate failed to verify).",
     )
+    connection_secret_role: str | None = Field(
+        default=None,
+        description="The ClusterRole holding the operator's connection-Secret rights, bound "
+        "per served namespace (named in the ConnectionSecretForbidden remedy; docs/tenancy.md).",
+    )
+    service_account: str | None = Field(
+        default=None,
+        description="The operator's ServiceAccount as `namespace:name` (named in the "
+        "ConnectionSecretForbidden remedy).",
+    )
     host_status_seconds: float = Field(
         default=60.0, gt=0, description="Probe each TakoformHost and write its status this often."
     )
@@ -172,6 +196,8 @@ class Settings(BaseSettings):
         return verify, cert
 
     def token(self) -> str | None:
+        """The implicit host's token from the environment or its file (host_token_secret is
+        read through the Secret reader, main.host_client)."""
         if self.host_token_file is not None:
             return self.host_token_file.read_text(encoding="utf-8").strip()
         return self.host_token.get_secret_value() if self.host_token else None

@@ -105,7 +105,7 @@ def setup(
     with host.api() as api:
         api.put("/v1alpha3/spaces/team-a").raise_for_status()
     host_name = f"plugin-{uuid.uuid4().hex[:6]}"
-    token_secret(kube_cluster, ops_namespace, "host-token", host.token)
+    token_secret(kube_cluster, ops_namespace, "host-token", host.token, [host_name])
     kube_cluster.apply(host_manifest(host_name, host.url, "host-token"))
     log = tmp_path / "operator.log"
     try:
@@ -125,7 +125,12 @@ def setup(
             # No TAKOFORM_HOST_* here: the plugin finds the host through the TakoformHost.
             env = {k: v for k, v in os.environ.items() if not k.startswith("TAKOFORM_")}
             env["KUBECONFIG"] = str(kube_cluster.kubeconfig)
-            implicit = {**env, "TAKOFORM_HOST_URL": host.url, "TAKOFORM_HOST_TOKEN": host.token}
+            implicit = {
+                **env,
+                "TAKOFORM_HOST_URL": host.url,
+                "TAKOFORM_HOST_TOKEN": host.token,
+                "TAKOFORM_HOST_INSECURE": "true",  # the local reference host is plain http
+            }
             yield {
                 "host": host,
                 "host_name": host_name,
@@ -219,6 +224,36 @@ def test_import_applied_as_is_binds_without_a_single_host_mutation(
     assert f"Events (last {min(len(events), 10)} of {len(events)})" in text
     for event in events:
         assert event["reason"] in text.split("Events")[1]
+
+
+def test_an_import_beyond_the_crd_size_bounds_is_refused_before_it_is_printed(
+    setup: dict[str, Any], kube_cluster: KubeCluster, kube_namespace: str
+) -> None:
+    """A resource made on the host directly may hold what the CRD's bounds refuse (a label
+    value of 100 characters): the plugin says so, naming the API server's reason, and prints no
+    manifest; its server-side dry run stores nothing. At the bounds, it prints the manifest."""
+    host, env = setup["host"], setup["env"]
+    ops = ["--host", setup["host_name"], "--operator-namespace", setup["ops"]]
+    host_create(host, DEFAULT_REF, "wide", {"region": "eu-west-1", "sizeGiB": 1,
+                                             "labels": {"team": "v" * 100}})  # fmt: skip
+    host_create(host, DEFAULT_REF, "fits", {"region": "eu-west-1", "sizeGiB": 1,
+                                             "labels": {"team": "v" * 63}})  # fmt: skip
+    refused = plugin(
+        "import", canonical_import_id("team-a", "wide", DEFAULT_REF), "-n", kube_namespace,
+        *ops, env=env,
+    )  # fmt: skip
+    assert (refused.returncode, refused.stdout) == (1, ""), refused.stderr
+    assert "does not fit this cluster's buckets.storage.takoform.io" in refused.stderr
+    assert "spec.parameters.labels.team" in refused.stderr and "63" in refused.stderr
+    assert "Traceback" not in refused.stderr and len(refused.stderr.splitlines()) == 1
+    listed = kube_cluster.kubectl("get", "buckets", "-o", "name", namespace=kube_namespace)
+    assert listed.stdout == "", "the dry run stored nothing"
+    fits = plugin(
+        "import", canonical_import_id("team-a", "fits", DEFAULT_REF), "-n", kube_namespace,
+        *ops, env=env,
+    )  # fmt: skip
+    assert fits.returncode == 0, fits.stderr
+    assert yaml.safe_load(fits.stdout)["spec"]["parameters"]["labels"] == {"team": "v" * 63}
 
 
 def test_observe_import_reports_drift_without_repairing_it_and_full_repairs_it_once(
@@ -330,6 +365,11 @@ def test_blocked_lists_a_blocked_cr_with_the_operators_remedy(
         line.split()[:3] == [kube_namespace, "bucket.storage.takoform.io/taken", reason]
         for line in everywhere.stdout.splitlines()
     )
+    as_json = plugin("blocked", "-n", kube_namespace, "-o", "json", env=env)
+    assert as_json.returncode == 0, as_json.stderr
+    (item,) = json.loads(as_json.stdout)["items"]
+    assert (item["resource"], item["reason"]) == ("bucket.storage.takoform.io/taken", reason)
+    assert item["remedies"] == recorded, "the remedies as recorded, not parsed from prose"
     empty = plugin("blocked", "-n", setup["ops"], env=env)
     nothing = f"No Blocked resources in namespace {setup['ops']}.\n"
     assert (empty.returncode, empty.stdout) == (0, nothing)
@@ -382,7 +422,8 @@ def test_errors_are_one_line_with_an_exit_status(
     dead_kubeconfig = tmp_path / "dead.kubeconfig"
     dead_kubeconfig.write_text(json.dumps(unreachable))
     dead_host = f"dead-{uuid.uuid4().hex[:6]}"
-    kube_cluster.apply(host_manifest(dead_host, f"http://127.0.0.1:{dead_port}", "host-token"))
+    token_secret(kube_cluster, setup["ops"], "dead-token", "t", [dead_host])
+    kube_cluster.apply(host_manifest(dead_host, f"http://127.0.0.1:{dead_port}", "dead-token"))
     some_id = canonical_import_id("team-a", "nothing-here", DEFAULT_REF)
     ops = ["--operator-namespace", setup["ops"]]
     cases = [

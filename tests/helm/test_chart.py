@@ -15,7 +15,8 @@ import pytest
 import yaml
 from fixtures_helm import CHART, kinds, render, rule_file
 from fixtures_kube import KubeCluster, KubeTools, wait_until
-from operator_process import operator_process
+from operator_process import condition_of, cr_status, is_ready, operator_process
+from tenancy import granted
 
 REPO = Path(__file__).resolve().parents[2]
 RUNBOOKS = "docs/runbooks.md"  # alerts.runbookBaseUrl's default
@@ -27,18 +28,21 @@ def test_chart_lints_strictly(helm: Any) -> None:
 
 
 #: The operator's roles, the tenancy and user ClusterRoles, and the Role of the leader Lease.
-RBAC_KINDS = ["ClusterRole"] * 5 + ["ClusterRoleBinding"] * 2 + ["Role", "RoleBinding"] * 2
+#: With nothing granted, the connection-Secret ClusterRole (the sixth) is bound nowhere.
+RBAC_KINDS = ["ClusterRole"] * 6 + ["ClusterRoleBinding"] * 2 + ["Role", "RoleBinding"] * 2
+#: The size bounds no CRD schema can express (templates/bounds-policy.yaml), always on.
+POLICY_KINDS = ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
 
 
 def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: Any) -> None:
-    base = sorted([*RBAC_KINDS, "Deployment", "Service", "ServiceAccount"])
+    base = sorted([*RBAC_KINDS, *POLICY_KINDS, "Deployment", "Service", "ServiceAccount"])
     assert kinds(render(helm)) == base
     monitoring = ["metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"]
     assert kinds(render(helm, *monitoring)) == sorted([*base, "PrometheusRule", "ServiceMonitor"])
     off = kinds(render(helm, "metrics.enabled=false", *monitoring))
-    assert off == sorted([*RBAC_KINDS, "Deployment", "ServiceAccount"])
+    assert off == sorted([*RBAC_KINDS, *POLICY_KINDS, "Deployment", "ServiceAccount"])
     without_user_roles = kinds(render(helm, "rbac.userRoles.create=false"))
-    assert without_user_roles.count("ClusterRole") == 2
+    assert without_user_roles.count("ClusterRole") == 3
     assert "PodDisruptionBudget" in kinds(render(helm, "replicaCount=2"))
     assert "ServiceAccount" not in kinds(render(helm, "serviceAccount.create=false"))
 
@@ -54,7 +58,12 @@ def test_watch_namespace_narrows_rbac_to_a_role(helm: Any) -> None:
     )
     assert role["metadata"]["namespace"] == "team-a"
     # Cluster-wide, the operator may only read the tenancy policy and namespace labels.
-    cluster_roles = [doc for doc in docs if doc["kind"] == "ClusterRole"]
+    # Plus the connection-Secret rights, which only a RoleBinding (in team-a) makes effective.
+    cluster_roles = [
+        doc
+        for doc in docs
+        if doc["kind"] == "ClusterRole" and not doc["metadata"]["name"].endswith("-secrets")
+    ]
     assert [r["metadata"]["name"] for r in cluster_roles] == ["t-takoform-operator-tenancy"]
     assert _grants(cluster_roles[0]) == {
         ("operator.takoform.io", "takoformhosts", "get"),
@@ -164,17 +173,29 @@ CONNECTION_SECRET_RULE = {
 
 
 @pytest.mark.parametrize(
-    ("values", "kind", "namespace"),
-    [((), "ClusterRole", None), (("watchNamespace=team-a",), "Role", "team-a")],
-    ids=["all namespaces", "one namespace"],
+    ("values", "served"),
+    [
+        ((), []),
+        (("watchNamespace=team-a",), ["team-a"]),
+        (
+            (
+                "grants[0].name=g",
+                "grants[0].spaces={a}",
+                "grants[0].namespaces.names={team-b,team-a}",
+                "rbac.connectionSecretNamespaces={team-c,team-a}",
+            ),
+            ["team-a", "team-b", "team-c"],
+        ),
+    ],
+    ids=["all namespaces, nothing granted", "one namespace", "the namespaces granted"],
 )
-def test_secret_rights_are_host_tokens_by_name_and_connection_secrets_without_list_or_delete(
-    helm: Any, values: tuple[str, ...], kind: str, namespace: str | None
+def test_secret_rights_are_host_tokens_by_name_and_connection_secrets_where_served(
+    helm: Any, values: tuple[str, ...], served: list[str]
 ) -> None:
     docs = render(helm, "rbac.hostSecretNames={prod-token}", *values)
     secret_rules = sorted(
         (
-            (doc["kind"], doc["metadata"].get("namespace"), rule)
+            (doc["kind"], doc["metadata"]["name"], doc["metadata"].get("namespace"), rule)
             for doc in docs
             if doc["kind"] in ("Role", "ClusterRole")
             for rule in doc["rules"]
@@ -182,11 +203,13 @@ def test_secret_rights_are_host_tokens_by_name_and_connection_secrets_without_li
         ),
         key=lambda row: str(row),
     )
-    # Host tokens: `get` by name in the operator's namespace. Connection Secrets: where the CRs
-    # are (the watched namespace, or every namespace), get/create/patch; no list, watch or
-    # delete (the garbage collector removes them with their CR).
+    # Host tokens: `get` by name in the operator's namespace. Connection Secrets: a ClusterRole
+    # that grants nothing by itself (get/create/patch; no list, watch or delete), bound by a
+    # RoleBinding only in the namespaces served: never cluster-wide, so kube-system and every
+    # namespace not granted stay out of reach.
     host_tokens = (
         "Role",
+        "t-takoform-operator-host-secrets",
         "ops",
         {
             "apiGroups": [""],
@@ -195,8 +218,51 @@ def test_secret_rights_are_host_tokens_by_name_and_connection_secrets_without_li
             "resourceNames": ["prod-token"],
         },
     )
-    expected = sorted([host_tokens, (kind, namespace, CONNECTION_SECRET_RULE)], key=str)
+    connection = ("ClusterRole", "t-takoform-operator-connection-secrets", None)
+    expected = sorted([host_tokens, (*connection, CONNECTION_SECRET_RULE)], key=str)
     assert secret_rules == expected
+    bindings = [doc for doc in docs if doc["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    to_connection = [b for b in bindings if b["roleRef"]["name"] == connection[1]]
+    assert all(b["kind"] == "RoleBinding" for b in to_connection)
+    assert sorted(b["metadata"]["namespace"] for b in to_connection) == served
+    for binding in to_connection:
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "t-takoform-operator", "namespace": "ops"}
+        ]
+    # The operator is told the role's name and its own, for the remedy it prints.
+    deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
+    env = {
+        e["name"]: e.get("value")
+        for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["TAKOFORM_CONNECTION_SECRET_ROLE"] == connection[1]
+    assert env["TAKOFORM_SERVICE_ACCOUNT"] == "ops:t-takoform-operator"
+
+
+def test_the_host_is_https_unless_insecure_is_said_and_its_token_is_read_by_name(
+    helm: Any,
+) -> None:
+    refused = helm("template", "t", str(CHART), "--set", "host.url=http://h:8787", check=False)
+    assert refused.returncode != 0
+    assert "host.url must be https; a plain http host needs host.insecure: true" in refused.stderr
+    docs = render(helm, "host.url=http://h:8787", "host.insecure=true")
+    deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["TAKOFORM_HOST_INSECURE"] == "true"
+    assert env["TAKOFORM_HOST_TOKEN_SECRET"] == "takoform-host-token"
+    assert env["TAKOFORM_HOST_TOKEN_SECRET_KEY"] == "token"
+    # Not mounted: a mounted Secret would bypass the opt-in the operator checks.
+    assert "TAKOFORM_HOST_TOKEN_FILE" not in env
+    assert all("secret" not in volume for volume in pod.get("volumes") or [])
+    default = render(helm)
+    env = {
+        e["name"]: e.get("value")
+        for doc in default
+        if doc["kind"] == "Deployment"
+        for e in doc["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["TAKOFORM_HOST_INSECURE"] == "false"
 
 
 def test_user_roles_aggregate_into_edit_and_view_and_only_admins_manage_the_policy(
@@ -349,12 +415,12 @@ def test_pod_values_reach_the_pod(helm: Any) -> None:
         "2",
         "120",
     )
-    assert env["TAKOFORM_HOST_TOKEN_FILE"] == "/var/run/secrets/takoform/host/token"
+    assert env["TAKOFORM_HOST_TOKEN_SECRET"] == "takoform-host-token"
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     account = next(doc for doc in docs if doc["kind"] == "ServiceAccount")
     assert account["metadata"] == {**account["metadata"], "name": "ops", "annotations": {"k": "v"}}
-    bindings = [doc for doc in docs if doc["kind"].endswith("Binding")]
+    bindings = [doc for doc in docs if doc["kind"] in ("ClusterRoleBinding", "RoleBinding")]
     assert all(b["subjects"][0]["name"] == "ops" for b in bindings)
 
 
@@ -726,6 +792,148 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
         wait_until(connection_secret, "the Certificate's connection Secret", timeout=60)
         kube_cluster.kubectl("delete", "certificate", "api", "--timeout=60s", namespace=namespace)
         assert "Forbidden" not in log.read_text(errors="replace")
+
+
+def test_a_cluster_wide_install_reaches_secrets_only_in_the_namespaces_it_serves(
+    helm: Any, kube_cluster: KubeCluster, kube_crds: list[Any], host_factory: Any, tmp_path: Path
+) -> None:
+    """Cluster-wide, with one namespace granted through the chart: the operator's ServiceAccount
+    may read and write Secrets there, and nowhere else (kube-system included), by `auth can-i`
+    and by real requests with its own token. A CR in a namespace granted without the
+    RoleBinding gets a condition with the remedy; the remedy, run as printed, lets it through."""
+    suffix = os.urandom(3).hex()
+    ops, served, unserved = (f"{p}-{suffix}" for p in ("ops", "served", "unserved"))
+    for namespace in (ops, served, unserved):
+        kube_cluster.kubectl("create", "namespace", namespace)
+    kubeconfig = f"--kubeconfig={kube_cluster.kubeconfig}"
+    grant = {"name": f"{served}-team-a", "spaces": ["team-a"], "namespaces": {"names": [served]}}
+    release = "tkw"
+    account = f"system:serviceaccount:{ops}:{release}-takoform-operator"
+    try:
+        helm(
+            "install", release, str(CHART), kubeconfig, "--namespace", ops,
+            "--set", "rbac.userRoles.create=false",
+            "--set-json", "grants=" + json.dumps([grant]),
+        )  # fmt: skip
+        for namespace in (served, unserved, "kube-system"):
+            kube_cluster.apply(
+                json.dumps(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Secret",
+                        "metadata": {"name": "probe", "namespace": namespace},
+                        "stringData": {"k": "v"},
+                    }
+                )
+            )
+
+        def can(verb: str, namespace: str) -> str:
+            args = ("auth", "can-i", verb, "secrets", "-n", namespace, f"--as={account}")
+            return str(kube_cluster.kubectl(*args, check=False).stdout.strip())
+
+        for verb in ("get", "create", "patch"):
+            assert can(verb, served) == "yes", verb
+            assert can(verb, unserved) == "no", verb
+            assert can(verb, "kube-system") == "no", verb
+        for verb in ("list", "watch", "delete"):
+            assert can(verb, served) == "no", verb
+        assert (
+            kube_cluster.kubectl(
+                "auth", "can-i", "get", "secrets", "-A", f"--as={account}", check=False
+            ).stdout.strip()
+            == "no"
+        )
+        # Real requests with the ServiceAccount's own token: refused where it does not serve.
+        token = kube_cluster.kubectl(
+            "create", "token", f"{release}-takoform-operator", namespace=ops
+        ).stdout.strip()
+        got = kube_cluster.kubectl(
+            "get", "secret", "probe", "-o", "json", namespace=served, token=token
+        )
+        assert json.loads(got.stdout)["metadata"]["name"] == "probe"
+        for namespace in (unserved, "kube-system"):
+            refused = kube_cluster.kubectl(
+                "get", "secret", "probe", namespace=namespace, token=token, check=False
+            )
+            assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), namespace
+
+        # The operator itself, as that ServiceAccount, cluster-wide: a Certificate (sensitive
+        # outputs) in a namespace granted the space but without the RoleBinding.
+        host = host_factory(commit_delay=0.05)
+        with host.api() as api:
+            api.put("/v1alpha3/spaces/team-a").raise_for_status()
+        certificate = {
+            "apiVersion": "pki.takoform.io/v1",
+            "kind": "Certificate",
+            "metadata": {"name": "api"},
+            "spec": {
+                "space": "team-a",
+                "parameters": {"commonName": "api.example.com", "issuer": "internal-ca"},
+            },
+        }
+        log = tmp_path / "operator.log"
+        role = f"{release}-takoform-operator-connection-secrets"
+        with (
+            granted(kube_cluster, unserved, ["team-a"]),
+            operator_process(
+                kube_cluster.token_kubeconfig(token),
+                host,
+                None,
+                log,
+                METRICS_PORT="0",
+                OPERATOR_NAMESPACE=ops,
+                POLL_READY_SECONDS="2",
+                CONNECTION_SECRET_ROLE=role,
+                SERVICE_ACCOUNT=f"{ops}:{release}-takoform-operator",
+            ),
+        ):
+            kube_cluster.apply(json.dumps(certificate), namespace=unserved)
+
+            def degraded() -> dict[str, Any]:
+                status = cr_status(kube_cluster, unserved, "api", "certificate")
+                return condition_of(status, "Degraded")
+
+            try:
+                wait_until(
+                    lambda: degraded().get("reason") == "ConnectionSecretForbidden",
+                    "the Certificate Degraded ConnectionSecretForbidden",
+                    timeout=60,
+                )
+            except BaseException:
+                print(log.read_text(errors="replace")[-4000:])
+                raise
+            status = cr_status(kube_cluster, unserved, "api", "certificate")
+            ready = condition_of(status, "Ready")
+            assert ready["status"] == "False" and ready["reason"] == "ConnectionSecretForbidden"
+            command = next(
+                r["command"] for r in status["remedies"] if "rolebinding" in r["command"]
+            )
+            assert command == (
+                f"kubectl -n {unserved} create rolebinding {role} --clusterrole={role} "
+                f"--serviceaccount={ops}:{release}-takoform-operator"
+            )
+            assert "privateKey" not in json.dumps(status)
+            # The remedy as printed, by an admin: the Secret is written, the CR becomes Ready.
+            kube_cluster.kubectl(*command.split()[1:])
+            wait_until(
+                lambda: is_ready(kube_cluster, unserved, "api", "certificate"),
+                "the Certificate Ready once its Secret may be written",
+                timeout=60,
+            )
+            secret = kube_cluster.kubectl_json(
+                "get", "secret", "api-connection", namespace=unserved
+            )
+            assert "privateKey" in secret["data"]
+            kube_cluster.kubectl(
+                "delete", "certificate", "api", "--timeout=60s", namespace=unserved
+            )
+        text = log.read_text(errors="replace")
+        assert "Traceback" not in text
+    finally:
+        helm("uninstall", release, kubeconfig, "--namespace", ops, check=False)
+        for namespace in (ops, served, unserved):
+            kube_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        kube_cluster.kubectl("delete", "secret", "probe", "-n", "kube-system", check=False)
 
 
 def _documented_values() -> list[str]:

@@ -68,12 +68,15 @@ def test_off_by_default_and_on_it_adds_the_host_its_service_and_its_token(helm: 
 def test_the_operators_implicit_host_is_the_reference_host_through_its_service(helm: Any) -> None:
     docs = render(helm, ON)
     operator = _operator(docs)
-    assert _env(operator)["TAKOFORM_HOST_URL"] == f"http://{HOST}.ops.svc:8787"
-    (token_volume,) = [
-        v for v in operator["spec"]["template"]["spec"]["volumes"] if v["name"] == "host-token"
-    ]
-    assert token_volume["secret"]["secretName"] == SECRET
-    assert token_volume["secret"]["items"] == [{"key": "token", "path": "token"}]
+    env = _env(operator)
+    assert env["TAKOFORM_HOST_URL"] == f"http://{HOST}.ops.svc:8787"
+    assert (env["TAKOFORM_HOST_TOKEN_SECRET"], env["TAKOFORM_HOST_TOKEN_SECRET_KEY"]) == (
+        SECRET,
+        "token",
+    )
+    # It speaks plain http: the implicit host is insecure explicitly, and only with the option.
+    assert env["TAKOFORM_HOST_INSECURE"] == "true"
+    assert _env(_operator(render(helm)))["TAKOFORM_HOST_INSECURE"] == "false"
 
     host = _by_kind(docs, "Deployment", HOST)
     service = _by_kind(docs, "Service", HOST)
@@ -117,6 +120,34 @@ def test_with_host_network_both_meet_on_the_nodes_loopback(helm: Any) -> None:
     assert "--listen=127.0.0.1:18787" in container["args"]
     for probe in ("readinessProbe", "livenessProbe"):
         assert container[probe]["httpGet"]["host"] == "127.0.0.1", probe
+
+
+def test_the_operator_may_read_its_token_and_write_connection_secrets_where_it_grants(
+    helm: Any,
+) -> None:
+    docs = render(
+        helm, ON, "referenceHost.grantNamespaces={demo}", "rbac.hostSecretNames={other-token}"
+    )
+    role = _by_kind(docs, "Role", "t-takoform-operator-host-secrets")
+    (rule,) = role["rules"]
+    assert rule["resourceNames"] == ["other-token", SECRET] and rule["verbs"] == ["get"]
+    bound = {
+        d["metadata"]["namespace"]
+        for d in docs
+        if d["kind"] == "RoleBinding"
+        and d["roleRef"]["name"] == "t-takoform-operator-connection-secrets"
+    }
+    assert bound == {"demo"}
+    # Without the option, grantNamespaces grants nothing and binds nothing.
+    off = render(helm, "referenceHost.grantNamespaces={demo}")
+    assert not any(d["kind"] == "RoleBinding" and d["metadata"]["namespace"] == "demo" for d in off)
+
+
+def test_an_http_host_url_is_refused_unless_insecure_or_the_reference_host(helm: Any) -> None:
+    http = "host.url=http://somewhere:8787"
+    refused = helm("template", "t", str(CHART), "--set", http, check=False)
+    assert refused.returncode != 0 and "host.insecure" in refused.stderr
+    render(helm, http, ON)  # host.url is not used then
 
 
 def _token(docs: list[dict[str, Any]]) -> str:

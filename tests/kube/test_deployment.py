@@ -77,6 +77,7 @@ def local_values(node: NodeCluster, host: Any, metrics_port: int, health_port: i
         "--set", f"image.tag={tag}",
         "--set", "image.pullPolicy=Never",
         "--set", f"host.url={host.url}",
+        "--set", "host.insecure=true",  # the local reference host is plain http
         "--set", "hostNetwork=true",
         "--set", "bindAddress=127.0.0.1",
         "--set", f"metrics.port={metrics_port}",
@@ -95,6 +96,11 @@ def install(helm: Any, node: NodeCluster, namespace: str, host: Any, *values: st
     kube = node.kube
     kube.kubectl(
         "create", "secret", "generic", "takoform-host-token", f"--from-literal=token={host.token}",
+        namespace=namespace,
+    )  # fmt: skip
+    # Opted in as the credential of the implicit host `default` (docs/tenancy.md).
+    kube.kubectl(
+        "annotate", "secret", "takoform-host-token", "takoform.io/host-credential-for=default",
         namespace=namespace,
     )  # fmt: skip
     metrics_port, health_port = free_port(), free_port()

@@ -122,6 +122,10 @@ def release(
         "create", "secret", "generic", "takoform-host-token", f"--from-literal=token={host.token}",
         namespace=namespace,
     )  # fmt: skip
+    kube.kubectl(
+        "annotate", "secret", "takoform-host-token", "takoform.io/host-credential-for=default",
+        namespace=namespace,
+    )  # fmt: skip
     metrics_port, health_port = free_port(), free_port()
     image, _, tag = node.image.rpartition(":")
     with granted(kube, namespace, ["team-a"]):
@@ -131,7 +135,7 @@ def release(
             "--namespace", namespace,
             "--set", f"image.repository={image}", "--set", f"image.tag={tag}",
             "--set", "image.pullPolicy=Never",
-            "--set", f"host.url={host.url}",
+            "--set", f"host.url={host.url}", "--set", "host.insecure=true",
             "--set", "hostNetwork=true",
             "--set", f"metrics.port={metrics_port}", "--set", f"health.port={health_port}",
             "--set", "pollReadySeconds=2",

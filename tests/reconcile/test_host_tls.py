@@ -3,32 +3,37 @@ certificate come from Secrets and are read again when they change, without a new
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 from processes import HostProcess, HostTls
 from tls import Pki
 
-from takoform_operator.core.tenancy import HostConfig, SecretKeyRef
+from takoform_operator.core.tenancy import CREDENTIAL_ANNOTATION, HostConfig, SecretKeyRef
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.pool import DOUBT_RECHECK_SECONDS, HostPool
-from takoform_operator.host_port import HostCertificateUntrusted, HostUnavailable
+from takoform_operator.host_port import HostCertificateUntrusted, HostUnavailable, StoredSecret
 
 pytestmark = pytest.mark.host
 REFRESH = 30.0
 
 
 class Secrets:
-    """The Secrets of the operator's namespace, as the pool's reader sees them."""
+    """The Secrets of the operator's namespace, as the pool's reader sees them (each opted in
+    as a credential of the host of these tests)."""
+
+    namespace = "ops"
 
     def __init__(self) -> None:
         self.data: dict[str, dict[str, bytes]] = {}
         self.reads = 0
 
-    async def read(self, name: str) -> Mapping[str, bytes] | None:
+    async def read(self, name: str) -> StoredSecret | None:
         self.reads += 1
-        return self.data.get(name)
+        if name not in self.data:
+            return None
+        return StoredSecret(self.data[name], {CREDENTIAL_ANNOTATION: "tls-host"})
 
     def put_ca(self, crt: Path) -> None:
         self.data["host-ca"] = {"ca.crt": crt.read_bytes()}

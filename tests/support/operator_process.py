@@ -29,6 +29,8 @@ def operator_process(
     if host is not None:
         env["TAKOFORM_HOST_URL"] = host.url  # type: ignore[attr-defined]
         env["TAKOFORM_HOST_TOKEN"] = host.token  # type: ignore[attr-defined]
+        # The local reference host serves plain http: said explicitly, as a user must.
+        env["TAKOFORM_HOST_INSECURE"] = str(host.url.startswith("http://")).lower()  # type: ignore[attr-defined]
     env.update({f"TAKOFORM_{name}": value for name, value in settings.items()})
     with log.open("wb") as sink:
         process = subprocess.Popen(

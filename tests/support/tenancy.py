@@ -46,22 +46,37 @@ def granted(
         cluster.kubectl("delete", "takoformspacegrant", name, "--wait=false", check=False)
 
 
-def token_secret(cluster: Any, namespace: str, name: str, token: str) -> None:
-    """Create or replace the Secret holding a host token (key `token`)."""
+#: The annotation that opts a Secret in as the credential of the hosts it names.
+CREDENTIAL_ANNOTATION = "takoform.io/host-credential-for"
+
+
+def _opt_in(hosts: Sequence[str]) -> dict[str, Any]:
+    return {"annotations": {CREDENTIAL_ANNOTATION: ",".join(hosts)}} if hosts else {}
+
+
+def token_secret(
+    cluster: Any, namespace: str, name: str, token: str, hosts: Sequence[str] = ()
+) -> None:
+    """Create or replace the Secret holding a host token (key `token`), opted in as the
+    credential of `hosts` (none: not opted in, so the operator never sends it)."""
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace, **_opt_in(hosts)},
         "stringData": {"token": token},
     }
     cluster.apply(json.dumps(secret))
 
 
 def tls_secrets(
-    cluster: Any, namespace: str, ca: tuple[str, Path], client: tuple[str, tuple[Path, Path]]
+    cluster: Any,
+    namespace: str,
+    ca: tuple[str, Path],
+    client: tuple[str, tuple[Path, Path]],
+    hosts: Sequence[str] = (),
 ) -> None:
     """Create or replace a host's CA bundle Secret (key ca.crt) and client certificate Secret
-    (kubernetes.io/tls) from PEM files."""
+    (kubernetes.io/tls) from PEM files, opted in as credentials of `hosts`."""
     (ca_name, ca_file), (client_name, (cert, key)) = ca, client
     for name, kind, data in (
         (ca_name, "Opaque", {"ca.crt": ca_file}),
@@ -71,7 +86,7 @@ def tls_secrets(
             "apiVersion": "v1",
             "kind": "Secret",
             "type": kind,
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace, **_opt_in(hosts)},
             "stringData": {key_: path.read_text() for key_, path in data.items()},
         }
         cluster.apply(json.dumps(secret))
@@ -85,9 +100,13 @@ def host_manifest(
     default: bool = False,
     ca_secret: str | None = None,
     client_secret: str | None = None,
+    insecure: bool | None = None,
 ) -> str:
+    """A TakoformHost; a plain http URL (the local reference host) says insecure: true unless
+    `insecure` says otherwise."""
     spec: dict[str, Any] = {
         "url": url,
+        "insecure": url.startswith("http://") if insecure is None else insecure,
         "tokenSecretRef": {"name": secret, "key": "token"},
         "timeoutSeconds": 5,
         "default": default,

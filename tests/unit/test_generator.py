@@ -145,6 +145,9 @@ def tree(tmp_path: Path) -> Iterator[Path]:
         (tmp_path / "charts" / "takoform-operator").mkdir(parents=True)
         shutil.copy(CHART / "Chart.yaml", tmp_path / "charts" / "takoform-operator")
         shutil.copytree(REPO_ROOT / generator.CHART_CRD_DIR, tmp_path / generator.CHART_CRD_DIR)
+        policy = tmp_path / generator.BOUNDS_POLICY_PATH
+        policy.parent.mkdir(parents=True)
+        shutil.copy(REPO_ROOT / generator.BOUNDS_POLICY_PATH, policy)
     yield tmp_path
 
 
@@ -208,6 +211,7 @@ _SCHEMA_KEYS = {
     "format",
     "minLength",
     "maxLength",
+    "maxProperties",
     "minimum",
     "maximum",
     "maxItems",
@@ -336,7 +340,16 @@ def test_a_field_only_some_definitions_declare_says_which() -> None:
 def admits(schema: dict[str, Any], value: Any) -> bool:
     """A small OpenAPI validator for the subset the generator emits."""
     if schema.get("x-kubernetes-preserve-unknown-fields") and "type" not in schema:
-        return True
+        # A bounded union (generator_crd._union_schema): each value validation bounds its type.
+        if isinstance(value, dict) and len(value) > schema["maxProperties"]:
+            return False
+        if isinstance(value, dict):
+            return all(admits(schema["additionalProperties"], item) for item in value.values())
+        if isinstance(value, list):
+            return len(value) <= schema["maxItems"] and all(
+                admits(schema["items"], item) for item in value
+            )
+        return not isinstance(value, str) or len(value) <= schema["maxLength"]
     kind = schema.get("type")
     checks = {
         "string": lambda v: isinstance(v, str),
@@ -364,6 +377,8 @@ def admits(schema: dict[str, Any], value: Any) -> bool:
         return all(admits(schema["items"], item) for item in value)
     if isinstance(value, dict):
         if any(name not in value for name in schema.get("required", [])):
+            return False
+        if len(value) > schema.get("maxProperties", 1e9):
             return False
         properties = schema.get("properties", {})
         extra = schema.get("additionalProperties")
@@ -459,11 +474,16 @@ def test_the_binding_crd_is_cluster_scoped_structural_and_has_no_status() -> Non
         assert BINDING_SPEC["properties"][ref]["required"] == ["namespace", "name"]
 
 
-def test_every_binding_string_is_bounded_but_the_spaces_a_cr_leaves_unbounded() -> None:
+def test_every_binding_string_is_bounded_as_the_cr_fields_it_records() -> None:
     unbounded = {where for where, node in _strings(BINDING_SPEC, "spec") if "maxLength" not in node}
-    # A Form CR's spec.space (and its importId, which may carry it) has no maxLength: a shorter
-    # bound here would admit a CR whose binding the API server then refuses.
-    assert unbounded == {"spec.space", "spec.requested.space", "spec.requested.importId"}
+    assert unbounded == set()
+    cr_spec = schema_of(crd_of(next(iter(LINES))))["properties"]["spec"]["properties"]
+    # A binding records the CR's space and import id: the same bounds, or the API server would
+    # admit a CR whose binding it then refuses.
+    assert (
+        BINDING_SPEC["properties"]["requested"]["properties"]["importId"]["maxLength"]
+        == cr_spec["importId"]["maxLength"]
+    )
     cr_space = schema_of(crd_of(next(iter(LINES))))["properties"]["spec"]["properties"]["space"]
 
     def shape(schema: dict[str, Any]) -> dict[str, Any]:

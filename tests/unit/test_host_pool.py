@@ -9,24 +9,34 @@ import httpx
 import pytest
 
 from takoform_operator.core.tenancy import (
+    CREDENTIAL_ANNOTATION,
     DEFAULT_HOST,
     HostConfig,
     SecretKeyRef,
     host_config_from_body,
+    implicit_host_refusal,
 )
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.pool import HostPool, SecretToken
-from takoform_operator.host_port import SecretNotFound
+from takoform_operator.host_port import HostInsecure, SecretNotFound, SecretNotOptedIn, StoredSecret
+
+#: The hosts the Secrets of these tests are opted in for, unless a test says otherwise.
+OPTED_IN = {CREDENTIAL_ANNOTATION: "prod,staging,h"}
 
 
 class FakeSecrets:
+    namespace = "ops"
+
     def __init__(self, data: dict[str, dict[str, bytes]]) -> None:
         self.data = data
+        self.annotations: dict[str, Mapping[str, str]] = {}
         self.reads: list[str] = []
 
-    async def read(self, name: str) -> Mapping[str, bytes] | None:
+    async def read(self, name: str) -> StoredSecret | None:
         self.reads.append(name)
-        return self.data.get(name)
+        if name not in self.data:
+            return None
+        return StoredSecret(self.data[name], self.annotations.get(name, OPTED_IN))
 
 
 def _forms_host(accepted: set[str], seen: list[str]) -> httpx.MockTransport:
@@ -94,8 +104,12 @@ def test_a_missing_secret_or_key_names_it_and_never_a_value() -> None:
     assert "s3cr3t" not in str(caught.value) and "xff" not in str(caught.value)
 
 
-def _config(name: str, *, default: bool = False, url: str = "http://h") -> HostConfig:
-    return HostConfig(name, url, SecretKeyRef(f"{name}-token", "token"), default=default)
+def _config(
+    name: str, *, default: bool = False, url: str = "https://h", insecure: bool = False
+) -> HostConfig:
+    return HostConfig(
+        name, url, SecretKeyRef(f"{name}-token", "token"), default=default, insecure=insecure
+    )
 
 
 def test_the_default_host_is_the_one_marked_else_the_implicit_one() -> None:
@@ -121,7 +135,7 @@ def test_observing_reports_only_real_changes_and_a_new_url_gets_a_new_client() -
     async def scenario() -> None:
         first = await pool.client("prod")
         assert await pool.client("prod") is first
-        assert pool.observe(_config("prod", url="http://elsewhere")) is True
+        assert pool.observe(_config("prod", url="https://elsewhere")) is True
         assert await pool.client("prod") is not first
         await pool.aclose()
 
@@ -134,7 +148,7 @@ def test_a_replaced_client_is_closed_after_the_grace_and_the_current_one_is_not(
     async def scenario() -> None:
         pool.observe(_config("prod"))
         first = await pool.client("prod")
-        pool.observe(_config("prod", url="http://elsewhere"))
+        pool.observe(_config("prod", url="https://elsewhere"))
         second = await pool.client("prod")
         assert not first.closed
         await asyncio.gather(*pool.closing())
@@ -166,3 +180,70 @@ def test_host_objects_are_read_with_their_secret_references() -> None:
         3.0,
         True,
     )
+
+
+def test_a_secret_not_opted_in_for_the_host_is_never_sent_and_says_how_to_opt_in() -> None:
+    secrets = FakeSecrets({"prod-token": {"token": b"s3cr3t"}, "ops-ca": {"ca.crt": b"x"}})
+    seen: list[str] = []
+    # Opted in for another host only: a TakoformHost naming it gets nothing of it.
+    secrets.annotations["prod-token"] = {CREDENTIAL_ANNOTATION: "staging"}
+    source = SecretToken(secrets, SecretKeyRef("prod-token", "token"), "prod", 30)
+    client = HostClient("https://h", source, transport=_forms_host({"s3cr3t"}, seen))
+
+    async def scenario() -> None:
+        with pytest.raises(SecretNotOptedIn) as caught:
+            await client.list_forms()
+        message = str(caught.value)
+        assert "s3cr3t" not in message
+        assert (
+            "kubectl -n ops annotate secret prod-token "
+            "takoform.io/host-credential-for=staging,prod --overwrite"
+        ) in message
+        secrets.annotations["prod-token"] = {}  # no annotation at all
+        with pytest.raises(SecretNotOptedIn, match="it is not opted in") as caught:
+            await source.refresh()
+        assert caught.value.args[0].endswith(
+            "kubectl -n ops annotate secret prod-token takoform.io/host-credential-for=prod"
+        )
+        # The CA bundle and client certificate Secrets are held to the same rule.
+        pool = HostPool(secrets)
+        pool.observe(
+            HostConfig("prod", "https://h", None, ca_bundle=SecretKeyRef("ops-ca", "ca.crt"))
+        )
+        secrets.annotations["ops-ca"] = {CREDENTIAL_ANNOTATION: "staging, other"}
+        with pytest.raises(SecretNotOptedIn, match="'prod'"):
+            await pool.client("prod")
+        await pool.aclose()
+        secrets.annotations["prod-token"] = {CREDENTIAL_ANNOTATION: "staging,prod"}
+        assert await client.list_forms() == []
+        await client.aclose()
+
+    asyncio.run(scenario())
+    assert seen == ["Bearer s3cr3t"]  # only once opted in for that very host
+
+
+def test_a_plain_http_host_gets_nothing_unless_it_says_insecure() -> None:
+    secrets = FakeSecrets({"prod-token": {"token": b"t"}})
+    pool = HostPool(secrets)
+
+    async def scenario() -> None:
+        pool.observe(_config("prod", url="http://h"))
+        with pytest.raises(HostInsecure, match=r"plain http URL without spec\.insecure"):
+            await pool.client("prod")
+        assert secrets.reads == []  # refused before any Secret is read
+        pool.observe(_config("prod", url="http://h", insecure=True))
+        assert (await pool.client("prod")).closed is False
+        implicit = HostPool(
+            secrets,
+            implicit=HostClient("http://implicit", "t"),
+            implicit_refusal=implicit_host_refusal("http://implicit", False),
+        )
+        with pytest.raises(HostInsecure, match="TAKOFORM_HOST_INSECURE"):
+            await implicit.client(DEFAULT_HOST)
+        await implicit.aclose()
+        await pool.aclose()
+
+    asyncio.run(scenario())
+    assert implicit_host_refusal("https://h", False) is None
+    assert implicit_host_refusal("http://h", True) is None
+    assert "neither https nor http" in str(implicit_host_refusal("ftp://h", True))

@@ -27,16 +27,19 @@ class Hosts:
             raise Forbidden("list takoformhosts: forbidden: no")
         return self._hosts
 
-    def secret_data(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
+    def secret_data(
+        self, namespace: str, name: str
+    ) -> tuple[Mapping[str, bytes], Mapping[str, str]] | None:
         self.secret_reads.append((namespace, name))
-        return {"token": b"t0ken"}
+        host = name.removesuffix("-tok")
+        return {"token": b"t0ken"}, {"takoform.io/host-credential-for": host}
 
 
 def host(name: str, *, default: bool = False) -> dict[str, Any]:
     return {
         "metadata": {"name": name},
         "spec": {"url": f"http://127.0.0.1:1/{name}", "tokenSecretRef": {"name": f"{name}-tok"},
-                 "default": default},
+                 "default": default, "insecure": True},
     }  # fmt: skip
 
 

@@ -19,13 +19,15 @@ from takoform_operator.core.decide import Observation
 from takoform_operator.core.import_id import canonical_import_id, parse_import_id
 from takoform_operator.core.state import Requested, ResourceView, State
 from takoform_operator.kube.crs import desired_from_cr
-from takoform_operator.plugin.commands import parser
+from takoform_operator.plugin.commands import dumped, parser
 from takoform_operator.plugin.render import (
     Lookup,
     UsageError,
     binding_name_arg,
     binding_rows,
+    bindings_document,
     bindings_report,
+    blocked_document,
     blocked_report,
     blocked_rows,
     check_object_name,
@@ -38,6 +40,7 @@ from takoform_operator.plugin.render import (
     resolve_kind,
     split_kind_name,
     table,
+    trace_document,
     trace_report,
     unbound_message,
 )
@@ -301,6 +304,29 @@ def test_the_blocked_table_and_its_empty_form() -> None:
     assert blocked_report([], None) == "No Blocked resources."
 
 
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_blocked_as_a_document_carries_the_recorded_remedies(output: str) -> None:
+    body = _cr("a", "ns1", _condition("Blocked", "True", "UidMismatch", ANNOTATE))
+    recorded = {"does": "import it", "command": "kubectl annotate x", "actsOn": "ns1/a"}
+    body["status"]["remedies"] = [recorded]
+    text = dumped(blocked_document(blocked_rows(BUCKET, [body])), output)
+    document = json.loads(text) if output == "json" else yaml.safe_load(text)
+    (item,) = document["items"]
+    assert item["resource"] == "bucket.storage.takoform.io/a" and item["reason"] == "UidMismatch"
+    assert item["message"] == ANNOTATE and item["remedies"] == [recorded]
+    assert dumped(blocked_document([]), output).strip() in ('{\n  "items": []\n}', "items: []")
+
+
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_a_document_escapes_what_a_terminal_would_obey(output: str) -> None:
+    hostile = "\x1b[2J\u202eREMEDY\nfake row"
+    body = _cr("a", "ns1", _condition("Blocked", "True", "NameTaken", hostile))
+    text = dumped(blocked_document(blocked_rows(BUCKET, [body])), output)
+    assert text.isascii() and "\x1b" not in text and "\u202e" not in text
+    document = json.loads(text) if output == "json" else yaml.safe_load(text)
+    assert document["items"][0]["message"] == hostile, "escaped, not lost"
+
+
 def test_table_pads_all_but_the_last_column() -> None:
     assert table(("A", "BB"), [("xyz", "1"), ("", "long last")]) == (
         "A     BB\nxyz   1\n      long last"
@@ -349,6 +375,33 @@ def _traced(**changes: Any) -> str:
         **changes,
     }  # fmt: skip
     return trace_report(BUCKET, cr, **arguments)
+
+
+def test_trace_as_a_document_says_what_it_read_and_what_it_could_not() -> None:
+    cr = {
+        "metadata": {"name": "logs", "namespace": "apps", "uid": "cr-1", "generation": 2},
+        "status": {"formRef": REF.to_json(), "space": "team-a", "name": "logs", "uid": "h-1",
+                   "pendingOperationId": "op-7", "pendingOperationVerb": "Update"},
+    }  # fmt: skip
+    document = trace_document(
+        BUCKET,
+        cr,
+        host="prod",
+        resource=Lookup({"metadata": {"uid": "h-1"}}),
+        operation=Lookup(problem="no token for host prod"),
+        events=[{"reason": "A", "lastTimestamp": "T1"}, {"reason": "B", "lastTimestamp": "T2"}],
+        event_count=1,
+    )
+    assert document["cr"]["resource"] == "bucket.storage.takoform.io/logs"
+    assert document["recorded"] == {
+        "formRef": REF.to_json(), "host": "prod", "space": "team-a", "name": "logs", "uid": "h-1"
+    }  # fmt: skip
+    assert document["hostResource"] == {"found": True, "document": {"metadata": {"uid": "h-1"}}}
+    assert document["pendingOperation"] == {
+        "id": "op-7", "verb": "Update", "found": None, "problem": "no token for host prod"
+    }  # fmt: skip
+    assert [e["reason"] for e in document["events"]] == ["B"] and document["eventCount"] == 2
+    assert json.loads(dumped(document, "json")) == document
 
 
 def test_trace_shows_the_chain_in_order() -> None:
@@ -505,6 +558,10 @@ def test_the_bindings_table_shows_owners_reservations_last_owners_and_unreadable
         f"{name[2]} Released prod team-a Bucket old <none> team-a/old",
     ]
     assert bindings_report([]) == "No TakoformBindings."
+    document = bindings_document(binding_rows(items))
+    assert [" ".join(str(v) for v in item.values() if v) for item in document["items"]] == [
+        " ".join(line.split()) for line in lines[1:]
+    ], "the document has the table's rows, in its order"
 
 
 def test_the_bindings_table_escapes_what_it_prints() -> None:

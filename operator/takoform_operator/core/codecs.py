@@ -19,6 +19,7 @@ from takoform_spec.errors import CatalogError
 from takoform_spec.identity import FormLine, FormRef
 
 from .errors import MissingRequiredField, UndeclaredField, WrongFieldType
+from .limits import OUTPUT_MAX_ITEMS, OUTPUT_MAX_PROPERTIES, OUTPUT_STRING_MAX_LENGTH
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,10 @@ class Codec:
         ones, which only decode_sensitive_outputs returns (they go to the connection Secret)."""
         decoded = _check_document(ref, self.outputs_for(ref), outputs, require=False)
         hidden = {spec.name for spec in self.outputs_for(ref) if spec.sensitive}
-        return {name: value for name, value in decoded.items() if name not in hidden}
+        shown = {name: value for name, value in decoded.items() if name not in hidden}
+        for name, value in shown.items():
+            _check_output_size(ref, name, value)
+        return shown
 
     def decode_sensitive_outputs(self, ref: FormRef, outputs: Mapping[str, Any]) -> dict[str, str]:
         """The sensitive outputs `ref` declares that the host reported (all strings)."""
@@ -123,6 +127,22 @@ def _check_document(
             continue
         result[spec.name] = check_value(ref, spec, doc[spec.name])
     return result
+
+
+def _check_output_size(ref: FormRef, name: str, value: Any) -> None:
+    """An output the status can hold (the CRD's bounds of status.outputs, core.limits): a
+    longer one is the host's fault, refused here rather than failing the status write."""
+    values = list(value.values()) if isinstance(value, Mapping) else value
+    if isinstance(value, Mapping) and len(value) > OUTPUT_MAX_PROPERTIES:
+        raise WrongFieldType(ref, name, f"has more than {OUTPUT_MAX_PROPERTIES} entries")
+    if isinstance(value, list) and len(value) > OUTPUT_MAX_ITEMS:
+        raise WrongFieldType(ref, name, f"has more than {OUTPUT_MAX_ITEMS} items")
+    keys = list(value) if isinstance(value, Mapping) else []
+    for item in [*(values if isinstance(values, list) else [values]), *keys]:
+        if isinstance(item, str) and len(item) > OUTPUT_STRING_MAX_LENGTH:
+            raise WrongFieldType(
+                ref, name, f"has a string longer than {OUTPUT_STRING_MAX_LENGTH:,} characters"
+            )
 
 
 def check_value(ref: FormRef, spec: FieldSpec, value: Any) -> Any:

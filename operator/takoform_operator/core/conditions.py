@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from .limits import condition_message
+
 
 class ConditionType(StrEnum):
     READY = "Ready"
@@ -59,6 +61,9 @@ class Reason(StrEnum):
     IDENTITY_CHANGED = "IdentityChanged"
     SPACE_NOT_GRANTED = "SpaceNotGranted"
     HOST_NOT_FOUND = "HostNotFound"
+    #: The operator may not write the CR's connection Secret (its Secret rights are not bound
+    #: in the CR's namespace, docs/tenancy.md).
+    CONNECTION_SECRET_FORBIDDEN = "ConnectionSecretForbidden"
     # core.policy: a paused CR, and what Observe reports instead of a mutation.
     PAUSED = "Paused"
     RESUMED = "Resumed"
@@ -120,6 +125,7 @@ REASON_CONDITIONS: Mapping[Reason, frozenset[ConditionType]] = {
                 Reason.HOST_UNAVAILABLE,
                 Reason.HOST_STATE_UNDECODABLE,
                 Reason.HOST_DEGRADED,
+                Reason.CONNECTION_SECRET_FORBIDDEN,
             ),
         ),
         ({_C.DRIFTED}, (Reason.SPEC_DRIFT, Reason.RESOURCE_DELETED)),
@@ -137,6 +143,9 @@ class Condition:
     message: str = ""
 
     def __post_init__(self) -> None:
+        # Every message is cut to the cap here, where each condition is made: the CRD bounds a
+        # condition message, and a status write refused for its length would show nothing.
+        object.__setattr__(self, "message", condition_message(self.message))
         # The closed table above, enforced where every condition is made: a reason written on
         # the wrong condition would mislead alerts, the plugin and the docs alike.
         if self.type is ConditionType.READY and not self.status:
@@ -180,7 +189,7 @@ def merge_conditions(
         if old is not None and old.get("status") == status:
             since = old.get("lastTransitionTime", now)
             if new is None:
-                message = str(old.get("message") or "")
+                message = condition_message(str(old.get("message") or ""))
         else:
             since = now
         merged.append(

@@ -32,6 +32,12 @@ GRANT_KIND, GRANT_PLURAL = "TakoformSpaceGrant", "takoformspacegrants"
 #: CRs without spec.hostRef use it when no TakoformHost is marked default.
 DEFAULT_HOST = "default"
 
+#: The annotation that opts a Secret of the operator's namespace in as a credential (token, CA
+#: bundle, client certificate) of the hosts it names (comma-separated host names). Without it the
+#: operator never sends or uses the Secret's content, whoever names it in a TakoformHost: a
+#: TakoformHost cannot reach a Secret its writer could not opt in.
+CREDENTIAL_ANNOTATION = "takoform.io/host-credential-for"
+
 
 class InvalidPolicy(ValueError):
     """A TakoformSpaceGrant or TakoformHost that cannot be read (it grants nothing)."""
@@ -254,10 +260,16 @@ class HostConfig:
     client_cert: str | None = None
     timeout: float = 10.0
     default: bool = False
+    #: spec.insecure: plain http allowed (tokens then travel in clear text).
+    insecure: bool = False
 
     def connection(self) -> tuple[Any, ...]:
         """What a client is built from: a change here means a new client."""
-        return (self.url, self.token, self.ca_bundle, self.client_cert, self.timeout)
+        return (self.url, self.token, self.ca_bundle, self.client_cert, self.timeout, self.insecure)
+
+    def refusal(self) -> str | None:
+        """Why nothing may be sent to this host (url_refusal), or None."""
+        return url_refusal(self.url, self.insecure, f"TakoformHost {self.name!r}", "spec.insecure")
 
     def has_tls(self) -> bool:
         """Names TLS Secrets (a CA bundle or a client certificate) to read and keep current."""
@@ -282,6 +294,88 @@ def host_config_from_body(body: Mapping[str, Any]) -> HostConfig:
             client_cert=str(cert["name"]) if cert else None,
             timeout=float(spec.get("timeoutSeconds") or 10.0),
             default=bool(spec.get("default")),
+            insecure=spec.get("insecure") is True,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidPolicy(f"TakoformHost {name!r} is malformed: {exc!r}") from None
+
+
+# -- what the operator refuses to send, whoever configured it ---------------------------------
+
+
+def url_refusal(url: str, insecure: bool, host: str, switch: str) -> str | None:
+    """Why nothing may be sent to `url`: a host is reached over https, plain http only when its
+    configuration says `insecure` explicitly (`switch` names that setting for the message), and
+    nothing else at all. None when it may be used."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme == "https" or (scheme == "http" and insecure):
+        return None
+    if scheme == "http":
+        return (
+            f"{host} has a plain http URL without {switch} set to true, so its token would "
+            f"travel in clear text; nothing is sent. Use an https URL, or set {switch} to true "
+            "explicitly (a host on a trusted network only)."
+        )
+    return f"{host} has URL {url!r}, which is neither https nor http; nothing is sent."
+
+
+def implicit_host_refusal(url: str, insecure: bool) -> str | None:
+    """url_refusal for the implicit host of the settings (TAKOFORM_HOST_URL)."""
+    where = f"the implicit host {DEFAULT_HOST!r} (TAKOFORM_HOST_URL)"
+    return url_refusal(url, insecure, where, "TAKOFORM_HOST_INSECURE")
+
+
+def credential_hosts(annotations: Mapping[str, str] | None) -> frozenset[str]:
+    """The hosts a Secret is opted in for (CREDENTIAL_ANNOTATION, comma-separated names)."""
+    value = (annotations or {}).get(CREDENTIAL_ANNOTATION) or ""
+    return frozenset(name.strip() for name in value.split(",") if name.strip())
+
+
+def opted_in(annotations: Mapping[str, str] | None, host: str) -> bool:
+    """The Secret may serve as a credential of `host`: its annotation names the host."""
+    return host in credential_hosts(annotations)
+
+
+def credential_refusal(
+    namespace: str, secret: str, host: str, annotations: Mapping[str, str] | None
+) -> str:
+    """Why a Secret is not used for `host`, with the command that opts it in (pasteable)."""
+    others = sorted(credential_hosts(annotations))
+    value = ",".join([*others, host])
+    command = (
+        f"kubectl -n {shlex.quote(namespace)} annotate secret {shlex.quote(secret)} "
+        f"{shlex.quote(f'{CREDENTIAL_ANNOTATION}={value}')}" + (" --overwrite" if others else "")
+    )
+    now = f"it is opted in for {', '.join(others)} only" if others else "it is not opted in"
+    return (
+        f"host {host!r}: Secret {namespace}/{secret} is not a credential of this host ({now}), "
+        f"so it is neither read into a request nor sent; a cluster admin who means it opts it "
+        f"in: {command}"
+    )
+
+
+def connection_secret_refusal(
+    namespace: str, secret: str, answer: str, role: str | None, account: str | None
+) -> tuple[str, tuple[Remedy, ...]]:
+    """The message and remedies of a connection Secret the operator may not read or write in
+    `namespace` (its Secret rights are bound per served namespace, docs/tenancy.md): `role` is
+    the ClusterRole that holds them, `account` the operator's ServiceAccount (`ns:name`)."""
+    message = (
+        f"the operator may not write the connection Secret {namespace}/{secret} ({answer}): "
+        f"its Secret rights are not bound in namespace {namespace!r}; the sensitive outputs "
+        "are kept on the host until they are."
+    )
+    role_name = role or "<the operator's connection-Secret ClusterRole>"
+    subject = account or "<operator-namespace>:<operator-serviceaccount>"
+    command = (
+        f"kubectl -n {shlex.quote(namespace)} create rolebinding "
+        f"{shlex.quote(role or 'takoform-operator-connection-secrets')} "
+        f"--clusterrole={shlex.quote(role_name)} --serviceaccount={shlex.quote(subject)}"
+    )
+    return message, (
+        Remedy(
+            "a cluster admin binds the operator's connection-Secret role in this namespace",
+            command,
+            "rolebindings.rbac.authorization.k8s.io",
+        ),
+    )

@@ -8,6 +8,10 @@ Tokens come from a `SecretToken` source: re-read on an interval and at once afte
 rotated Secret is used without a restart. The TLS Secrets (CA bundle, client certificate) are
 re-read on the same interval and soon after the host's certificate failed to verify; when they
 changed, the host gets a new client. Secret values are never logged.
+
+Nothing is sent that the cluster admin did not mean (docs/tenancy.md): a Secret is used only when
+it is opted in as a credential of that very host (core.tenancy.CREDENTIAL_ANNOTATION), and a
+host is reached over https, plain http only when it says `insecure` explicitly.
 """
 
 from __future__ import annotations
@@ -19,33 +23,56 @@ import os
 import ssl
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.state import OperationView, ResourceView
-from takoform_operator.core.tenancy import DEFAULT_HOST, HostConfig, SecretKeyRef
+from takoform_operator.core.tenancy import (
+    DEFAULT_HOST,
+    HostConfig,
+    SecretKeyRef,
+    credential_refusal,
+    opted_in,
+)
 from takoform_operator.host_client.client import HostClient, TokenSource
 from takoform_operator.host_client.port import HostClientPort
-from takoform_operator.host_port import HostCertificateUntrusted, HostUnavailable, SecretNotFound
+from takoform_operator.host_port import (
+    HostCertificateUntrusted,
+    HostInsecure,
+    HostUnavailable,
+    SecretNotFound,
+    SecretNotOptedIn,
+    StoredSecret,
+)
 from takoform_spec.identity import FormRef
 
 logger = logging.getLogger("takoform_operator")
 
 
 class SecretReader(Protocol):
-    async def read(self, name: str) -> Mapping[str, bytes] | None:
-        """The data of Secret `name` in the operator's namespace, or None when it is absent."""
+    #: The operator's namespace, where every Secret it reads lives.
+    namespace: str
+
+    async def read(self, name: str) -> StoredSecret | None:
+        """Secret `name` in the operator's namespace, or None when it is absent."""
 
 
-async def _secret_value(reader: SecretReader, ref: SecretKeyRef, where: str) -> bytes:
-    data = await reader.read(ref.name)
-    if data is None:
+async def _secret_value(reader: SecretReader, ref: SecretKeyRef, host: str) -> bytes:
+    """One key of a Secret opted in as a credential of `host`; raises SecretNotFound (and
+    SecretNotOptedIn, before any of its content is looked at) otherwise."""
+    where = f"host {host!r}"
+    secret = await reader.read(ref.name)
+    if secret is None:
         raise SecretNotFound(f"{where}: Secret {ref.name!r} not found in the operator namespace")
-    if ref.key not in data:
+    if not opted_in(secret.annotations, host):
+        raise SecretNotOptedIn(
+            credential_refusal(reader.namespace, ref.name, host, secret.annotations)
+        )
+    if ref.key not in secret.data:
         raise SecretNotFound(f"{where}: Secret {ref.name!r} has no key {ref.key!r}")
-    return data[ref.key]
+    return secret.data[ref.key]
 
 
 class SecretToken:
@@ -74,7 +101,7 @@ class SecretToken:
     async def refresh(self) -> str | None:
         async with self._lock:
             where = f"host {self._host!r}"
-            raw = await _secret_value(self._reader, self._ref, where)
+            raw = await _secret_value(self._reader, self._ref, self._host)
             try:
                 value = raw.decode("utf-8").strip()
             except UnicodeDecodeError:
@@ -118,12 +145,12 @@ async def read_tls(reader: SecretReader, config: HostConfig) -> TlsMaterial | No
     """The TLS Secrets a TakoformHost names; None when it names none."""
     if not config.has_tls():
         return None
-    where = f"host {config.name!r}"
-    ca = await _secret_value(reader, config.ca_bundle, where) if config.ca_bundle else None
+    host = config.name
+    ca = await _secret_value(reader, config.ca_bundle, host) if config.ca_bundle else None
     cert = key = None
     if config.client_cert is not None:
-        cert = await _secret_value(reader, SecretKeyRef(config.client_cert, "tls.crt"), where)
-        key = await _secret_value(reader, SecretKeyRef(config.client_cert, "tls.key"), where)
+        cert = await _secret_value(reader, SecretKeyRef(config.client_cert, "tls.crt"), host)
+        key = await _secret_value(reader, SecretKeyRef(config.client_cert, "tls.key"), host)
     return TlsMaterial(ca, cert, key)
 
 
@@ -149,10 +176,13 @@ class HostPool:
         read_retries: int = 3,
         max_connections: int = 20,
         implicit: HostClient | None = None,
+        implicit_refusal: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         retire_after: float = RETIRE_AFTER_SECONDS,
     ) -> None:
         self._reader = reader
+        #: Why nothing may be sent to the implicit host (core.tenancy.url_refusal), or None.
+        self._implicit_refusal = implicit_refusal
         self._clock = clock
         self._refresh = refresh_seconds
         self._read_retries = read_retries
@@ -218,6 +248,8 @@ class HostPool:
         entry = self._entries.get(name)
         if entry is None:
             if name == DEFAULT_HOST and self._implicit is not None:
+                if self._implicit_refusal is not None:
+                    raise HostInsecure(self._implicit_refusal)
                 return self._implicit
             raise HostUnavailable(f"no TakoformHost {name!r} is known")
         if entry.client is None or self._tls_due(entry):
@@ -265,6 +297,9 @@ class HostPool:
 
     async def _build(self, entry: _Entry) -> HostClient:
         config = entry.config
+        refusal = config.refusal()
+        if refusal is not None:
+            raise HostInsecure(refusal)  # before any Secret is read
         if self._reader is None and (config.token is not None or config.has_tls()):
             raise HostUnavailable(f"host {config.name!r}: the operator cannot read Secrets")
         if self._reader is not None:

@@ -35,6 +35,15 @@ class SecretWriteFailed(StatusWriteFailed):
     """A write of a connection Secret did not land: retried like any write to the API server."""
 
 
+class SecretForbidden(SecretWriteFailed):
+    """The API server refused the operator the Secret (403): its Secret rights are not bound in
+    that namespace (docs/tenancy.md). `answer` is the API server's reason, never a value."""
+
+    def __init__(self, message: str, answer: str) -> None:
+        super().__init__(message)
+        self.answer = answer
+
+
 class SecretNotOurs(Exception):
     """A Secret of the wanted name exists and belongs to something else: it is never touched."""
 
@@ -149,6 +158,11 @@ class HttpSecretStore:
             answer = await self._send(
                 "PATCH", f"{path}/{secret.name}", secret, json.dumps(patch), MERGE_PATCH
             )
+        if answer.status_code == 403:
+            raise SecretForbidden(
+                _failure(secret.namespace, secret.name, answer, secret.data),
+                f"{'create' if current is None else 'patch'} forbidden",
+            )
         if answer.status_code not in (200, 201):
             raise SecretWriteFailed(_failure(secret.namespace, secret.name, answer, secret.data))
         return True
@@ -179,6 +193,10 @@ class HttpSecretStore:
             raise SecretWriteFailed(f"read of Secret {namespace}/{name} failed: {exc}") from None
         if answer.status_code == 404:
             return None
+        if answer.status_code == 403:
+            raise SecretForbidden(
+                f"read of Secret {namespace}/{name}: 403 forbidden", "get forbidden"
+            )
         if answer.status_code != 200:
             raise SecretWriteFailed(f"read of Secret {namespace}/{name}: {answer.status_code}")
         secret: dict[str, Any] = answer.json()

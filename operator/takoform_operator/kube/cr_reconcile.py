@@ -19,6 +19,7 @@ from takoform_operator.core.connection import ConnectionSecret, connection_secre
 from takoform_operator.core.outcome import NextLook, Outcome, degraded
 from takoform_operator.core.ownership import restored
 from takoform_operator.core.registry import Registry
+from takoform_operator.core.remedies import Remedy
 from takoform_operator.core.state import (
     ResourceView,
     State,
@@ -51,6 +52,13 @@ class CrOutcome:
 WriteStatus = Callable[[Mapping[str, Any], dict[str, Any]], Awaitable[str]]
 
 
+#: Writes a CR's connection Secret; returns None when it landed (or failed in a way the next
+#: look retries), else the message and remedies of a Secret out of the operator's reach.
+WriteConnection = Callable[
+    [Mapping[str, Any], ConnectionSecret], Awaitable[tuple[str, tuple[Remedy, ...]] | None]
+]
+
+
 @dataclass(frozen=True)
 class Persisted:
     result: CrOutcome
@@ -69,12 +77,20 @@ async def reconcile_and_persist(
     now: str,
     deleting: bool = False,
     secrets: Collection[str] = (),
+    write_connection: WriteConnection | None = None,
 ) -> Persisted:
-    """One reconcile of the CR `body` and the write of the status it asks for. The handlers run
-    it against the API server, the model checker against its simulated cluster."""
+    """One reconcile of the CR `body`, its connection Secret, then the write of the status it
+    asks for. The handlers run it against the API server, the model checker (no Secrets)
+    against its simulated cluster."""
     result = await reconcile_cr_body(
         body, registry, tenancy, bindings, now=now, deleting=deleting, secrets=secrets
     )
+    if result.connection is not None and write_connection is not None:
+        # Before the status: a Secret out of reach is the CR's condition (nothing pending here:
+        # a connection Secret follows only a read of the settled resource).
+        refusal = await write_connection(body, result.connection)
+        if refusal is not None:
+            result = connection_secret_forbidden(body, result, *refusal, now=now)
     if result.status is None:
         return Persisted(result, body)
     version = await write_status(body, result.status)
@@ -134,6 +150,30 @@ async def reconcile_cr_body(
         return CrOutcome(outcome, None)
     secret = None if deleting else _connection(body, outcome, reconciled.resource, registry)
     return CrOutcome(outcome, _patch(outcome, status, now, generation), secret)
+
+
+def connection_secret_forbidden(
+    body: Mapping[str, Any],
+    result: CrOutcome,
+    message: str,
+    remedies: tuple[Remedy, ...],
+    *,
+    now: str,
+) -> CrOutcome:
+    """`result` once its connection Secret turned out to be out of the operator's reach (its
+    Secret rights are not bound in the CR's namespace): Degraded ConnectionSecretForbidden with
+    the remedy, the state kept, looked at again on the ready poll. The same every look until
+    the rights are bound, so it writes nothing more and posts no further Event."""
+    outcome = degraded(
+        result.outcome.state,
+        Reason.CONNECTION_SECRET_FORBIDDEN,
+        message,
+        NextLook.POLL,
+        remedies,
+    )
+    status = dict(body.get("status") or {})
+    generation = int((body.get("metadata") or {}).get("generation") or 0)
+    return CrOutcome(outcome, _patch(outcome, status, now, generation))
 
 
 def _connection(

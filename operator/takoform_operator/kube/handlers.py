@@ -33,13 +33,22 @@ from takoform_operator.core.connection import (
     has_connection_secret,
     secret_name,
 )
+from takoform_operator.core.limits import event_message
 from takoform_operator.core.outcome import Event, NextLook, Outcome
 from takoform_operator.core.policy import PAUSED_ANNOTATION
 from takoform_operator.core.registry import Registry
+from takoform_operator.core.remedies import Remedy
 from takoform_operator.core.state import DeletionPolicy
-from takoform_operator.core.tenancy import GRANT_PLURAL, GROUP, HOST_PLURAL, VERSION
+from takoform_operator.core.tenancy import (
+    GRANT_PLURAL,
+    GROUP,
+    HOST_PLURAL,
+    VERSION,
+    connection_secret_refusal,
+)
 from takoform_operator.kube.bindings import BindingBook
 from takoform_operator.kube.connection_secrets import (
+    SecretForbidden,
     SecretNotOurs,
     SecretStore,
     SecretWriteFailed,
@@ -152,14 +161,13 @@ async def reconcile_cr(
             now=_now(runtime),
             deleting=deleting,
             secrets=runtime.written_secrets.get(uid, frozenset()),
+            write_connection=lambda cr, secret: write_connection_secret(runtime, cr, secret),
         )
         result, body = persisted.result, persisted.body
         outcome = result.outcome
         runtime.metrics.reconciled(body, outcome, (runtime.clock() - started).total_seconds())
         if result.status is not None and runtime.loops is not None:
             runtime.loops.wrote(uid, body)
-        if result.connection is not None:
-            await write_connection_secret(runtime, body, result.connection)
         for event in _events_to_post(outcome, wrote=result.status is not None):
             _post(body, event.type, str(event.reason), event.message)
         if outcome.asserted().get(ConditionType.BLOCKED) is Reason.ALREADY_MANAGED:
@@ -193,8 +201,9 @@ def _events_to_post(outcome: Outcome, *, wrote: bool) -> list[Event]:
 
 
 def _post(body: Mapping[str, Any], level: str, reason: str, message: str) -> None:
+    """Every Event of a Form CR goes out here, its message cut to the Event cap (saying so)."""
     raw = cast(kopf.RawBody, dict(body))
-    kopf.event(kopf.Body(raw), type=level, reason=reason, message=message)
+    kopf.event(kopf.Body(raw), type=level, reason=reason, message=event_message(message))
 
 
 def _post_transitions(
@@ -318,24 +327,35 @@ async def _set_finalizer(
 
 async def write_connection_secret(
     runtime: Runtime, body: Mapping[str, Any], secret: ConnectionSecret
-) -> None:
-    """After the status: the CR's connection Secret holds what the host reported (a write only
-    when it differs). A Secret that is not ours is left alone, with a Warning Event; a write
-    that did not land (e.g. forbidden) is a Warning too, and is tried again at the next look,
-    not at once: the status is written and the resource itself is fine."""
+) -> tuple[str, tuple[Remedy, ...]] | None:
+    """The CR's connection Secret holds what the host reported (a write only when it
+    differs). A Secret the operator may not reach (403: its Secret rights are not bound in that
+    namespace) returns the message and remedies of the CR's condition. A Secret that is not
+    ours is left alone, with a Warning Event; any other write that did not land is a Warning
+    too, and is tried again at the next look, not at once: the resource itself is fine."""
     if runtime.secrets is None:
-        return
+        return None
     uid = str(body["metadata"]["uid"])
     runtime.written_secrets[uid] = frozenset(secret.data.values())
     try:
         if await runtime.secrets.apply(body, secret):
             logger.info("connection Secret %s/%s written", secret.namespace, secret.name)
+    except SecretForbidden as exc:
+        logger.warning("%s", exc)
+        return connection_secret_refusal(
+            secret.namespace,
+            secret.name,
+            exc.answer,
+            runtime.settings.connection_secret_role,
+            runtime.settings.service_account,
+        )
     except SecretNotOurs as exc:
         logger.warning("%s", exc)
         _post(body, "Warning", "ConnectionSecretNotOurs", str(exc))
     except SecretWriteFailed as exc:
         logger.warning("%s; tried again at the next look", exc)
         _post(body, "Warning", "ConnectionSecretNotWritten", str(exc))
+    return None
 
 
 async def let_go_of_connection_secret(runtime: Runtime, body: Mapping[str, Any]) -> None:

@@ -14,14 +14,17 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from takoform_operator.core.limits import HOST_FORMS_MAX_ITEMS, condition_message
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.tenancy import GROUP, HOST_PLURAL, VERSION, HostConfig
 from takoform_operator.host_port import (
     HostCertificateUntrusted,
     HostError,
+    HostInsecure,
     HostRejected,
     HostUnavailable,
     SecretNotFound,
+    SecretNotOptedIn,
 )
 from takoform_operator.kube.client_config import load_kube_config
 from takoform_spec.host_api import ErrorCode
@@ -45,6 +48,10 @@ async def probe(pool: Hosts, config: HostConfig) -> tuple[bool, str, str, list[F
     """(ready, reason, message, served FormRefs) of one host."""
     try:
         served = await pool.prober(config.name).list_forms()
+    except HostInsecure as exc:
+        return False, "InsecureUrl", str(exc), []
+    except SecretNotOptedIn as exc:
+        return False, "SecretNotOptedIn", str(exc), []
     except SecretNotFound as exc:
         return False, "SecretNotFound", str(exc), []
     except HostCertificateUntrusted as exc:
@@ -81,12 +88,12 @@ def host_status(
             "supported": registry.is_supported(ref),
         }
         for ref in sorted(refs, key=lambda r: (r.api_version, r.kind, r.definition_version))
-    ]
+    ][:HOST_FORMS_MAX_ITEMS]  # the CRD's maxItems: a host serving more still gets its status
     condition = {
         "type": "Ready",
         "status": status,
         "reason": reason,
-        "message": message,
+        "message": condition_message(message),
         "lastTransitionTime": since,
         "observedGeneration": generation,
     }

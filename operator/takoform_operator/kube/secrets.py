@@ -12,7 +12,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from takoform_operator.host_port import HostUnavailable
+from takoform_operator.host_port import HostUnavailable, StoredSecret
 from takoform_operator.kube.client_config import load_kube_config
 
 
@@ -26,8 +26,8 @@ class KubernetesSecretReader:
         self._api = api
         self.namespace = namespace
 
-    async def read(self, name: str) -> Mapping[str, bytes] | None:
-        """The data of Secret `name`, or None when it does not exist."""
+    async def read(self, name: str) -> StoredSecret | None:
+        """Secret `name` (data and annotations), or None when it does not exist."""
         call = functools.partial(self._api.read_namespaced_secret, name, self.namespace)
         try:
             secret = await asyncio.to_thread(call)
@@ -37,4 +37,6 @@ class KubernetesSecretReader:
             raise HostUnavailable(
                 f"cannot read Secret {self.namespace}/{name}: {exc.status} {exc.reason}"
             ) from None
-        return {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
+        data = {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
+        annotations: Mapping[str, str] = (secret.metadata and secret.metadata.annotations) or {}
+        return StoredSecret(data, dict(annotations))

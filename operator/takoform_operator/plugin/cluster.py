@@ -125,6 +125,28 @@ class Cluster:
             missing_ok=True,
         )
 
+    def schema_refusal(self, line: FormLine, namespace: str, body: dict[str, Any]) -> str | None:
+        """Why the API server would refuse `body` as a new CR of `line` (its CRD's schema and
+        size bounds, or an admission policy), by a server-side dry run that stores nothing; None
+        when it would be accepted, or when the dry run cannot tell (no right to create there,
+        the name is taken, the CRD is not installed): applying it says so then."""
+        try:
+            self._objects.create_namespaced_custom_object(
+                line.group,
+                line.version,
+                namespace,
+                line.plural,
+                body,
+                dry_run="All",
+                _preload_content=False,
+                **_timeout(),
+            )
+        except ApiException as exc:
+            return _api_reason(exc) if exc.status == 422 else None
+        except (OSError, HTTPError):
+            return None
+        return None
+
     def events_of(self, namespace: str, uid: str) -> list[dict[str, Any]]:
         """The core/v1 Events whose involvedObject is the object `uid`."""
         document = self._read(
@@ -149,8 +171,10 @@ class Cluster:
         )
         return list((document or {}).get("items") or [])
 
-    def secret_data(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
-        """The data of one Secret (None when it does not exist)."""
+    def secret_data(
+        self, namespace: str, name: str
+    ) -> tuple[Mapping[str, bytes], Mapping[str, str]] | None:
+        """The data and annotations of one Secret (None when it does not exist)."""
         document = self._read(
             lambda: self._core.read_namespaced_secret(
                 name, namespace, _preload_content=False, **_timeout()
@@ -160,7 +184,9 @@ class Cluster:
         )
         if document is None:
             return None
-        return {k: base64.b64decode(v) for k, v in (document.get("data") or {}).items()}
+        data = {k: base64.b64decode(v) for k, v in (document.get("data") or {}).items()}
+        annotations = (document.get("metadata") or {}).get("annotations") or {}
+        return data, {str(k): str(v) for k, v in annotations.items()}
 
     # -- TakoformBindings (cluster-scoped) -------------------------------------------------------
 

@@ -37,11 +37,14 @@ from takoform_operator.host_port import (
 from takoform_operator.plugin.cluster import Cluster, Conflict, PluginError
 from takoform_operator.plugin.hosts import DEFAULT_OPERATOR_NAMESPACE, chosen_host, host_pool
 from takoform_operator.plugin.render import (
+    OUTPUTS,
     Lookup,
     UsageError,
     binding_name_arg,
     binding_rows,
+    bindings_document,
     bindings_report,
+    blocked_document,
     blocked_report,
     blocked_rows,
     check_object_name,
@@ -54,6 +57,7 @@ from takoform_operator.plugin.render import (
     resolve_kind,
     resource_of,
     split_kind_name,
+    trace_document,
     trace_report,
     unbound_message,
 )
@@ -129,6 +133,24 @@ meanwhile, nothing is written and the command says so; run it again. BINDING is 
 `kubectl takoform bindings` lists (tb-...)."""
 
 
+def dumped(document: Any, output: str) -> str:
+    """`document` as JSON or YAML, every non-ASCII and control character escaped, so a tenant's
+    string reaches a terminal as text here too."""
+    if output == "json":
+        return json.dumps(document, indent=2, ensure_ascii=True)
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=False, width=100).rstrip("\n")
+
+
+def _output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUTS,
+        default="table",
+        help="table (default), or the same as one JSON or YAML document",
+    )
+
+
 def _common(parser: argparse.ArgumentParser, *, host: bool = True) -> None:
     group = parser.add_argument_group("cluster and host" if host else "cluster")
     group.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, ~/.kube/config)")
@@ -199,6 +221,7 @@ def add_commands(commands: Any) -> None:
         "-A", "--all-namespaces", action="store_true", help="list them in every namespace"
     )
     scope.add_argument("-n", "--namespace", help="namespace (default: the context's namespace)")
+    _output(blocked)
     _common(blocked, host=False)
     blocked.set_defaults(handler=_guarded(run_blocked))
 
@@ -215,6 +238,7 @@ def add_commands(commands: Any) -> None:
     trace.add_argument(
         "--events", type=int, default=10, metavar="N", help="how many events (default: 10)"
     )
+    _output(trace)
     _common(trace)
     trace.set_defaults(handler=_guarded(run_trace))
 
@@ -230,6 +254,7 @@ def add_commands(commands: Any) -> None:
         action="store_true",
         help="accepted as with kubectl; bindings are cluster-scoped and all are listed anyway",
     )
+    _output(bindings)
     _common(bindings, host=False)
     bindings.set_defaults(handler=_guarded(run_bindings))
 
@@ -330,25 +355,35 @@ def run_import(args: argparse.Namespace, out: TextIO) -> int:
         pool = host_pool(cluster, settings, args.operator_namespace, _warn)
         host = chosen_host(pool, args.host)
         document = asyncio.run(_read_resource(pool, host, space, ref, target.name))
+        codec = registry.codec_for(ref)
+        try:
+            parameters = codec.decode(ref, document["spec"])
+        except CodecError as exc:
+            raise PluginError(f"the host's spec does not decode under {ref}: {exc}") from None
+        manifest = import_manifest(
+            ref=ref,
+            space=space,
+            name=target.name,
+            parameters=parameters,
+            cr_name=cr_name,
+            namespace=args.namespace,
+            host_ref=args.host,
+            pin=ref != registry.default_create_ref(ref.line),
+            management=args.management,
+            deletion_policy=args.deletion_policy,
+        )
+        # The host may hold what the CRD's size bounds refuse (a resource made on the host
+        # directly): say so now, rather than print a manifest the API server will refuse.
+        refusal = cluster.schema_refusal(ref.line, args.namespace or cluster.namespace, manifest)
     finally:
         cluster.close()
-    codec = registry.codec_for(ref)
-    try:
-        parameters = codec.decode(ref, document["spec"])
-    except CodecError as exc:
-        raise PluginError(f"the host's spec does not decode under {ref}: {exc}") from None
-    manifest = import_manifest(
-        ref=ref,
-        space=space,
-        name=target.name,
-        parameters=parameters,
-        cr_name=cr_name,
-        namespace=args.namespace,
-        host_ref=args.host,
-        pin=ref != registry.default_create_ref(ref.line),
-        management=args.management,
-        deletion_policy=args.deletion_policy,
-    )
+    if refusal is not None:
+        raise PluginError(
+            f"the host's {ref.kind} {target.name!r} does not fit this cluster's "
+            f"{ref.line.plural}.{ref.line.group} (its size limits: docs/forms/README.md, Size "
+            f"limits), so no CR can import it as it is; the host resource is unchanged. "
+            f"The API server says: {refusal}"
+        )
     uid = document["metadata"]["uid"]
     out.write(f"# {ref.kind} {target.name} (uid {uid}) in space {space} on host {host}\n")
     out.write(yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True))
@@ -402,7 +437,10 @@ def run_blocked(args: argparse.Namespace, out: TextIO) -> int:
                 rows += blocked_rows(line, items)
     finally:
         cluster.close()
-    out.write(blocked_report(rows, namespace) + "\n")
+    if args.output == "table":
+        out.write(blocked_report(rows, namespace) + "\n")
+    else:
+        out.write(dumped(blocked_document(rows), args.output) + "\n")
     return 0
 
 
@@ -432,16 +470,17 @@ def run_trace(args: argparse.Namespace, out: TextIO) -> int:
         events = cluster.events_of(namespace, str((cr.get("metadata") or {}).get("uid")))
     finally:
         cluster.close()
-    report = trace_report(
-        line,
-        cr,
-        host=host or "(the default host)",
-        resource=resource,
-        operation=operation,
-        events=events,
-        event_count=args.events,
-    )
-    out.write(report + "\n")
+    seen: dict[str, Any] = {
+        "host": host or "(the default host)",
+        "resource": resource,
+        "operation": operation,
+        "events": events,
+        "event_count": args.events,
+    }
+    if args.output == "table":
+        out.write(trace_report(line, cr, **seen) + "\n")
+    else:
+        out.write(dumped(trace_document(line, cr, **seen), args.output) + "\n")
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0
@@ -532,7 +571,11 @@ def run_bindings(args: argparse.Namespace, out: TextIO) -> int:
         cluster.close()
     if items is None:
         raise _bindings_missing()
-    out.write(bindings_report(binding_rows(items)) + "\n")
+    rows = binding_rows(items)
+    if args.output == "table":
+        out.write(bindings_report(rows) + "\n")
+    else:
+        out.write(dumped(bindings_document(rows), args.output) + "\n")
     return 0
 
 

@@ -9,11 +9,17 @@ TakoformHost of that name replaces. Without a name, the host marked default, els
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
-from takoform_operator.core.tenancy import DEFAULT_HOST, InvalidPolicy, host_config_from_body
+from takoform_operator.core.tenancy import (
+    DEFAULT_HOST,
+    InvalidPolicy,
+    host_config_from_body,
+    implicit_host_refusal,
+)
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.pool import HostPool
+from takoform_operator.host_port import StoredSecret
 from takoform_operator.plugin.cluster import Cluster, Forbidden, PluginError
 from takoform_operator.settings import Settings
 
@@ -26,10 +32,11 @@ class _ClusterSecrets:
     """The pool's SecretReader: `get` of one Secret in the operator's namespace."""
 
     def __init__(self, cluster: Cluster, namespace: str) -> None:
-        self._cluster, self._namespace = cluster, namespace
+        self._cluster, self.namespace = cluster, namespace
 
-    async def read(self, name: str) -> Mapping[str, bytes] | None:
-        return await asyncio.to_thread(self._cluster.secret_data, self._namespace, name)
+    async def read(self, name: str) -> StoredSecret | None:
+        found = await asyncio.to_thread(self._cluster.secret_data, self.namespace, name)
+        return None if found is None else StoredSecret(*found)
 
 
 def implicit_client(settings: Settings) -> HostClient:
@@ -62,6 +69,7 @@ def host_pool(
         _ClusterSecrets(cluster, namespace),
         read_retries=settings.host_read_retries,
         implicit=implicit_client(settings) if settings.implicit_host else None,
+        implicit_refusal=implicit_host_refusal(settings.host_url, settings.host_insecure),
     )
     try:
         bodies = cluster.takoform_hosts()

@@ -135,6 +135,9 @@ class BlockedRow:
     resource: str
     reason: str
     remedy: str
+    #: For -o json|yaml: the condition's message and the remedies as recorded (status.remedies).
+    message: str = ""
+    remedies: tuple[Mapping[str, Any], ...] = ()
 
 
 def condition(body: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
@@ -177,9 +180,40 @@ def blocked_rows(line: FormLine, items: Iterable[Mapping[str, Any]]) -> list[Blo
                 resource=object_ref(line, str(metadata.get("name") or "")),
                 reason=str(blocked.get("reason") or ""),
                 remedy=remedies_of(body, str(blocked.get("message") or "")),
+                message=str(blocked.get("message") or ""),
+                remedies=_recorded_remedies(body),
             )
         )
     return rows
+
+
+def _recorded_remedies(body: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    recorded = (body.get("status") or {}).get("remedies")
+    if not isinstance(recorded, list):
+        return ()
+    return tuple(Remedy.from_json(item).to_json() for item in recorded if isinstance(item, Mapping))
+
+
+# -- -o json | yaml -----------------------------------------------------------------------------
+
+#: What -o accepts; `table` is the aligned text of each command.
+OUTPUTS = ("table", "json", "yaml")
+
+
+def blocked_document(rows: Sequence[BlockedRow]) -> dict[str, Any]:
+    ordered = sorted(rows, key=lambda r: (r.namespace, r.resource))
+    return {
+        "items": [
+            {
+                "namespace": r.namespace,
+                "resource": r.resource,
+                "reason": r.reason,
+                "message": r.message,
+                "remedies": [dict(remedy) for remedy in r.remedies],
+            }
+            for r in ordered
+        ]
+    }
 
 
 def printable(text: str) -> str:
@@ -338,6 +372,62 @@ def trace_report(
     return "\n".join(printable(line) for line in out)
 
 
+def trace_document(
+    line: FormLine,
+    cr: Mapping[str, Any],
+    *,
+    host: str,
+    resource: Lookup,
+    operation: Lookup,
+    events: Sequence[Mapping[str, Any]],
+    event_count: int,
+) -> dict[str, Any]:
+    """What trace_report shows, as data (-o json|yaml): the CR, what its status recorded, the
+    host resource and the pending operation as the host answered (or why they were not read),
+    and the last events."""
+    metadata, status = cr.get("metadata") or {}, cr.get("status") or {}
+    name = str(metadata.get("name") or "")
+    annotations = metadata.get("annotations") or {}
+    pending = status.get("pendingOperationId")
+    return {
+        "cr": {
+            "resource": object_ref(line, name),
+            "namespace": metadata.get("namespace"),
+            "name": name,
+            "uid": metadata.get("uid"),
+            "generation": metadata.get("generation"),
+            "observedGeneration": status.get("observedGeneration"),
+            "paused": annotations.get(PAUSED_ANNOTATION) == "true",
+            "conditions": list(status.get("conditions") or ()),
+        },
+        "recorded": {
+            "formRef": status.get("formRef"),
+            "host": host,
+            "space": status.get("space"),
+            "name": status.get("name"),
+            "uid": status.get("uid"),
+        },
+        "hostResource": _lookup_document(resource),
+        "pendingOperation": None
+        if not pending
+        else {
+            "id": pending,
+            "verb": status.get("pendingOperationVerb"),
+            **_lookup_document(operation),
+        },
+        "events": [dict(event) for event in last_events(events, event_count)],
+        "eventCount": len(events),
+    }
+
+
+def _lookup_document(lookup: Lookup) -> dict[str, Any]:
+    if lookup.document is not None:
+        return {"found": True, "document": dict(lookup.document)}
+    if lookup.problem is not None:
+        return {"found": None, "problem": lookup.problem}
+    return {"found": False}
+
+
 def _resource_lines(resource: Lookup, status: Mapping[str, Any]) -> list[str]:
     if resource.document is None:
         if resource.problem is not None:
@@ -440,6 +530,26 @@ def _invalid_row(name: str, body: Mapping[str, Any]) -> BindingRow:
         name, INVALID_PHASE, text("host"), text("space"), text("kind"), text("resourceName"),
         NO_OWNER, NO_LAST_OWNER,
     )  # fmt: skip
+
+
+def bindings_document(rows: Sequence[BindingRow]) -> dict[str, Any]:
+    """The `bindings` rows as data (-o json|yaml), in the order the table shows them."""
+    ordered = sorted(rows, key=lambda r: (r.host, r.space, r.kind, r.resource, r.name))
+    return {
+        "items": [
+            {
+                "name": r.name,
+                "phase": r.phase,
+                "host": r.host,
+                "space": r.space,
+                "kind": r.kind,
+                "resource": r.resource,
+                "owner": r.owner,
+                "lastOwner": r.last_owner,
+            }
+            for r in ordered
+        ]
+    }
 
 
 def bindings_report(rows: Sequence[BindingRow]) -> str:

@@ -1,0 +1,141 @@
+"""What the operator sends to a host, on the real API server against real host processes
+(docs/tenancy.md, "What a TakoformHost can reach"): a token Secret that is not opted in for the
+host is never sent, and a plain http host is refused unless it says insecure explicitly, both
+as a TakoformHost and as the implicit host of the settings."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures_host import HostProcess
+from fixtures_kube import KubeCluster, wait_until
+from manifests import bucket
+from operator_process import condition_of, cr_status, is_ready, operator_process
+from tenancy import granted, host_manifest, token_secret
+
+pytestmark = pytest.mark.kube
+
+
+def host_requests(host: HostProcess) -> list[str]:
+    """The API requests in the host's access log (health checks left out)."""
+    lines = host.log_path.read_text(errors="replace").splitlines()
+    return [line for line in lines if "/v1alpha3/" in line]
+
+
+def host_ready(cluster: KubeCluster, name: str) -> dict[str, Any]:
+    found = cluster.kubectl_json("get", "takoformhost", name)
+    return dict(condition_of(found.get("status") or {}, "Ready"))
+
+
+def test_a_token_secret_not_opted_in_for_the_host_is_never_sent(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    kube_namespace: str,
+    host_factory: Any,
+    tmp_path: Path,
+) -> None:
+    ns = kube_namespace
+    host = host_factory(extra_args=("--access-log",))
+    with host.api() as api:
+        api.put("/v1alpha3/spaces/team-a").raise_for_status()
+    name = f"bare-{uuid.uuid4().hex[:6]}"
+    # The Secret exists and holds the right token, but nobody opted it in for this host.
+    token_secret(kube_cluster, ns, "some-token", host.token)
+    kube_cluster.apply(host_manifest(name, host.url, "some-token"))
+    before = len(host_requests(host))  # the fixture's own space set-up
+    log = tmp_path / "operator.log"
+    try:
+        with (
+            granted(kube_cluster, ns, ["team-a"], host=name),
+            operator_process(
+                kube_cluster.kubeconfig,
+                None,
+                ns,
+                log,
+                METRICS_PORT="0",
+                OPERATOR_NAMESPACE=ns,
+                IMPLICIT_HOST="false",
+                HOST_STATUS_SECONDS="1",
+                TOKEN_REFRESH_SECONDS="1",
+            ),
+        ):
+            kube_cluster.apply(bucket("logs", hostRef=name), namespace=ns)
+
+            def refused() -> bool:
+                ready = host_ready(kube_cluster, name)
+                degraded = condition_of(cr_status(kube_cluster, ns, "logs"), "Degraded")
+                return ready.get("reason") == "SecretNotOptedIn" and "not opted in" in str(
+                    degraded.get("message")
+                )
+
+            wait_until(refused, "the host and the CR to say the Secret is not opted in")
+            ready = host_ready(kube_cluster, name)
+            assert ready["status"] == "False"
+            remedy = (
+                f"kubectl -n {ns} annotate secret some-token takoform.io/host-credential-for={name}"
+            )
+            assert ready["message"].endswith(remedy)
+            assert host.token not in ready["message"]
+            # Not one request reached the host: the token was never sent, not even to probe.
+            assert host_requests(host)[before:] == []
+            # The remedy as printed (kubectl, the admin's credentials) opts it in: it is used.
+            kube_cluster.kubectl(*shlex.split(remedy)[1:])
+            wait_until(lambda: is_ready(kube_cluster, ns, "logs"), "the bucket Ready once opted in")
+            assert host_ready(kube_cluster, name)["reason"] == "Reachable"
+            assert host_requests(host)[before:], "requests once the Secret is opted in"
+            assert host.token not in log.read_text(errors="replace")
+            kube_cluster.kubectl("delete", "bucket", "logs", "--timeout=60s", namespace=ns)
+    except BaseException:
+        print(log.read_text(errors="replace")[-6000:])
+        raise
+    finally:
+        kube_cluster.kubectl("delete", "takoformhost", name, "--wait=false", check=False)
+
+
+def test_a_plain_http_host_is_refused_unless_it_says_insecure(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    kube_namespace: str,
+    host_factory: Any,
+    tmp_path: Path,
+) -> None:
+    ns = kube_namespace
+    # A TakoformHost: the API server refuses http without insecure (the CRD's CEL rule).
+    plain = json.loads(host_manifest("plain", "http://127.0.0.1:9", "t", insecure=False))
+    refused = kube_cluster.kubectl("apply", "-f", "-", input=json.dumps(plain), check=False)
+    assert refused.returncode != 0
+    assert "url must be https; a plain http host needs insecure: true explicitly" in (
+        refused.stderr
+    )
+    # The implicit host of the settings: the operator refuses it, the CR says why.
+    host = host_factory(extra_args=("--access-log",))
+    with host.api() as api:
+        api.put("/v1alpha3/spaces/team-a").raise_for_status()
+    before = len(host_requests(host))
+    log = tmp_path / "operator.log"
+    with (
+        granted(kube_cluster, ns, ["team-a"]),
+        operator_process(
+            kube_cluster.kubeconfig, host, ns, log, METRICS_PORT="0", HOST_INSECURE="false"
+        ),
+    ):
+        kube_cluster.apply(bucket("logs"), namespace=ns)
+
+        def degraded() -> dict[str, Any]:
+            return condition_of(cr_status(kube_cluster, ns, "logs"), "Degraded")
+
+        wait_until(lambda: degraded().get("status") == "True", "the CR Degraded")
+        message = str(degraded()["message"])
+        assert "plain http URL without TAKOFORM_HOST_INSECURE set to true" in message, message
+        assert host_requests(host)[before:] == []
+        # Nothing reached the host: the CR lets go without it (its remedy, Orphan).
+        orphan = json.dumps({"spec": {"deletionPolicy": "Orphan"}})
+        kube_cluster.kubectl("patch", "bucket", "logs", "--type=merge", "-p", orphan, namespace=ns)
+        kube_cluster.kubectl("delete", "bucket", "logs", "--timeout=60s", namespace=ns)
+    assert host_requests(host)[before:] == []
+    assert "Traceback" not in log.read_text(errors="replace")

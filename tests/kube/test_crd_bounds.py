@@ -1,0 +1,310 @@
+"""The generated CRDs' size bounds on the real API server (issue #20): the worst objects a
+namespace user could write are refused (deep labels, a 10,000-character label value, 10,000
+labels, a 1 MB string in any spec field of any line), and an object at the bounds is accepted.
+The one bound no CRD schema can express, the keys of a Bucket's labels (their type differs
+between definitions), is the chart's ValidatingAdmissionPolicy, applied here as helm renders it.
+The largest Bucket the API server accepts under the bounds is printed (run with -s to see it).
+
+Bodies go to the API server as raw bytes (`kubectl create --raw`), so nothing on the client side
+parses, prunes or refuses them first.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fixtures_helm import render
+from fixtures_kube import KubeCluster, KubeTools, wait_until
+from runners import Helm
+
+from takoform_operator.core import limits
+from takoform_spec.catalog import load_catalog
+
+pytestmark = pytest.mark.kube
+
+BOUNDS = load_catalog().bounds
+MB = 1024 * 1024
+#: A label key at the bounds: a 253-character DNS-subdomain prefix, "/", a 63-character name.
+PREFIX = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])
+LONGEST_KEY = f"{PREFIX}/{'n' * 63}"
+
+
+def _post(
+    kube: KubeCluster, tmp_path: Path, crd: dict[str, Any], namespace: str, body: str | bytes
+) -> tuple[bool, str]:
+    """POST `body` as a CR of `crd` in `namespace`: (accepted, the API server's answer)."""
+    path = tmp_path / f"{uuid.uuid4().hex}.json"
+    path.write_bytes(body.encode() if isinstance(body, str) else body)
+    group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+    version = crd["spec"]["versions"][0]["name"]
+    url = f"/apis/{group}/{version}/namespaces/{namespace}/{plural}"
+    done = kube.kubectl("create", "--raw", url, "-f", str(path), check=False, timeout=120)
+    return done.returncode == 0, (done.stdout + done.stderr)
+
+
+def _crd(crds: list[Any], kind: str) -> dict[str, Any]:
+    return next(c for c in crds if c["spec"]["names"]["kind"] == kind)  # type: ignore[no-any-return]
+
+
+def _cr(crd: dict[str, Any], spec: dict[str, Any], name: str | None = None) -> dict[str, Any]:
+    group, version = crd["spec"]["group"], crd["spec"]["versions"][0]["name"]
+    return {
+        "apiVersion": f"{group}/{version}",
+        "kind": crd["spec"]["names"]["kind"],
+        "metadata": {"name": name or f"b-{uuid.uuid4().hex[:10]}"},
+        "spec": spec,
+    }
+
+
+def _bucket(labels: Any) -> dict[str, Any]:
+    return {
+        "space": "team-a",
+        "parameters": {"region": "eu-west-1", "sizeGiB": 1, "labels": labels},
+    }
+
+
+def _volume(labels: Any) -> dict[str, Any]:
+    return {"space": "team-a", "parameters": {"zone": "eu-west-1a", "sizeGiB": 1, "labels": labels}}
+
+
+def _deep(depth: int) -> str:
+    """`{"l":{"l":...}}` nested `depth` levels, written as text (no encoder recursion)."""
+    return '{"l":' * depth + '"x"' + "}" * depth
+
+
+@pytest.mark.parametrize("kind", ["Bucket", "Volume"])
+def test_deeply_nested_labels_are_refused(
+    kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str, tmp_path: Path, kind: str
+) -> None:
+    crd = _crd(kube_crds, kind)
+    spec = _bucket("LABELS") if kind == "Bucket" else _volume("LABELS")
+    body = json.dumps(_cr(crd, spec)).replace('"LABELS"', _deep(5000))
+    accepted, answer = _post(kube_cluster, tmp_path, crd, kube_namespace, body)
+    assert not accepted, answer
+    assert "must be of type string" in answer, answer
+
+
+@pytest.mark.parametrize(
+    ("kind", "labels", "says"),
+    [
+        ("Bucket", {"team": "v" * 10_000}, "Too long"),
+        ("Volume", {"team": "v" * 10_000}, "Too long"),
+        ("Bucket", ["team=" + "v" * 10_000], "Too long"),
+        ("Bucket", {f"k{n}": "v" for n in range(10_000)}, "Too many"),
+        ("Volume", {f"k{n}": "v" for n in range(10_000)}, "Too many"),
+        ("Bucket", [f"k{n}=v" for n in range(10_000)], "Too many"),
+        ("Volume", {"k" * 10_000: "v"}, "labels keys are at most 317 characters"),
+        ("Volume", {"-not-a-label-key": "v"}, "labels keys are at most 317 characters"),
+        ("Bucket", "v" * 10_000, "Too long"),
+    ],
+    ids=[
+        "bucket-long-value",
+        "volume-long-value",
+        "bucket-long-item",
+        "bucket-10000-labels",
+        "volume-10000-labels",
+        "bucket-10000-items",
+        "volume-long-key",
+        "volume-bad-key",
+        "bucket-long-scalar",
+    ],
+)
+def test_labels_beyond_the_kubernetes_label_limits_are_refused(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    kube_namespace: str,
+    tmp_path: Path,
+    kind: str,
+    labels: Any,
+    says: str,
+) -> None:
+    crd = _crd(kube_crds, kind)
+    spec = _bucket(labels) if kind == "Bucket" else _volume(labels)
+    accepted, answer = _post(
+        kube_cluster, tmp_path, crd, kube_namespace, json.dumps(_cr(crd, spec))
+    )
+    assert not accepted, answer[:2000]
+    assert says in answer, answer[:2000]
+
+
+def _sized_fields(
+    schema: dict[str, Any], path: tuple[str, ...]
+) -> list[tuple[tuple[str, ...], Any]]:
+    """(path, a value holding a 1 MB string) for every string, list and map of a spec."""
+    huge = "x" * MB
+    found: list[tuple[tuple[str, ...], Any]] = []
+    for name, child in schema.get("properties", {}).items():
+        where = (*path, name)
+        kind = child.get("type")
+        if kind == "string" or kind is None:
+            found.append((where, huge))
+        elif kind == "array" and child["items"].get("type") == "string":
+            found.append((where, [huge]))
+        elif kind == "object" and "additionalProperties" in child:
+            if child["additionalProperties"].get("type") == "string":
+                found.append((where, {"k": huge}))
+        elif kind == "object":
+            found += _sized_fields(child, where)
+    return found
+
+
+def _set(document: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        document = document.setdefault(key, {})
+    document[path[-1]] = value
+
+
+def test_a_1mb_string_in_any_spec_field_of_any_crd_is_refused(
+    kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str, tmp_path: Path
+) -> None:
+    tried = 0
+    for crd in kube_crds:
+        namespaced = crd["spec"]["scope"] == "Namespaced"
+        spec_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        for path, value in _sized_fields(spec_schema, ()):
+            body = _cr(crd, {})
+            _set(body["spec"], path, value)
+            if namespaced:
+                accepted, answer = _post(
+                    kube_cluster, tmp_path, crd, kube_namespace, json.dumps(body)
+                )
+            else:
+                accepted, answer = _post_cluster(kube_cluster, tmp_path, crd, json.dumps(body))
+            where = f"{crd['spec']['names']['kind']} spec.{'.'.join(path)}"
+            assert not accepted, f"{where} accepted a 1 MB string"
+            assert "Too long" in answer or "at most" in answer, f"{where}: {answer[:1000]}"
+            tried += 1
+    assert tried > 60, tried
+
+
+def _post_cluster(
+    kube: KubeCluster, tmp_path: Path, crd: dict[str, Any], body: str
+) -> tuple[bool, str]:
+    path = tmp_path / f"{uuid.uuid4().hex}.json"
+    path.write_text(body)
+    group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+    url = f"/apis/{group}/{crd['spec']['versions'][0]['name']}/{plural}"
+    done = kube.kubectl("create", "--raw", url, "-f", str(path), check=False, timeout=120)
+    return done.returncode == 0, (done.stdout + done.stderr)
+
+
+def _largest_bucket(labels: Any) -> dict[str, Any]:
+    return {
+        "space": "s" * limits.SPACE_MAX_LENGTH,
+        "hostRef": "h" * limits.NAME_MAX_LENGTH,
+        "resourceName": "r" * limits.NAME_MAX_LENGTH,
+        "importId": "i" * limits.IMPORT_ID_MAX_LENGTH,
+        "deletionPolicy": "Orphan",
+        "managementPolicy": "Observe",
+        "formRef": {"definitionVersion": "1.0.0", "schemaDigest": "sha256:" + "0" * 64},
+        "parameters": {
+            "region": "eu-" + "w" * (BOUNDS.string_max_length - 5) + "-1",
+            "quota": "1" * (BOUNDS.string_max_length - 2) + "Gi",
+            "sizeGiB": 1048576,
+            "public": True,
+            "versioning": True,
+            "lifecycleDays": 2**62,
+            "access": "public-read",
+            "labels": labels,
+        },
+    }
+
+
+def test_a_bucket_at_the_bounds_is_accepted_and_its_size_is_measured(
+    kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str, tmp_path: Path
+) -> None:
+    crd = _crd(kube_crds, "Bucket")
+    convention = BOUNDS.conventions["labels"]
+    assert convention.map is not None and convention.list is not None
+    as_map = {
+        f"{PREFIX}/{n:02d}{'n' * 61}": "v" * convention.map.value_max_length
+        for n in range(convention.map.max_properties)
+    }
+    assert all(len(key) == convention.map.key_max_length for key in as_map)
+    as_list = [f"{n:02d}" + "x" * 379 for n in range(convention.list.max_items)]
+    sizes = {}
+    for shape, labels in (("map", as_map), ("list", as_list)):
+        name = f"largest-{shape}"
+        body = json.dumps(_cr(crd, _largest_bucket(labels), name))
+        accepted, answer = _post(kube_cluster, tmp_path, crd, kube_namespace, body)
+        assert accepted, answer[:3000]
+        stored = kube_cluster.kubectl(
+            "get", f"buckets.storage.takoform.io/{name}", "-o", "json", namespace=kube_namespace
+        ).stdout
+        assert json.loads(stored)["spec"]["parameters"]["labels"] == labels
+        sizes[shape] = (len(body.encode()), len(stored.encode()))
+    # One step past the bounds is refused: a 65th label, a 64-character value.
+    over = {**as_map, "one-more": "v"}
+    accepted, answer = _post(
+        kube_cluster, tmp_path, crd, kube_namespace, json.dumps(_cr(crd, _largest_bucket(over)))
+    )
+    assert not accepted and "Too many" in answer, answer[:2000]
+    print(
+        "\nlargest Bucket the API server accepts under the bounds (spec at every bound, "
+        "metadata minimal): "
+        + "; ".join(
+            f"labels as a {shape}: {sent:,} bytes sent, {stored:,} bytes as stored"
+            for shape, (sent, stored) in sizes.items()
+        )
+    )
+    # Far below etcd's 1.5 MB: a hundred of them are a few MB in the operator's cache.
+    assert max(stored for _, stored in sizes.values()) < 64 * 1024
+
+
+@pytest.fixture(scope="module")
+def bounds_policy(
+    kube_cluster: KubeCluster, kube_tools: KubeTools, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[Any]]:
+    """The chart's bounds policy and its binding, applied as helm renders them."""
+    assert kube_tools.helm, "helm not built: run `make tools`"
+    helm = Helm(kube_tools.helm, tmp_path_factory.mktemp("helm-home"))
+    docs = [d for d in render(helm) if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert sorted(d["kind"] for d in docs) == [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
+    kube_cluster.apply("\n---\n".join(yaml.safe_dump(d) for d in docs))
+    yield docs
+    for doc in docs:
+        kube_cluster.kubectl("delete", doc["kind"], doc["metadata"]["name"], check=False)
+
+
+def test_a_bucket_label_key_beyond_the_label_limits_is_refused_by_the_chart_policy(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    kube_namespace: str,
+    tmp_path: Path,
+    bounds_policy: Any,
+) -> None:
+    crd = _crd(kube_crds, "Bucket")
+    long_key = _cr(crd, _bucket({"k" * 10_000: "v"}))
+    message = "Bucket spec.parameters.labels keys are at most 317 characters"
+
+    # The policy takes effect within moments of being created: await the first refusal.
+    def refused() -> bool:
+        accepted, answer = _post(kube_cluster, tmp_path, crd, kube_namespace, json.dumps(long_key))
+        if accepted:
+            kube_cluster.kubectl(
+                "delete", "buckets.storage.takoform.io", long_key["metadata"]["name"],
+                namespace=kube_namespace,
+            )  # fmt: skip
+        return not accepted and message in answer
+
+    wait_until(refused, "the bounds policy refusing a 10,000-character label key")
+    for labels in ({"-bad": "v"}, {LONGEST_KEY + "x": "v"}):
+        accepted, answer = _post(
+            kube_cluster, tmp_path, crd, kube_namespace, json.dumps(_cr(crd, _bucket(labels)))
+        )
+        assert not accepted and message in answer, answer[:2000]
+    # At the bounds, and in the list shape of definition 2.0.0, still accepted.
+    for labels in ({LONGEST_KEY: "v" * 63}, ["team=data"]):
+        accepted, answer = _post(
+            kube_cluster, tmp_path, crd, kube_namespace, json.dumps(_cr(crd, _bucket(labels)))
+        )
+        assert accepted, answer[:2000]
