@@ -90,10 +90,10 @@ HOST_DB ?= .host/takoform-host.db
 run: venv ## run the operator: local control plane (builds the tools) + CRDs + reference host + operator (docs/operator.md)
 	hack/run.sh
 
-host: venv ## run the reference host on $(HOST_LISTEN) (token: dev-token, admin token: dev-admin)
+host: venv ## run the reference host on $(HOST_LISTEN), space team-a of docs/examples (token: dev-token, admin token: dev-admin)
 	@mkdir -p $(dir $(HOST_DB))
 	TAKOFORM_HOST_TOKENS=dev-token TAKOFORM_HOST_ADMIN_TOKEN=dev-admin \
-	  $(BIN)/takoform-host serve --db $(HOST_DB) --listen $(HOST_LISTEN) --space default
+	  $(BIN)/takoform-host serve --db $(HOST_DB) --listen $(HOST_LISTEN) --space team-a
 
 # accepted-mutation-durable (H-35) is always skipped over the wire: --allow-skips accepts that
 # (the report still names it); CONFORMANCE_FLAGS= makes any skipped required check fail the run.

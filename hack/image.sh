@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Builds the operator image from the Dockerfile and writes it as an OCI archive:
 #
-#   build/image/takoform-operator-<version>.oci.tar   (image name takoform/takoform-operator:<version>)
+#   build/image/takoform-operator-<version>.oci.tar   (image takoform/takoform-operator:<version>-<id>)
+#
+# The tag is per build: the version and the first 12 hex digits of the built image's id (the
+# digest of its config), printed and written to build/image/takoform-operator-<version>.tag. A
+# rebuild that changed anything has a new tag, so `helm upgrade --set image.tag=...` rolls the pods
+# without a manual restart. The archive names the image fully qualified (docker.io/... for a name
+# without a registry), the name a kubelet asks containerd for, so `kind load image-archive` and
+# `ctr images import` store it under that name.
 #
 # With a Docker daemon that answers `docker info`, `docker build` (base: TAKOFORM_BASE_IMAGE, e.g.
 # the official python slim image, by digest). Otherwise buildah (Debian package) with chroot isolation on a
@@ -22,6 +29,23 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 log() { printf '%s image: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# The first 12 hex digits of an image id (sha256:... or bare).
+id12() {
+  local id="${1#sha256:}"
+  [[ $id =~ ^[0-9a-f]{12} ]] || die "no image id: '$1'"
+  printf '%s' "${id:0:12}"
+}
+# A repository name as a kubelet asks for it: docker.io/[library/]NAME unless it names a registry.
+qualified() {
+  local first="${1%%/*}"
+  if [[ $1 != */* ]]; then
+    printf 'docker.io/library/%s' "$1"
+  elif [[ $first != *.* && $first != *:* && $first != localhost ]]; then
+    printf 'docker.io/%s' "$1"
+  else
+    printf '%s' "$1"
+  fi
+}
 die() { log "ERROR: $*"; exit 1; }
 
 version="$(sed -n 's/^version *= *"\(.*\)"/\1/p' pyproject.toml | head -1)"
@@ -65,7 +89,10 @@ docker)
   docker build "${build_args[@]}" --build-arg "BASE_IMAGE=$base" \
     --build-arg "BASE_NAME=${base%@*}" --build-arg "BASE_DIGEST=$base_digest" -t "$ref" .
   # An OCI layout of the image (docker save writes one since Docker 25).
-  docker save -o "$archive" "$ref"
+  image_id="$(docker image inspect --format '{{.Id}}' "$ref")"
+  tag="$version-$(id12 "$image_id")"
+  docker tag "$ref" "$name:$tag"
+  docker save -o "$archive" "$name:$tag"
   ;;
 buildah)
   command -v buildah >/dev/null ||
@@ -88,8 +115,11 @@ buildah)
     --build-arg "BASE_IMAGE=$base" --build-arg "BASE_NAME=$base_name" \
     --build-arg "BASE_DIGEST=$base_digest" "${build_args[@]}" "${mounts[@]}" \
     -t "$ref" . >/dev/null
+  image_id="$(buildah inspect --type image --format '{{.FromImageID}}' "$ref")"
+  tag="$version-$(id12 "$image_id")"
+  buildah tag "$ref" "$name:$tag"
   rm -f "$archive"
-  buildah push --quiet "$ref" "oci-archive:$archive:$ref"
+  buildah push --quiet "$name:$tag" "oci-archive:$archive:$(qualified "$name"):$tag"
   ;;
 *) die "unknown engine $engine (docker or buildah)" ;;
 esac
@@ -98,6 +128,8 @@ log "base: $base (recorded in $out/takoform-operator-$version.base and the image
 python3 hack/image/check_image.py "$archive" >"$out/takoform-operator-$version.check.json" ||
   die "the image fails its check (hack/image/check_image.py): see above"
 log "image check passed: $(cat "$out/takoform-operator-$version.check.json")"
+printf '%s\n' "$tag" >"$out/takoform-operator-$version.tag"
 size="$(du -h "$archive" | cut -f1)"
-log "built $ref with $engine in $((SECONDS - t0))s -> $archive ($size)"
+log "built $name:$tag with $engine in $((SECONDS - t0))s -> $archive ($size)"
+log "image tag: $tag (in $out/takoform-operator-$version.tag; helm: --set image.tag=$tag)"
 echo "$archive"
