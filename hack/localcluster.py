@@ -174,6 +174,8 @@ class Tools:
     pause: Path | None = None
     # Upstream Prometheus 3.x with kubernetes_sd (Debian's, on PATH, lacks it).
     prometheus_upstream: Path | None = None
+    # kube-state-metrics: exports the CRs' conditions the chart's resource alerts read.
+    kube_state_metrics: Path | None = None
 
     @classmethod
     def locate(cls) -> Tools:
@@ -206,6 +208,10 @@ class Tools:
             os.environ.get("TAKOFORM_PROMETHEUS_UPSTREAM_BIN")
             or cache / "bin" / f"prometheus-{versions['PROMETHEUS_MODULE_VERSION']}"
         )
+        kube_state_metrics = Path(
+            os.environ.get("TAKOFORM_KUBE_STATE_METRICS_BIN")
+            or cache / "bin" / f"kube-state-metrics-{versions['KUBE_STATE_METRICS_VERSION']}"
+        )
         tools = cls(
             kube_apiserver=kube / "kube-apiserver",
             kube_controller_manager=kube / "kube-controller-manager",
@@ -218,6 +224,7 @@ class Tools:
             kube_scheduler=node / "kube-scheduler",
             pause=pause / "pause",
             prometheus_upstream=prometheus_upstream / "prometheus",
+            kube_state_metrics=kube_state_metrics / "kube-state-metrics",
         )
         missing = [
             str(p)

@@ -8,6 +8,7 @@
 #   helm                                              <- helm.sh/helm/v3     (hack/go/helm)
 #   prometheus, promtool                              <- Debian package `prometheus`
 #   prometheus, promtool 3.x with kubernetes_sd       <- github.com/prometheus/prometheus (hack/go/prometheus)
+#   kube-state-metrics (the alerts' source)          <- k8s.io/kube-state-metrics/v2 (hack/go/kube-state-metrics)
 #   containerd, runc (the node's runtime)             <- Debian packages `containerd`, `runc`
 #   buildah, mmdebstrap (`make image` without Docker) <- Debian packages `buildah`, `mmdebstrap`
 #   lua5.1 (runs the chart's Argo CD health check)    <- Debian package `lua5.1` (Argo CD: Lua 5.1)
@@ -150,6 +151,19 @@ BUILD_TAGS="remove_all_sd,enable_kubernetes_sd" build prometheus "$PROMETHEUS_MO
   prometheus=github.com/prometheus/prometheus/cmd/prometheus \
   promtool=github.com/prometheus/prometheus/cmd/promtool
 
+# --- kube-state-metrics -----------------------------------------------------------------------
+# The alerts read the CRs' own status.conditions through its CustomResourceStateMetrics
+# (charts/takoform-operator/files/kube-state-metrics.yaml); tests/e2e/test_alerts_from_crs.py runs it.
+ksdir="$repo/hack/go/kube-state-metrics"
+check_wrapper "$ksdir" k8s.io/kube-state-metrics/v2 "$KUBE_STATE_METRICS_VERSION"
+ksldflags="-s -w"
+for kv in Version="$KUBE_STATE_METRICS_VERSION" Revision="$KUBE_STATE_METRICS_VERSION" Branch=HEAD \
+  BuildUser=takoform-operator BuildDate="$(date -u +%Y%m%d-%H:%M:%S)"; do
+  ksldflags+=" -X github.com/prometheus/common/version.$kv"
+done
+build kube-state-metrics "$KUBE_STATE_METRICS_VERSION" "$ksdir" "$ksldflags" \
+  kube-state-metrics=k8s.io/kube-state-metrics/v2
+
 # --- Debian packages: prometheus, containerd, runc, buildah, mmdebstrap -------------------------
 apt_updated=""
 apt_install() { # PACKAGE...
@@ -200,6 +214,7 @@ ebin="$bindir/etcd-$ETCD_VERSION"
 hbin="$bindir/helm-$HELM_VERSION"
 nbin="$bindir/kubernetes-node-$KUBERNETES_VERSION"
 pbin="$bindir/prometheus-$PROMETHEUS_MODULE_VERSION"
+ksbin="$bindir/kube-state-metrics-$KUBE_STATE_METRICS_VERSION"
 cat >"$bindir/env.sh.tmp" <<ENV
 # Written by hack/tools.sh; source it to put the pinned tools on PATH.
 export TAKOFORM_KUBE_BIN="$kbin"
@@ -210,6 +225,8 @@ export TAKOFORM_PAUSE_BIN="$pause_dir"
 export TAKOFORM_PROMETHEUS_BIN="$promdir"
 # Upstream Prometheus 3.x (kubernetes_sd); deliberately not on PATH, where Debian's stays.
 export TAKOFORM_PROMETHEUS_UPSTREAM_BIN="$pbin"
+# kube-state-metrics (the alerts' source); not on PATH either.
+export TAKOFORM_KUBE_STATE_METRICS_BIN="$ksbin"
 export PATH="$kbin:$ebin:$hbin:$promdir:\$PATH"
 ENV
 mv "$bindir/env.sh.tmp" "$bindir/env.sh"
@@ -217,7 +234,8 @@ mv "$bindir/env.sh.tmp" "$bindir/env.sh"
 log "ready in $((SECONDS - start))s:"
 for f in "$kbin"/kube-apiserver "$kbin"/kube-controller-manager "$kbin"/kubectl "$ebin"/etcd \
   "$hbin"/helm "$nbin"/kubelet "$nbin"/kube-scheduler "$pause_dir"/pause \
-  "$promdir"/prometheus "$promdir"/promtool "$pbin"/prometheus "$pbin"/promtool; do
+  "$promdir"/prometheus "$promdir"/promtool "$pbin"/prometheus "$pbin"/promtool \
+  "$ksbin"/kube-state-metrics; do
   printf '  %s\n' "$f" >&2
 done
 printf '  source %s   # puts them on PATH\n' "$bindir/env.sh" >&2

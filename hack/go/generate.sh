@@ -5,7 +5,7 @@
 # replaces the k8s.io/* "staging" modules with ./staging/... paths and requires them at v0.0.0.
 # A wrapper module requires k8s.io/kubernetes and replaces each of those v0.0.0 modules with the
 # matching published release (v1.Y.Z -> v0.Y.Z). The list is derived from the downloaded go.mod,
-# never hand-copied. etcd, helm and prometheus get the same kind of wrapper so that go.sum pins
+# never hand-copied. etcd, helm, prometheus and kube-state-metrics get the same kind of wrapper so that go.sum pins
 # everything.
 set -euo pipefail  # needs: go, jq
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -94,5 +94,12 @@ write_module "$here/prometheus" takoform.local/hack/go/prometheus "$(go_line "$p
   "github.com/prometheus/prometheus $PROMETHEUS_MODULE_VERSION" "" \
   github.com/prometheus/prometheus/cmd/prometheus \
   github.com/prometheus/prometheus/cmd/promtool
+
+# --- kube-state-metrics (CustomResourceStateMetrics: the alerts read the CRs' conditions) ------
+ksmod="$(go mod download -json "k8s.io/kube-state-metrics/v2@$KUBE_STATE_METRICS_VERSION" |
+  jq -r '.GoMod')"
+write_module "$here/kube-state-metrics" takoform.local/hack/go/kube-state-metrics \
+  "$(go_line "$ksmod")" "k8s.io/kube-state-metrics/v2 $KUBE_STATE_METRICS_VERSION" "" \
+  k8s.io/kube-state-metrics/v2
 
 log "done"

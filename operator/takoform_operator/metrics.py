@@ -18,6 +18,7 @@ from prometheus_client import (
 
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.outcome import Outcome
+from takoform_operator.core.tenancy import DEFAULT_HOST
 
 _HOST_TROUBLE = {Reason.HOST_UNAVAILABLE, Reason.HOST_REJECTED}
 
@@ -74,8 +75,8 @@ class Metrics:
         )
         self.host_errors = Counter(
             "takoform_host_errors",
-            "Reconciles that ended on a host error, by reason.",
-            ["kind", "reason"],
+            "Reconciles that ended on a host error, by reason and host (the TakoformHost's name).",
+            ["kind", "reason", "host"],
             registry=self.registry,
         )
         self.unreadable = Counter(
@@ -116,7 +117,9 @@ class Metrics:
         if outcome.holds_conditions:
             return  # paused: nothing was observed, the series keep their last value
         for reason in _HOST_TROUBLE & set(true.values()):
-            self.host_errors.labels(kind=labels["kind"], reason=str(reason)).inc()
+            self.host_errors.labels(
+                kind=labels["kind"], reason=str(reason), host=_host(body, outcome)
+            ).inc()
         # An outage keeps the last known conditions, Blocked included (core.outcome.unavailable).
         previous = None if outcome.keeps_last_known else self._blocked_reasons.pop(key, None)
         if previous is not None:
@@ -156,6 +159,16 @@ class Metrics:
             self.degraded.remove(*key, reason)
         with contextlib.suppress(KeyError):
             self.pending.remove(*key)
+
+
+def _host(body: Any, outcome: Outcome) -> str:
+    """The host the reconcile talked to: the recorded one once claimed (core.plan.host_of), else
+    the spec's hostRef, else the implicit host."""
+    state = outcome.state
+    if state.form_ref is not None:
+        return state.host or DEFAULT_HOST
+    spec = body.get("spec") or {}
+    return str(spec.get("hostRef") or DEFAULT_HOST) if isinstance(spec, dict) else DEFAULT_HOST
 
 
 def _result(outcome: Outcome, true: dict[ConditionType, Reason]) -> str:

@@ -5,7 +5,6 @@ API server and the host."""
 from __future__ import annotations
 
 import json
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +12,15 @@ from typing import Any
 
 import httpx
 import pytest
-from fixtures_helm import rule_file
+from fixtures_helm import render, rule_file
 from fixtures_kube import KubeCluster, wait_until
+from monitoring import (
+    ksm_config,
+    ksm_grant,
+    kube_state_metrics_binary,
+    running_kube_state_metrics,
+    running_prometheus,
+)
 from operator_process import Operator, condition_of, cr_status, is_ready
 from processes import free_port
 
@@ -137,52 +143,47 @@ def test_orphan_policy_leaves_the_host_resource(
 
 @pytest.fixture
 def prometheus(
-    operator: tuple[Operator, Any, str], helm: Any, kube_tools: Any, tmp_path: Path
+    operator: tuple[Operator, Any, str],
+    helm: Any,
+    kube_tools: Any,
+    kube_cluster: KubeCluster,
+    tmp_path: Path,
 ) -> Iterator[str]:
-    """A real Prometheus scraping the operator every second with the chart's alert rules
-    (durations shortened through the chart's values)."""
+    """A real Prometheus with the chart's alert rules (durations shortened through the chart's
+    values) scraping, every second, the operator and a real kube-state-metrics with the chart's
+    CustomResourceStateMetrics (the source of the resource alerts: the CRs)."""
     assert kube_tools.prometheus, "prometheus missing: run `make tools`"
-    running, _host, _namespace = operator
-    rules = rule_file(helm, tmp_path, "alerts.blockedFor=2s", "alerts.stuckOperationFor=1h")
-    port = free_port()
+    running, _host, namespace = operator
+    values = [
+        "alerts.blockedFor=2s",
+        "alerts.stuckOperationFor=1h",
+        "alerts.kubeStateMetrics.serviceAccount.name=ksm",
+        f"alerts.kubeStateMetrics.serviceAccount.namespace={namespace}",
+    ]
+    rules = rule_file(helm, tmp_path, *values)
+    docs = render(helm, "metrics.prometheusRule.enabled=true", *values, namespace=namespace)
+    kubeconfig = ksm_grant(kube_cluster, namespace, docs)
+    config = ksm_config(docs, tmp_path / "custom-resource-state.yaml")
+    ksm_port = free_port()
     target = running.metrics_url.removeprefix("http://").removesuffix("/metrics")
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        json.dumps(
+    scrape = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(rules)],
+        "scrape_configs": [
+            {"job_name": "takoform-operator", "static_configs": [{"targets": [target]}]},
             {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(rules)],
-                "scrape_configs": [
-                    {"job_name": "takoform-operator", "static_configs": [{"targets": [target]}]}
-                ],
-            }
-        )
-    )
-    log = tmp_path / "prometheus.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [
-                str(kube_tools.prometheus),
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: _get(f"{url}/-/ready") is not None, "Prometheus ready", timeout=30)
-        yield url
-    except BaseException:
-        print(log.read_text(errors="replace")[-3000:])
-        raise
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
+                "job_name": "kube-state-metrics",
+                "honor_labels": True,
+                "static_configs": [{"targets": [f"127.0.0.1:{ksm_port}"]}],
+            },
+        ],
+    }
+    ksm = kube_state_metrics_binary()
+    with (
+        running_kube_state_metrics(ksm, kubeconfig, config, tmp_path, ksm_port),
+        running_prometheus(kube_tools.prometheus, tmp_path / "prom", scrape) as prom,
+    ):
+        yield prom.url
 
 
 def _get(url: str) -> Any:
@@ -223,7 +224,7 @@ def test_prometheus_fires_and_resolves_the_blocked_alert(
             a["state"] == "firing"
             and a["labels"]["name"] == "watched"
             and a["labels"]["reason"] == "UidMismatch"
-            and a["labels"]["severity"] == "critical"
+            and a["labels"]["severity"] == "warning"
             for a in alerts
         )
 

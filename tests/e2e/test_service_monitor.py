@@ -1,8 +1,9 @@
 """The chart's ServiceMonitor as Prometheus runs it: the scrape job the prometheus-operator
 generates from it, in a real Prometheus (upstream 3.x built by hack/tools.sh: Debian's 2.42 has
-no kubernetes_sd) that finds the operator through the API server. `TakoformResourceBlocked` fires
-naming the CR's namespace and name; the same job without `honor_labels` names the namespace of
-the operator's Service instead, so the check can fail.
+no kubernetes_sd) that finds the operator through the API server. The operator's Blocked series
+names the CR's namespace and name; the same job without `honor_labels` names the namespace of
+the operator's Service instead, so the check can fail. The job's labels are the ones the chart's
+operator alerts select (`TakoformOperatorDown` holds while it leads).
 
 Everything runs on loopback: the operator is a `takoform-operator run` process, and its metrics
 Service is the chart's, in the namespace a release would have. The API server refuses loopback
@@ -404,7 +405,7 @@ def namespaces(kube_cluster: KubeCluster, kube_namespace: str) -> Iterator[tuple
         kube_cluster.kubectl("delete", "namespace", crs, "--wait=false", check=False)
 
 
-def test_prometheus_discovers_the_operator_and_the_blocked_alert_names_the_cr(
+def test_prometheus_discovers_the_operator_and_the_blocked_series_names_the_cr(
     kube_cluster: KubeCluster,
     kube_crds: list[Any],
     namespaces: tuple[str, str],
@@ -466,7 +467,8 @@ def test_prometheus_discovers_the_operator_and_the_blocked_alert_names_the_cr(
         try:
             wait_until(lambda: serving(running), "the operator's metrics endpoint", timeout=30)
             _assert_discovered(prom, job["job_name"], service, metrics_port)
-            _assert_blocked_alert_names_the_cr(prom, control, kube, host, crs, operator_namespace)
+            _assert_operator_down_holds(prom, chart, service)
+            _assert_blocked_series_names_the_cr(prom, control, kube, host, crs, operator_namespace)
         except BaseException:
             print(running.log_tail())
             raise
@@ -515,7 +517,23 @@ def _assert_discovered(
     assert {k: labels.get(k) for k in expected} == expected, labels
 
 
-def _assert_blocked_alert_names_the_cr(
+def _assert_operator_down_holds(
+    prom: Prometheus, chart: dict[str, Any], service: dict[str, Any]
+) -> None:
+    """TakoformOperatorDown selects this release's series by the job the ServiceMonitor makes
+    (namespace and job of its Service): they are there, and its expression is empty."""
+    namespace, name = service["metadata"]["namespace"], service["metadata"]["name"]
+    leading = f'takoform_leader{{namespace="{namespace}",job="{name}"}} == 1'
+    wait_until(lambda: prom.series(leading) != [], "the release's leader series", 60)
+    groups = chart["PrometheusRule"]["spec"]["groups"]
+    (down,) = [r for g in groups for r in g["rules"] if r["alert"] == "TakoformOperatorDown"]
+    assert f'takoform_leader{{namespace="{namespace}",job="{name}"}}' in down["expr"]
+    answer = prom.get("/api/v1/query", query=down["expr"])
+    assert answer and answer["status"] == "success", answer
+    assert answer["data"]["result"] == [], "the operator leads: TakoformOperatorDown holds"
+
+
+def _assert_blocked_series_names_the_cr(
     prom: Prometheus,
     control: Prometheus,
     kube: KubeCluster,
@@ -523,44 +541,38 @@ def _assert_blocked_alert_names_the_cr(
     crs: str,
     operator_namespace: str,
 ) -> None:
-    """A Bucket in `crs` goes Blocked (its host resource deleted and re-created): the alert
-    names `crs` and the Bucket; without honor_labels it names the operator's namespace."""
+    """A Bucket in `crs` goes Blocked (its host resource deleted and re-created): the operator's
+    Blocked series, as scraped, names `crs` and the Bucket; without honor_labels it names the
+    operator's namespace. (The Blocked alert itself reads the CR through kube-state-metrics:
+    tests/e2e/test_alerts_from_crs.py.)"""
     kube.apply(_bucket("watched"), namespace=crs)
     wait_until(lambda: _bucket_condition(kube, crs, "watched", "Ready"), "Bucket watched Ready", 90)
-    assert prom.alerts("TakoformResourceBlocked") == []
+    query = 'takoform_resource_blocked{name="watched"} == 1'
+    assert prom.series(query) == []
     target = {"space": "team-a", "apiVersion": "storage.takoform.io/v1", "kind": "Bucket"}
     host.admin("POST", "/admin/v1/resources/recreate", {**target, "name": "watched"})
 
-    def firing(prometheus: Prometheus) -> list[dict[str, str]]:
-        alerts = prometheus.alerts("TakoformResourceBlocked")
-        return [a["labels"] for a in alerts if a["state"] == "firing"]
+    def blocked(prometheus: Prometheus) -> list[dict[str, str]]:
+        return prometheus.series(query)
 
-    expected = {
-        "alertname": "TakoformResourceBlocked",
-        "namespace": crs,
-        "name": "watched",
-        "kind": "Bucket",
-        "reason": "UidMismatch",
-        "severity": "critical",
-    }
+    expected = {"namespace": crs, "name": "watched", "kind": "Bucket", "reason": "UidMismatch"}
     t0 = time.monotonic()
-    fired = wait_for(lambda: firing(prom), "TakoformResourceBlocked firing", timeout=60)
-    print(f"TakoformResourceBlocked firing {time.monotonic() - t0:.1f}s after the recreate")
-    assert fired == [expected], "the alert names the CR's namespace, not the operator's"
-    series = prom.series('takoform_resource_blocked{name="watched"}')
-    assert [s["namespace"] for s in series] == [crs] and "exported_namespace" not in series[0]
+    series = wait_for(lambda: blocked(prom), "the Blocked series scraped", timeout=60)
+    print(f"Blocked series scraped {time.monotonic() - t0:.1f}s after the recreate")
+    assert [{k: s.get(k) for k in expected} for s in series] == [expected], (
+        "the series names the CR's namespace, not the operator's"
+    )
+    assert "exported_namespace" not in series[0]
 
     # The same job without honor_labels: the target's namespace overwrites the series' own.
-    unhonored = wait_for(lambda: firing(control), "the control alert firing", timeout=60)
-    assert unhonored == [{**expected, "namespace": operator_namespace}]
-    series = control.series('takoform_resource_blocked{name="watched"}')
+    series = wait_for(lambda: blocked(control), "the control's Blocked series", timeout=60)
     assert [(s["namespace"], s["exported_namespace"]) for s in series] == [
         (operator_namespace, crs)
     ]
 
-    # Remedy: delete the host-side replacement; the operator re-creates, the alert resolves.
+    # Remedy: delete the host-side replacement; the operator re-creates, the series goes.
     host.admin("POST", "/admin/v1/resources/delete", {**target, "name": "watched"})
-    wait_until(lambda: prom.alerts("TakoformResourceBlocked") == [], "the alert resolved", 60)
+    wait_until(lambda: blocked(prom) == [], "the Blocked series gone", 60)
     wait_until(
         lambda: _bucket_condition(kube, crs, "watched", "Ready"), "Bucket watched Ready again", 90
     )

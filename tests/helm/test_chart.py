@@ -1,5 +1,5 @@
-"""The Helm chart, rendered by real helm, applied to the real API server, its alert rules checked by
-promtool; the RBAC it grants is proven sufficient by running the operator with its token."""
+"""The Helm chart, rendered by real helm, applied to the real API server; the RBAC it grants is
+proven sufficient by running the operator with its token. Its alert rules: test_alert_rules.py."""
 
 from __future__ import annotations
 
@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 import yaml
-from fixtures_helm import CHART, kinds, render, rule_file
-from fixtures_kube import KubeCluster, KubeTools, wait_until
+from fixtures_helm import CHART, kinds, render
+from fixtures_kube import KubeCluster, wait_until
 from operator_process import condition_of, cr_status, is_ready, operator_process
 from tenancy import granted
 
 REPO = Path(__file__).resolve().parents[2]
-RUNBOOKS = "docs/runbooks.md"  # alerts.runbookBaseUrl's default
 pytestmark = pytest.mark.kube
 
 
@@ -38,7 +37,11 @@ def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: A
     base = sorted([*RBAC_KINDS, *POLICY_KINDS, "Deployment", "Service", "ServiceAccount"])
     assert kinds(render(helm)) == base
     monitoring = ["metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"]
-    assert kinds(render(helm, *monitoring)) == sorted([*base, "PrometheusRule", "ServiceMonitor"])
+    # The PrometheusRule comes with the kube-state-metrics configuration its resource alerts read
+    # (a ConfigMap) and the read-only ClusterRole kube-state-metrics needs for it.
+    assert kinds(render(helm, *monitoring)) == sorted(
+        [*base, "PrometheusRule", "ServiceMonitor", "ConfigMap", "ClusterRole"]
+    )
     off = kinds(render(helm, "metrics.enabled=false", *monitoring))
     assert off == sorted([*RBAC_KINDS, *POLICY_KINDS, "Deployment", "ServiceAccount"])
     without_user_roles = kinds(render(helm, "rbac.userRoles.create=false"))
@@ -495,208 +498,6 @@ def test_crds_upgrade_applies_every_chart_crd(
         assert f"customresourcedefinition.apiextensions.k8s.io/{name} condition met" in (
             applied.stdout
         ), name
-
-
-# -- alert rules ---------------------------------------------------------------------------------
-
-
-def test_alert_rules_pass_promtool(helm: Any, kube_tools: KubeTools, tmp_path: Path) -> None:
-    assert kube_tools.promtool
-    rules = rule_file(helm, tmp_path)
-    check = subprocess.run(
-        [str(kube_tools.promtool), "check", "rules", str(rules)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert check.returncode == 0, check.stdout + check.stderr
-    assert "5 rules found" in check.stdout
-
-
-def test_alerts_fire_as_documented(helm: Any, kube_tools: KubeTools, tmp_path: Path) -> None:
-    """promtool's rule unit tests: Blocked fires after blockedFor, and only while blocked."""
-    assert kube_tools.promtool
-    rules = rule_file(helm, tmp_path)
-    series = '{namespace="demo",name="logs",kind="Bucket"'
-    tests = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [
-                    {
-                        "series": f'takoform_resource_blocked{series},reason="UidMismatch"}}',
-                        "values": "1x10 _x10",
-                    },
-                    {
-                        "series": f"takoform_resource_pending_operation{series}}}",
-                        "values": "1x40",
-                    },
-                    {
-                        "series": "takoform_host_errors_total"
-                        + '{kind="Bucket",reason="HostUnavailable"}',
-                        "values": "0+5x20",
-                    },
-                ],
-                "alert_rule_test": [
-                    {"eval_time": "3m", "alertname": "TakoformResourceBlocked", "exp_alerts": []},
-                    {
-                        "eval_time": "6m",
-                        "alertname": "TakoformResourceBlocked",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {
-                                    "severity": "critical",
-                                    "namespace": "demo",
-                                    "name": "logs",
-                                    "kind": "Bucket",
-                                    "reason": "UidMismatch",
-                                },
-                                "exp_annotations": {
-                                    "runbook_url": RUNBOOKS + "#takoformresourceblocked",
-                                    "summary": "Bucket demo/logs is Blocked (UidMismatch)",
-                                    "description": (
-                                        "The operator will not mutate this resource until a human "
-                                        "chooses a remedy. Read them with: kubectl get bucket -n "
-                                        "demo logs -o jsonpath='{.status.conditions[?(@.type=="
-                                        '"Blocked")].message}\''
-                                    ),
-                                },
-                            }
-                        ],
-                    },
-                    {"eval_time": "18m", "alertname": "TakoformResourceBlocked", "exp_alerts": []},
-                    {"eval_time": "20m", "alertname": "TakoformOperationStuck", "exp_alerts": []},
-                    {
-                        "eval_time": "35m",
-                        "alertname": "TakoformOperationStuck",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {
-                                    "severity": "warning",
-                                    "namespace": "demo",
-                                    "name": "logs",
-                                    "kind": "Bucket",
-                                },
-                                "exp_annotations": {
-                                    "runbook_url": RUNBOOKS + "#takoformoperationstuck",
-                                    "summary": "Bucket demo/logs has a host operation pending "
-                                    "for long",
-                                    "description": "A host operation was accepted and has not "
-                                    "settled. Its id is in status.pendingOperationId; the operator "
-                                    "keeps consulting it and never orphans it.",
-                                },
-                            }
-                        ],
-                    },
-                    {
-                        "eval_time": "18m",
-                        "alertname": "TakoformHostErrors",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {
-                                    "severity": "warning",
-                                    "kind": "Bucket",
-                                    "reason": "HostUnavailable",
-                                },
-                                "exp_annotations": {
-                                    "runbook_url": RUNBOOKS + "#takoformhosterrors",
-                                    "summary": "takoform-operator sees host errors "
-                                    "(HostUnavailable) for Bucket",
-                                    "description": "Reconciles end on host errors (unavailable or "
-                                    "refused). Check the host and the Degraded conditions of the "
-                                    "affected resources.",
-                                },
-                            }
-                        ],
-                    },
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "alerts_test.yaml"
-    path.write_text(yaml.safe_dump(tests, sort_keys=False))
-    run = subprocess.run(
-        [str(kube_tools.promtool), "test", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-
-
-def _promtool_test(kube_tools: KubeTools, tmp_path: Path, tests: dict[str, Any]) -> None:
-    assert kube_tools.promtool
-    path = tmp_path / "alerts_test.yaml"
-    path.write_text(yaml.safe_dump(tests, sort_keys=False))
-    run = subprocess.run(
-        [str(kube_tools.promtool), "test", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-
-
-def test_degraded_and_operator_down_alerts_fire(
-    helm: Any, kube_tools: KubeTools, tmp_path: Path
-) -> None:
-    """Degraded for degradedFor fires; no leading replica scraped for operatorDownFor fires (a
-    failover shorter than that does not)."""
-    rules = rule_file(helm, tmp_path, "alerts.degradedFor=10m", "alerts.operatorDownFor=5m")
-    degraded = '{namespace="demo",name="logs",kind="Bucket",reason="HostUnavailable"}'
-    _promtool_test(kube_tools, tmp_path, {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "1m",
-        "tests": [{
-            "interval": "1m",
-            "input_series": [
-                {"series": f"takoform_resource_degraded{degraded}", "values": "1x30"},
-                # leader a for 10m, then b (a failover), then no scrape at all from 22m
-                {"series": 'takoform_leader{pod="a"}', "values": "1x10 _x20"},
-                {"series": 'takoform_leader{pod="b"}', "values": "_x12 1x8 _x20"},
-            ],
-            "alert_rule_test": [
-                {"eval_time": "5m", "alertname": "TakoformResourceDegraded", "exp_alerts": []},
-                {"eval_time": "12m", "alertname": "TakoformResourceDegraded", "exp_alerts": [{
-                    "exp_labels": {"severity": "warning", "namespace": "demo", "name": "logs",
-                                   "kind": "Bucket", "reason": "HostUnavailable"},
-                    "exp_annotations": {
-                        "runbook_url": RUNBOOKS + "#takoformresourcedegraded",
-                        "summary": "Bucket demo/logs has been Degraded for long (HostUnavailable)",
-                        "description": (
-                            "The resource keeps failing to converge (host unavailable or "
-                            "refusing). Its Degraded condition says why: kubectl get bucket -n "
-                            "demo logs -o jsonpath='{.status.conditions[?(@.type==\"Degraded\")]"
-                            ".message}'"
-                        ),
-                    },
-                }]},
-                {"eval_time": "12m", "alertname": "TakoformOperatorDown", "exp_alerts": []},
-                {"eval_time": "35m", "alertname": "TakoformOperatorDown", "exp_alerts": [{
-                    "exp_labels": {"severity": "critical"},
-                    "exp_annotations": {
-                        "runbook_url": RUNBOOKS + "#takoformoperatordown",
-                        "summary": "No takoform-operator replica is scraped while leading",
-                        "description": (
-                            "Either no operator pod is scraped at all (down, crash-looping, not "
-                            "scheduled, or the scrape fails) or none holds the leader Lease. "
-                            "Nothing reconciles Takoform resources meanwhile."
-                        ),
-                    },
-                }]},
-            ],
-        }],
-    })  # fmt: skip
-
-
-def test_every_alert_has_a_runbook_section(helm: Any, tmp_path: Path) -> None:
-    groups = yaml.safe_load(rule_file(helm, tmp_path).read_text())["groups"]
-    runbooks = (REPO / "docs" / "runbooks.md").read_text()
-    for rule in (r for g in groups for r in g["rules"]):
-        assert rule["annotations"]["runbook_url"] == f"{RUNBOOKS}#{rule['alert'].lower()}"
-        assert f"\n## {rule['alert']}\n" in runbooks
 
 
 # -- on the real API server ------------------------------------------------------------------------

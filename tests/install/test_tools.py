@@ -22,6 +22,7 @@ def pinned_go_builds() -> dict[str, str]:
         "etcd": pins["ETCD_VERSION"],
         "helm": pins["HELM_VERSION"],
         "prometheus": pins["PROMETHEUS_MODULE_VERSION"],
+        "kube-state-metrics": pins["KUBE_STATE_METRICS_VERSION"],
     }
 
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from builders import cr_body
+from builders import BUCKET_REF, cr_body
 from prometheus_client import CollectorRegistry
 
 from takoform_operator.core.conditions import Condition, ConditionType, Reason
@@ -154,6 +154,28 @@ def test_the_pending_series_exists_only_while_an_operation_is_pending() -> None:
     assert metrics.registry.get_sample_value("takoform_resource_pending_operation", labels) == 1.0
     metrics.reconciled(_body(), settled, 0.1)
     assert metrics.registry.get_sample_value("takoform_resource_pending_operation", labels) is None
+
+
+def test_host_errors_are_counted_by_host() -> None:
+    """TakoformHostErrors names the host in trouble: the recorded one once claimed, before that
+    the spec's hostRef, the implicit host `default` without one."""
+    metrics = Metrics(CollectorRegistry())
+    down = Condition(ConditionType.DEGRADED, True, Reason.HOST_UNAVAILABLE, "down")
+    claimed = State(form_ref=BUCKET_REF, space="Team A", name="logs", host="edge")
+    for body, state in (
+        (_body(hostRef="edge"), State()),
+        (_body(hostRef="other"), claimed),
+        (_body(), State()),
+    ):
+        metrics.reconciled(body, Outcome(state, (down,), NextLook.BACKOFF), 0.1)
+    counts = {
+        host: metrics.registry.get_sample_value(
+            "takoform_host_errors_total",
+            {"kind": "Bucket", "reason": "HostUnavailable", "host": host},
+        )
+        for host in ("edge", "other", "default")
+    }
+    assert counts == {"edge": 2.0, "other": None, "default": 1.0}
 
 
 def test_a_deletion_reads_the_recorded_identity_when_the_spec_no_longer_parses() -> None:

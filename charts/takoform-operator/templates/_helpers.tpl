@@ -38,16 +38,94 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- toYaml $groups -}}
 {{- end -}}
 
-{{/* The alert rule groups with the durations and severity of values.yaml filled in. */}}
+{{/* A Prometheus duration (1h30m, 1d, 90s, 500ms) in whole seconds, for the rules that compare
+     a condition's age with it. The schema admits only what this parses. */}}
+{{- define "takoform-operator.seconds" -}}
+{{- $units := dict "y" 31536000 "w" 604800 "d" 86400 "h" 3600 "m" 60 "s" 1 -}}
+{{- $total := 0 -}}
+{{- range regexFindAll "[0-9]+(ms|[ywdhms])" . -1 -}}
+{{- $n := regexFind "^[0-9]+" . | int -}}
+{{- $unit := trimPrefix (regexFind "^[0-9]+" .) . -}}
+{{- if eq $unit "ms" -}}
+{{- $total = add $total (div $n 1000) -}}
+{{- else -}}
+{{- $total = add $total (mul $n (get $units $unit)) -}}
+{{- end -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/* Where the alerts' runbook_url points: alerts.runbookBaseUrl, else docs/runbooks.md of the
+     chart's own version in the project's repository. */}}
+{{- define "takoform-operator.runbookBaseUrl" -}}
+{{- .Values.alerts.runbookBaseUrl | default (printf "https://github.com/takoform/takoform-operator/blob/v%s/docs/runbooks.md" .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The alert rule groups with the values of values.yaml filled in. */}}
 {{- define "takoform-operator.alertRules" -}}
-{{- .Files.Get "files/alert-rules.yaml"
-    | replace "__BLOCKED_FOR__" .Values.alerts.blockedFor
+{{- $resourceSelector := "" -}}
+{{- if .Values.watchNamespace -}}
+{{- $resourceSelector = printf ",namespace=%q" .Values.watchNamespace -}}
+{{- end -}}
+{{- $operatorSelector := .Values.alerts.operatorSelector | default (printf "namespace=%q,job=%q" .Release.Namespace (printf "%s-metrics" (include "takoform-operator.fullname" .))) -}}
+{{- $operatorBy := concat (list "namespace" "job") .Values.alerts.operatorDownBy | uniq | join ", " -}}
+{{- $rules := .Files.Get "files/alert-rules.yaml"
+    | replace "__BLOCKED_SECONDS__" (include "takoform-operator.seconds" .Values.alerts.blockedFor)
+    | replace "__DEGRADED_SECONDS__" (include "takoform-operator.seconds" .Values.alerts.degradedFor)
     | replace "__STUCK_FOR__" .Values.alerts.stuckOperationFor
     | replace "__HOST_ERRORS_FOR__" .Values.alerts.hostErrorsFor
-    | replace "__BLOCKED_SEVERITY__" .Values.alerts.blockedSeverity
-    | replace "__DEGRADED_FOR__" .Values.alerts.degradedFor
     | replace "__OPERATOR_DOWN_FOR__" .Values.alerts.operatorDownFor
-    | replace "__RUNBOOKS__" .Values.alerts.runbookBaseUrl -}}
+    | replace "__BLOCKED_SEVERITY__" .Values.alerts.severity.blocked
+    | replace "__DEGRADED_SEVERITY__" .Values.alerts.severity.degraded
+    | replace "__STUCK_SEVERITY__" .Values.alerts.severity.operationStuck
+    | replace "__RESOURCE_SELECTOR__" $resourceSelector
+    | replace "__OPERATOR_SELECTOR__" $operatorSelector
+    | replace "__OPERATOR_BY__" $operatorBy
+    | replace "__RELEASE__" .Release.Name
+    | replace "__RUNBOOKS__" (include "takoform-operator.runbookBaseUrl" .)
+    | fromYaml -}}
+{{- $groups := list -}}
+{{- range $rules.groups -}}
+{{- if or $.Values.alerts.resourceAlerts (ne .name "takoform-operator-resources") -}}
+{{- $groups = append $groups . -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (dict "groups" $groups) -}}
+{{- end -}}
+
+{{/* The CustomResourceStateMetrics of kube-state-metrics that the resource alerts read: for
+     every Form CRD the chart ships (not the operator's own TakoformHost/grant/binding CRDs), its
+     conditions (value and lastTransitionTime) and its pending host operation, labelled with the
+     CR's namespace and name, its host and its fully qualified resource for kubectl. */}}
+{{- define "takoform-operator.kubeStateMetricsConfig" -}}
+{{- $resources := list -}}
+{{- range $path, $_ := .Files.Glob "crds/*.yaml" -}}
+{{- $crd := $.Files.Get $path | fromYaml -}}
+{{- if ne $crd.spec.group "operator.takoform.io" -}}
+{{- $version := "" -}}
+{{- range $crd.spec.versions -}}
+{{- if .storage -}}{{- $version = .name -}}{{- end -}}
+{{- end -}}
+{{- $conditionLabels := dict "type" (list "type") "status" (list "status") "reason" (list "reason") -}}
+{{- $resources = append $resources (dict
+    "groupVersionKind" (dict "group" $crd.spec.group "version" $version "kind" $crd.spec.names.kind)
+    "metricNamePrefix" "takoform_cr"
+    "commonLabels" (dict "resource" (printf "%s.%s" $crd.spec.names.plural $crd.spec.group))
+    "labelsFromPath" (dict "namespace" (list "metadata" "namespace") "name" (list "metadata" "name") "host" (list "status" "host"))
+    "metrics" (list
+      (dict "name" "status_condition"
+            "help" "1 while the condition of the Takoform CR has status True, else 0."
+            "each" (dict "type" "Gauge" "gauge" (dict "path" (list "status" "conditions") "labelsFromPath" $conditionLabels "valueFrom" (list "status"))))
+      (dict "name" "status_condition_last_transition_time_seconds"
+            "help" "When the condition of the Takoform CR last changed status (its lastTransitionTime), Unix seconds."
+            "each" (dict "type" "Gauge" "gauge" (dict "path" (list "status" "conditions") "labelsFromPath" $conditionLabels "valueFrom" (list "lastTransitionTime"))))
+      (dict "name" "pending_operation_info"
+            "help" "The host operation the Takoform CR waits for (status.pendingOperationId; empty operation_id: none)."
+            "each" (dict "type" "Info" "info" (dict "path" (list "status") "labelsFromPath" (dict "operation_id" (list "pendingOperationId") "verb" (list "pendingOperationVerb")))))
+    )) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (dict "kind" "CustomResourceStateMetrics" "spec" (dict "resources" $resources)) -}}
 {{- end -}}
 
 {{/* The reference host (values referenceHost): its objects' base name. */}}
