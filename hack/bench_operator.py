@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib.util
 import json
 import os
 import re
@@ -55,6 +54,8 @@ sys.path.insert(0, str(REPO / "tests" / "support"))
 from processes import free_port  # noqa: E402
 from waiting import wait_until  # noqa: E402
 
+import localcluster  # noqa: E402
+
 SPACE = "bench"
 TOKEN = "bench-token"
 CONCURRENCY = 16
@@ -67,15 +68,6 @@ LINES = [
 PLURALS = {plural for _, plural, _, _ in LINES}
 #: The one record per host resource that says who owns it (docs/tenancy.md, Bindings).
 BINDING_PLURAL = "takoformbindings"
-
-
-def _load_localcluster() -> Any:
-    spec = importlib.util.spec_from_file_location("localcluster", HERE / "localcluster.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["localcluster"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 # -- the pieces --------------------------------------------------------------------------------
@@ -597,7 +589,6 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     modes = args.modes.split(",")
 
-    localcluster = _load_localcluster()
     workdir = Path(tempfile.mkdtemp(prefix="takoform-bench-"))
     cluster = localcluster.LocalCluster(workdir / "cluster", die_with_parent=True)
     cluster.start()

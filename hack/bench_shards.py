@@ -118,7 +118,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1800.0)
     args = parser.parse_args()
 
-    localcluster = bench._load_localcluster()
+    localcluster = bench.localcluster
     workdir = Path(tempfile.mkdtemp(prefix="takoform-bench-shards-"))
     cluster = localcluster.LocalCluster(workdir / "cluster", die_with_parent=True)
     cluster.start()

@@ -31,6 +31,18 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tests/support/waiting.py", "await_for"): "the poll interval, under a failing deadline",
     # Not a wait at all: holding a watch stream's bytes back is the fault the proxy injects.
     ("tests/support/lagging_proxy.py", "LaggingProxy._answers.deliver"): "the injected lag",
+    # The control plane's own poll loops (stdlib only: it is also `hack/localcluster.py`'s CLI),
+    # each under a deadline that raises, and the outage a restart is asked to last.
+    ("tests/support/localcluster.py", "LocalCluster._wait_for"): "poll, under a failing deadline",
+    ("tests/support/localcluster.py", "stop_process_group"): "poll until the group is gone",
+    ("tests/support/localcluster.py", "LocalCluster.restart"): "the outage asked for",
+    # The chaos soak: its random moments and pauses are the chaos itself (from its seed); its
+    # waits poll under a deadline that raises, its API client retries while the API server is
+    # down (the soak kills it on purpose).
+    ("tests/support/soak.py", "Soak.kill_operator"): "a random moment to kill, from the seed",
+    ("tests/support/soak.py", "Soak.chaos"): "a random pause between actions, from the seed",
+    ("tests/support/soak.py", "wait_for"): "poll, under a failing deadline",
+    ("tests/support/soak.py", "Kube.request"): "retry while the API server is killed on purpose",
 }
 
 

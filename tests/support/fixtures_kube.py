@@ -1,6 +1,6 @@
 """pytest fixtures for tests that need a real Kubernetes API server.
 
-- ``kube_cluster`` (session): starts the local control plane of hack/localcluster.py (etcd +
+- ``kube_cluster`` (session): starts the local control plane of localcluster.py (etcd +
   kube-apiserver + kube-controller-manager) once per test session and stops it at the end. With
   ``TAKOFORM_USE_EXISTING_CLUSTER=1`` and ``KUBECONFIG`` set it uses that cluster instead (e.g. a
   kind cluster) and starts nothing.
@@ -14,41 +14,25 @@ Tests using them should be marked ``@pytest.mark.kube``.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import runners
 import waiting
 
+import localcluster
+
 REPO = Path(__file__).resolve().parents[2]
 
-
-def _load_localcluster() -> ModuleType:
-    # hack/ is not a package and not on sys.path; load the module from its file.
-    name = "takoform_localcluster"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / "hack" / "localcluster.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-localcluster = _load_localcluster()
 
 #: Waits on the API server poll every 0.2 s: each probe is a kubectl process.
 wait_until = functools.partial(waiting.wait_until, interval=0.2)
