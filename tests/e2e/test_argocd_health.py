@@ -1,7 +1,6 @@
-"""docs/argocd-health.md's two ways of installing the health check, run against the real API
-server: the generated `kubectl ... | kubectl apply --server-side` command and the hand-merge
-snippet both leave one key per Form line holding exactly the chart's script in `argocd-cm`,
-and keep the keys that were there."""
+"""The GitOps health checks on the real API server. docs/argocd-health.md's install command,
+run as written, merges the chart's argocd-cm patch: one key per Form line holding exactly the
+chart's script, the keys that were there kept, an older script replaced."""
 
 from __future__ import annotations
 
@@ -13,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from fixtures_kube import REPO, KubeCluster
 
-from takoform_operator.generator_argocd import DOC_PATH, LUA_PATH, health_key
+from takoform_operator.generator_argocd import CM_PATCH_PATH, DOC_PATH, LUA_PATH, health_key
 from takoform_operator.registry_data import load_registry
 
 pytestmark = pytest.mark.kube
@@ -56,6 +54,7 @@ def test_the_generated_command_installs_every_key(
     command = _block("sh", "## Install").replace(
         "--namespace argocd", f"--namespace {kube_namespace}"
     )
+    assert CM_PATCH_PATH in command, "the shipped file, applied in one step"
     env = {
         **os.environ,
         "KUBECONFIG": str(kube_cluster.kubeconfig),
@@ -75,15 +74,17 @@ def test_the_generated_command_installs_every_key(
     assert all(data[key] == LUA for key in KEYS)
 
 
-def test_the_snippet_merges_every_key(kube_cluster: KubeCluster, kube_namespace: str) -> None:
+def test_the_patch_replaces_an_older_script(kube_cluster: KubeCluster, kube_namespace: str) -> None:
     _argocd_cm(kube_cluster, kube_namespace)
-    snippet = yaml.safe_load(_block("yaml", "merge this into"))
-    assert set(snippet["data"]) == KEYS
-    patch = _block("yaml", "merge this into")  # as written, anchors and all
+    stale = {"data": {key: "return {status = 'Healthy'}\n" for key in sorted(KEYS)[:3]}}
     kube_cluster.kubectl(
-        "patch", "configmap", "argocd-cm", "--type=merge", "--patch-file=/dev/stdin",
-        namespace=kube_namespace, input=patch,
+        "patch", "configmap", "argocd-cm", "--type=merge", f"--patch={json.dumps(stale)}",
+        namespace=kube_namespace,
+    )  # fmt: skip
+    kube_cluster.kubectl(
+        "patch", "configmap", "argocd-cm", "--type=merge",
+        f"--patch-file={REPO / CM_PATCH_PATH}", namespace=kube_namespace,
     )  # fmt: skip
     data = _data(kube_cluster, kube_namespace)
     assert set(data) == KEYS | {"url"}
-    assert all(data[key].rstrip("\n") == LUA.rstrip("\n") for key in KEYS)
+    assert all(data[key] == LUA for key in KEYS)
