@@ -12,6 +12,7 @@
 #   containerd, runc (the node's runtime)             <- Debian packages `containerd`, `runc`
 #   buildah, mmdebstrap (`make image` without Docker) <- Debian packages `buildah`, `mmdebstrap`
 #   lua5.1 (runs the chart's Argo CD health check)    <- Debian package `lua5.1` (Argo CD: Lua 5.1)
+#   fluxhealth (Flux's healthCheckExprs evaluation)   <- github.com/fluxcd/pkg/runtime (hack/go/fluxhealth)
 #
 # Versions live in hack/versions.env. Binaries are cached OUTSIDE the repository, one directory per
 # component and version:  $TAKOFORM_TOOLS_CACHE/bin/<component>-<version>/  (default cache:
@@ -164,6 +165,15 @@ done
 build kube-state-metrics "$KUBE_STATE_METRICS_VERSION" "$ksdir" "$ksldflags" \
   kube-state-metrics=k8s.io/kube-state-metrics/v2
 
+# --- fluxhealth -------------------------------------------------------------------------------
+# Flux's CEL health evaluation (github.com/fluxcd/pkg/runtime/cel) behind a small program of ours
+# (hack/go/fluxhealth/main.go): the tests judge the chart's Flux healthCheckExprs with it. Keyed by
+# the module version and by the program's own files, so an edit of main.go rebuilds it.
+fhdir="$repo/hack/go/fluxhealth"
+check_wrapper "$fhdir" github.com/fluxcd/pkg/runtime "$FLUX_RUNTIME_VERSION"
+fhkey="$(cat "$fhdir/main.go" "$fhdir/go.mod" "$fhdir/go.sum" | sha256sum | cut -c1-12)"
+build fluxhealth "$FLUX_RUNTIME_VERSION-$fhkey" "$fhdir" "-s -w" fluxhealth=.
+
 # --- Debian packages: prometheus, containerd, runc, buildah, mmdebstrap -------------------------
 apt_updated=""
 apt_install() { # PACKAGE...
@@ -227,6 +237,7 @@ export TAKOFORM_PROMETHEUS_BIN="$promdir"
 export TAKOFORM_PROMETHEUS_UPSTREAM_BIN="$pbin"
 # kube-state-metrics (the alerts' source); not on PATH either.
 export TAKOFORM_KUBE_STATE_METRICS_BIN="$ksbin"
+export TAKOFORM_FLUXHEALTH_BIN="$bindir/fluxhealth-$FLUX_RUNTIME_VERSION-$fhkey"
 export PATH="$kbin:$ebin:$hbin:$promdir:\$PATH"
 ENV
 mv "$bindir/env.sh.tmp" "$bindir/env.sh"

@@ -3,7 +3,8 @@
 `render(catalog)` is pure and returns {relative path: file text}; `generate(root, check=...)`
 writes them or, in check mode, reports which committed files a regeneration would change. The
 pieces: generator_crd (the CRDs), generator_docs (docs/forms), generator_tenancy (the three
-cluster-scoped CRDs), generator_argocd (docs/argocd-health.md).
+cluster-scoped CRDs), generator_argocd (docs/argocd-health.md and the chart's argocd-cm patch),
+generator_flux (the chart's Flux healthCheckExprs).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ DOCS_DIR = "docs/forms"
 
 def render(catalog: Catalog, *, with_chart: bool, argocd_lua: str | None = None) -> dict[str, str]:
     """Every generated file. `argocd_lua` is the chart's Argo CD health check (read from the
-    checkout by the caller): with it, docs/argocd-health.md too."""
+    checkout by the caller): with it, docs/argocd-health.md too, and with the chart its argocd-cm
+    patch. With the chart, its Flux healthCheckExprs."""
     registry = Registry.from_definitions(catalog.definitions, catalog.default_creates)
     lines: dict[FormLine, list[FormDefinition]] = {}
     for definition in sorted(catalog.definitions, key=lambda d: (d.line, d.version_tuple)):
@@ -85,9 +87,15 @@ def render(catalog: Catalog, *, with_chart: bool, argocd_lua: str | None = None)
     if argocd_lua is not None:
         from takoform_operator import generator_argocd
 
-        files[generator_argocd.DOC_PATH] = generator_argocd.render_doc(
-            lines, argocd_lua, GENERATED_NOTE
-        )
+        files[generator_argocd.DOC_PATH] = generator_argocd.render_doc(lines, GENERATED_NOTE)
+        if with_chart:
+            files[generator_argocd.CM_PATCH_PATH] = generator_argocd.render_cm_patch(
+                lines, argocd_lua, GENERATED_NOTE
+            )
+    if with_chart:
+        from takoform_operator import generator_flux
+
+        files[generator_flux.EXPRS_PATH] = generator_flux.render_exprs(lines, GENERATED_NOTE)
     return files
 
 

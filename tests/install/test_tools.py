@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 from fixtures_kube import REPO
+from flux import build_version as fluxhealth_version
 
 
 def pinned_go_builds() -> dict[str, str]:
@@ -23,6 +24,7 @@ def pinned_go_builds() -> dict[str, str]:
         "helm": pins["HELM_VERSION"],
         "prometheus": pins["PROMETHEUS_MODULE_VERSION"],
         "kube-state-metrics": pins["KUBE_STATE_METRICS_VERSION"],
+        "fluxhealth": fluxhealth_version(),  # FLUX_RUNTIME_VERSION and a key of its main.go
     }
 
 

@@ -1,5 +1,6 @@
 """The chart's Argo CD health check (charts/takoform-operator/files/argocd-health.lua), run by a
-real Lua 5.1 interpreter on CR bodies whose status the operator's own code wrote: the core's
+real Lua 5.1 interpreter, and its Flux healthCheckExprs, run by Flux's own CEL status reader
+(tests/support/flux.py), on CR bodies whose status the operator's own code wrote: the core's
 outcomes for a lifecycle (create pending, Ready, uid mismatch, invalid spec, resource deleted)
 turned into the status by kube.crs.status_patch and merged as the API server does, so the
 conditions carry what real CRs carry (cleared conditions stay listed as False)."""
@@ -14,6 +15,7 @@ import pytest
 from argocd import HEALTH_LUA, health, lua_literal
 from builders import REGISTRY, SPEC, desired
 from core_steps import decided
+from flux import flux_status
 
 from takoform_operator.core.actions import Create
 from takoform_operator.core.decide import Decision, Observation
@@ -81,7 +83,12 @@ def served(create: Create, uid: str, spec: dict[str, Any] | None = None) -> Reso
     )
 
 
-def test_a_lifecycle_as_argo_cd_sees_it() -> None:
+def flux(body: dict[str, Any]) -> str:
+    (verdict,) = flux_status([body])
+    return verdict.status
+
+
+def test_a_lifecycle_as_argo_cd_and_flux_see_it() -> None:
     cr, want = Cr(), desired()
     assert health(cr.body()) == ("Progressing", "waiting for the operator to report a status")
 
@@ -93,6 +100,7 @@ def test_a_lifecycle_as_argo_cd_sees_it() -> None:
     cr.write(accepted(decision, "op-1", running, want))
     status, message = health(cr.body())
     assert status == "Progressing" and "Reconciling CreatePending" in message
+    assert flux(cr.body()) == "InProgress"
 
     # The operation settled: Ready.
     done = OperationView(OpState.SUCCEEDED, resource_uid="u-1", idempotency_key=create.key)
@@ -100,6 +108,7 @@ def test_a_lifecycle_as_argo_cd_sees_it() -> None:
     decision = reconcile(want, state, Observation(done, served(create, "u-1")))
     cr.write(decision.outcome)
     assert health(cr.body()) == ("Healthy", "Ready Available: host resource is up to date")
+    assert flux(cr.body()) == "Current"
 
     # Paused: Suspended, whatever the conditions say.
     cr.annotations["takoform.io/paused"] = "true"
@@ -113,6 +122,7 @@ def test_a_lifecycle_as_argo_cd_sees_it() -> None:
         "Progressing",
         "waiting for the operator to observe generation 2",
     )
+    assert flux(cr.body()) == "InProgress"
     cr.generation = 1
 
     # Deleted and recreated out of band: Blocked UidMismatch, with the remedies.
@@ -122,6 +132,7 @@ def test_a_lifecycle_as_argo_cd_sees_it() -> None:
     status, message = health(cr.body())
     assert status == "Degraded"
     assert message.startswith("Blocked UidMismatch: ") and "Remed" in message and "u-2" in message
+    assert flux(cr.body()) == "Failed", "Flux fails at once, not at its timeout"
 
     # Accepted explicitly: Ready again, Blocked stays listed as False.
     state = state_from_status(cr.status)
@@ -131,6 +142,7 @@ def test_a_lifecycle_as_argo_cd_sees_it() -> None:
     cr.write(decision.outcome)
     assert any(c["type"] == "Blocked" and c["status"] == "False" for c in cr.status["conditions"])
     assert health(cr.body())[0] == "Healthy"
+    assert flux(cr.body()) == "Current"
 
     # A spec the definition refuses: Degraded InvalidSpec.
     state = state_from_status(cr.status)
@@ -140,6 +152,7 @@ def test_a_lifecycle_as_argo_cd_sees_it() -> None:
     cr.write(decision.outcome)
     status, message = health(cr.body())
     assert status == "Degraded" and message.startswith("Degraded InvalidSpec")
+    assert flux(cr.body()) == "InProgress"
 
     # Gone from the host: Drifted, being repaired.
     state = state_from_status(cr.status)
@@ -147,6 +160,7 @@ def test_a_lifecycle_as_argo_cd_sees_it() -> None:
     cr.write(decision.outcome)
     status, message = health(cr.body())
     assert status == "Progressing" and message.startswith("Drifted ResourceDeleted")
+    assert flux(cr.body()) == "InProgress"
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from takoform_operator import cli, generator
+from takoform_operator import cli, generator, generator_flux
 from takoform_operator.core.binding import (
     BINDING_KIND,
     BINDING_PLURAL,
@@ -146,8 +146,11 @@ def tree(tmp_path: Path) -> Iterator[Path]:
         shutil.copy(CHART / "Chart.yaml", tmp_path / "charts" / "takoform-operator")
         shutil.copytree(REPO_ROOT / generator.CHART_CRD_DIR, tmp_path / generator.CHART_CRD_DIR)
         policy = tmp_path / generator.BOUNDS_POLICY_PATH
-        policy.parent.mkdir(parents=True)
+        policy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO_ROOT / generator.BOUNDS_POLICY_PATH, policy)
+        flux = tmp_path / generator_flux.EXPRS_PATH
+        flux.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / generator_flux.EXPRS_PATH, flux)
     yield tmp_path
 
 

@@ -20,6 +20,7 @@ Which of our modules may import which (same-layer imports are always allowed):
                  takoform_operator.generator_docs,
                  takoform_operator.generator_tenancy,
                  takoform_operator.generator_argocd,
+                 takoform_operator.generator_flux,
                  takoform_operator.registry_data
     render       takoform_operator.plugin.render           spec, core
     plugin       takoform_operator.plugin                  spec, core, host_port, binding_port,
@@ -99,6 +100,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
             "takoform_operator.generator_docs",
             "takoform_operator.generator_tenancy",
             "takoform_operator.generator_argocd",
+            "takoform_operator.generator_flux",
             "takoform_operator.registry_data",
         ),
         frozenset({"spec", "catalog", "core"}),
