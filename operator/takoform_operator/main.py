@@ -148,6 +148,7 @@ def _unreadable(metrics: Metrics, found: dict[str, str], why: str) -> None:
         labels["namespace"],
         labels["name"] or "?",
         why,
+        extra={"cr": labels},
     )
     metrics.unreadable.labels(**labels).inc()
 
