@@ -1,4 +1,4 @@
-"""Log lines (takoform_operator.logs).
+"""Log lines (takoform_operator.logs), the version (`--version`, takoform_build_info).
 
 kopf's per-object records are made by kopf's own ObjectLogger, as when the operator runs: the
 formatter is held to what kopf really puts on a record, not to a hand-made one."""
@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import json
 import logging
+import platform
 from collections.abc import Iterator
+from importlib.metadata import version
 
 import kopf
 import pytest
 from kopf._core.actions.loggers import ObjectLogger
+from prometheus_client import CollectorRegistry, generate_latest
 
+from takoform_operator.cli import main as cli_main
 from takoform_operator.kube.crs import log_fields
 from takoform_operator.logs import JsonFormatter, TextFormatter
+from takoform_operator.metrics import Metrics
 
 UID = "0c5e1d0e-7a51-4c6e-9d3b-2f1f5c9b8a11"
 BODY = {
@@ -133,3 +138,23 @@ def test_a_host_alone_is_a_field_of_its_own(kept: _Keep) -> None:
     (record,) = kept.records
     assert TextFormatter().format(record).endswith("token changed host=eu-1")
     assert json.loads(JsonFormatter().format(record))["host"] == "eu-1"
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        cli_main(["--version"])
+    assert ended.value.code == 0
+    out = capsys.readouterr().out.strip()
+    assert out == (
+        f"takoform-operator {version('takoform-operator')} "
+        f"(python {platform.python_version()}, kopf {version('kopf')})"
+    )
+
+
+def test_build_info_is_one_series_at_one() -> None:
+    text = generate_latest(Metrics(CollectorRegistry()).registry).decode()
+    series = [line for line in text.splitlines() if line.startswith("takoform_build_info{")]
+    assert series == [
+        f'takoform_build_info{{kopf="{version("kopf")}",python="{platform.python_version()}",'
+        f'version="{version("takoform-operator")}"}} 1.0'
+    ]
