@@ -99,7 +99,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from takoform_operator.version import describe
+
     parser = argparse.ArgumentParser(prog="takoform-operator", description=__doc__)
+    parser.add_argument("--version", action="version", version=describe())
     commands = parser.add_subparsers(dest="command", required=True)
     generate = commands.add_parser(
         "generate", help="write registry data, CRDs and reference docs from the Form catalog"

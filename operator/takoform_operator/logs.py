@@ -1,19 +1,56 @@
-"""Log output: one JSON object per line (for log collectors) or plain text, at a chosen level."""
+"""Log output: one JSON object per line (for log collectors) or plain text, at a chosen level.
+
+A line about one custom resource carries its `kind`, `namespace`, `name`, `uid` and `host` as
+fields: the operator's own lines pass them as `extra={"cr": {...}}` (kube.crs.log_fields;
+`name` cannot be an extra of its own, a LogRecord has one), kopf's per-object lines carry them
+in its object reference (`k8s_ref`); `host` alone may also be an extra of its own. In JSON they
+are members of the object; in text they follow the message as `key=value`. kopf's per-object
+records also carry its whole settings object (about 2 KB), which says nothing about the line:
+never logged.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
-# Attributes every LogRecord has; anything else on a record came in through `extra=` (kopf puts
-# the object's reference there) and is kept in the JSON line.
+# Attributes every LogRecord has; anything else on a record came in through `extra=`.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+
+#: The fields of a line about one CR, in the order they are written.
+CR_FIELDS = ("kind", "namespace", "name", "uid", "host")
+
+#: Extras that are not written as they are: kopf's settings object and posting flag (dropped),
+#: the operator's `cr` and kopf's object reference (their members become the CR fields above).
+_NOT_AS_THEY_ARE = {"settings", "k8s_skip", "k8s_ref", "cr"}
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The record's extras: the CR fields first (from `extra=` or kopf's object reference),
+    then any other extra; kopf's settings object never."""
+    extras = {
+        key: value
+        for key, value in vars(record).items()
+        if key not in _STANDARD and key not in _NOT_AS_THEY_ARE and not key.startswith("_")
+    }
+    for source in (getattr(record, "cr", None), getattr(record, "k8s_ref", None)):
+        if isinstance(source, Mapping):
+            for key in CR_FIELDS:
+                if source.get(key) not in (None, ""):
+                    extras.setdefault(key, source[key])
+    ordered = {key: extras.pop(key) for key in CR_FIELDS if extras.get(key) not in (None, "")}
+    extras = {key: value for key, value in extras.items() if key not in CR_FIELDS}
+    return ordered | extras
 
 
 class JsonFormatter(logging.Formatter):
-    """`{"time": ..., "level": ..., "logger": ..., "message": ..., ...}` on one line."""
+    """`{"time": ..., "level": ..., "logger": ..., "message": ..., "kind": ..., ...}` on one
+    line."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -24,21 +61,41 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for key, value in vars(record).items():
-            if key not in _STANDARD and not key.startswith("_"):
-                line[key] = value
+        for key, value in fields(record).items():
+            line.setdefault(key, value)
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    """`time LEVEL logger: message kind=Bucket namespace=team-a name=logs ...`: the CR fields
+    after the message, a value with a space or a quote in it quoted."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        cr = {key: value for key, value in fields(record).items() if key in CR_FIELDS}
+        if not cr:
+            return text
+        pairs = " ".join(f"{key}={_text_value(value)}" for key, value in cr.items())
+        head, newline, rest = text.partition("\n")  # a traceback stays below the line
+        return f"{head} {pairs}{newline}{rest}"
+
+
+def _text_value(value: Any) -> str:
+    text = str(value)
+    if not text or any(c.isspace() or c in "\"'=" for c in text):
+        return json.dumps(text)
+    return text
+
+
 def configure(fmt: str = "text", level: str = "INFO") -> None:
     """Replace the root logger's handlers with one on stderr in `fmt` ("json" or "text")."""
     handler = logging.StreamHandler()
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

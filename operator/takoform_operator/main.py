@@ -33,6 +33,7 @@ from takoform_operator.logs import configure as configure_logging
 from takoform_operator.metrics import Metrics
 from takoform_operator.registry_data import load_registry
 from takoform_operator.settings import Settings
+from takoform_operator.version import build_info, describe
 
 logger = logging.getLogger("takoform_operator")
 
@@ -148,6 +149,7 @@ def _unreadable(metrics: Metrics, found: dict[str, str], why: str) -> None:
         labels["namespace"],
         labels["name"] or "?",
         why,
+        extra={"cr": labels},
     )
     metrics.unreadable.labels(**labels).inc()
 
@@ -252,6 +254,7 @@ def main(settings: Settings) -> int:
     configure_logging(settings.log_format, settings.log_level)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per host request is noise
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # one line per watch event
+    logger.info("%s starting", describe(), extra=build_info())
     try:
         asyncio.run(run(settings))
     except LostLease:

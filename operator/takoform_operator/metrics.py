@@ -19,6 +19,7 @@ from prometheus_client import (
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.tenancy import DEFAULT_HOST
+from takoform_operator.version import build_info
 
 _HOST_TROUBLE = {Reason.HOST_UNAVAILABLE, Reason.HOST_REJECTED}
 
@@ -41,6 +42,13 @@ class Metrics:
             for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
                 registry.register(collector)
         self.registry = registry
+        self.build_info = Gauge(
+            "takoform_build_info",
+            "Always 1: the operator's version and the Python and kopf it runs on, as labels.",
+            ["version", "python", "kopf"],
+            registry=self.registry,
+        )
+        self.build_info.labels(**build_info()).set(1)
         self.reconciles = Counter(
             "takoform_reconciles",
             "Reconciles run, by kind and result (ready, pending, blocked, degraded, paused, "

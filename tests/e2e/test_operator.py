@@ -120,6 +120,7 @@ def test_operator_creates_updates_blocks_remedies_and_deletes(
         "rebound to the accepted incarnation",
     )
     assert "takoform_resource_blocked{" not in running.metrics(), "the series went away"
+    assert 'takoform_build_info{kopf="' in running.metrics(), "the running build is exported"
 
     # Deletion under the Delete policy removes exactly the bound incarnation.
     kube_cluster.kubectl("delete", "bucket", "logs", "--timeout=60s", namespace=namespace)

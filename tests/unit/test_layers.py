@@ -11,7 +11,9 @@ Which of our modules may import which (same-layer imports are always allowed):
     binding_port takoform_operator.binding_port            spec, core
     service      takoform_operator.service                 spec, core, host_port, binding_port
     settings     takoform_operator.settings                (nothing of ours)
-    metrics      takoform_operator.metrics                 spec, core, host_port, service, settings
+    version      takoform_operator.version                 (nothing of ours)
+    metrics      takoform_operator.metrics                 spec, core, host_port, service, settings,
+                                                           version
     host_client  takoform_operator.host_client             spec, core, host_port, service
     kube         takoform_operator.kube                    spec, core, host_port, binding_port,
                                                            service, settings, metrics
@@ -69,9 +71,10 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
         frozenset({"spec", "core", "host_port", "binding_port"}),
     ),
     "settings": (("takoform_operator.settings",), frozenset()),
+    "version": (("takoform_operator.version",), frozenset()),
     "metrics": (
         ("takoform_operator.metrics",),
-        frozenset({"spec", "core", "host_port", "service", "settings"}),
+        frozenset({"spec", "core", "host_port", "service", "settings", "version"}),
     ),
     "http_transport": (("takoform_operator.http_transport",), frozenset()),
     "host_client": (
@@ -134,6 +137,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
                 "binding_port",
                 "service",
                 "settings",
+                "version",
                 "metrics",
                 "host_client",
                 "kube",

@@ -109,7 +109,12 @@ class SecretToken:
                     f"{where}: Secret {self._ref.name!r} key {self._ref.key!r} is not UTF-8 text"
                 ) from None
             if self._value is not None and value != self._value:
-                logger.info("host %s: token Secret %s changed", self._host, self._ref.name)
+                logger.info(
+                    "host %s: token Secret %s changed",
+                    self._host,
+                    self._ref.name,
+                    extra={"host": self._host},
+                )
             self._value, self._read_at = value, self._clock()
             return value
 
@@ -286,12 +291,18 @@ class HostPool:
             client = None if material == entry.tls else self._new_client(entry.config, material)
         except HostUnavailable as exc:
             if str(exc) != entry.tls_problem:
-                logger.warning("host %s: keeping its current TLS settings: %s", name, exc)
+                logger.warning(
+                    "host %s: keeping its current TLS settings: %s", name, exc, extra={"host": name}
+                )
             entry.tls_problem = str(exc)
             return
         entry.tls_problem = None
         if client is not None:
-            logger.info("host %s: its TLS Secrets changed; new connections use them", name)
+            logger.info(
+                "host %s: its TLS Secrets changed; new connections use them",
+                name,
+                extra={"host": name},
+            )
             self._retire(entry.client)
             entry.client, entry.tls = client, material
 

@@ -189,3 +189,18 @@ def _replacing(before: Any, after: Any) -> Any:
     patch = {key: _replacing(before.get(key), value) for key, value in after.items()}
     patch.update({key: None for key in before if key not in after})
     return patch
+
+
+def log_fields(body: Mapping[str, Any], host: str | None = None) -> dict[str, dict[str, str]]:
+    """The `extra=` of a log line about this CR (takoform_operator.logs): `{"cr": {...}}` with
+    its kind, namespace, name and uid as far as the body has them, and the host its requests go
+    to when known."""
+    metadata = body.get("metadata") or {}
+    found = {
+        "kind": body.get("kind"),
+        "namespace": metadata.get("namespace") if isinstance(metadata, Mapping) else None,
+        "name": metadata.get("name") if isinstance(metadata, Mapping) else None,
+        "uid": metadata.get("uid") if isinstance(metadata, Mapping) else None,
+        "host": host,
+    }
+    return {"cr": {key: str(value) for key, value in found.items() if value not in (None, "")}}

@@ -55,8 +55,8 @@ from takoform_operator.kube.connection_secrets import (
     secret_name_of,
 )
 from takoform_operator.kube.cr_reconcile import reconcile_and_persist
-from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION
-from takoform_operator.kube.loops import ReconcileLoops
+from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION, log_fields
+from takoform_operator.kube.loops import ReconcileLoops, host_named
 from takoform_operator.kube.selector import parse_selector
 from takoform_operator.kube.status import CrWriter, StatusWriteFailed
 from takoform_operator.kube.tenancy import TenancyBook
@@ -263,14 +263,21 @@ async def _loop_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
         outcome, _ = await reconcile_cr(runtime, body)
     except (StatusWriteFailed, BindingError) as exc:
         delay = _delay(runtime, str(metadata.get("uid")), None)
-        logger.warning("%s; retrying in %.1f s", exc, delay)
+        logger.warning("%s; retrying in %.1f s", exc, delay, extra=_fields(body))
         return delay
     except Exception:
         where = f"{metadata.get('namespace')}/{metadata.get('name')}"
         delay = _delay(runtime, str(metadata.get("uid")), None)
-        logger.exception("reconcile of %s failed; retrying in %.1f s", where, delay)
+        logger.exception(
+            "reconcile of %s failed; retrying in %.1f s", where, delay, extra=_fields(body)
+        )
         return delay
     return _delay(runtime, str(metadata.get("uid")), outcome)
+
+
+def _fields(body: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """The CR fields of a log line about `body` (takoform_operator.logs)."""
+    return log_fields(body, host_named(body))
 
 
 def _delay(runtime: Runtime, uid: str, outcome: Outcome | None) -> float:
@@ -339,9 +346,14 @@ async def write_connection_secret(
     runtime.written_secrets[uid] = frozenset(secret.data.values())
     try:
         if await runtime.secrets.apply(body, secret):
-            logger.info("connection Secret %s/%s written", secret.namespace, secret.name)
+            logger.info(
+                "connection Secret %s/%s written",
+                secret.namespace,
+                secret.name,
+                extra=_fields(body),
+            )
     except SecretForbidden as exc:
-        logger.warning("%s", exc)
+        logger.warning("%s", exc, extra=_fields(body))
         return connection_secret_refusal(
             secret.namespace,
             secret.name,
@@ -350,10 +362,10 @@ async def write_connection_secret(
             runtime.settings.service_account,
         )
     except SecretNotOurs as exc:
-        logger.warning("%s", exc)
+        logger.warning("%s", exc, extra=_fields(body))
         _post(body, "Warning", "ConnectionSecretNotOurs", str(exc))
     except SecretWriteFailed as exc:
-        logger.warning("%s; tried again at the next look", exc)
+        logger.warning("%s; tried again at the next look", exc, extra=_fields(body))
         _post(body, "Warning", "ConnectionSecretNotWritten", str(exc))
     return None
 
@@ -434,13 +446,19 @@ async def _note_vanished(runtime: Runtime, body: Mapping[str, Any]) -> None:
         await runtime.bindings.replace(binding.lost(status.get("uid")))
     except BindingError as exc:
         # Found again by the next CR that asks for the identity (its owner is proven gone).
-        logger.warning("TakoformBinding %s could not be marked Lost: %s", binding.name, exc)
+        logger.warning(
+            "TakoformBinding %s could not be marked Lost: %s",
+            binding.name,
+            exc,
+            extra=_fields(body),
+        )
         return
     where = f"{body['metadata'].get('namespace')}/{body['metadata'].get('name')}"
     logger.warning(
         "%s went without releasing its host resource; TakoformBinding %s is Lost",
         where,
         binding.name,
+        extra=_fields(body),
     )
 
 

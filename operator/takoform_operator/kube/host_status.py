@@ -150,5 +150,12 @@ async def refresh_forever(
                 await writer.write(config.name, status)
                 last[config.name] = status["conditions"][0]
             except Exception as exc:  # one host's trouble never stops the others
-                logger.warning("status of TakoformHost %s not written: %s", config.name, exc)
+                logger.warning(
+                    "status of TakoformHost %s not written: %s",
+                    config.name,
+                    exc,
+                    extra={
+                        "cr": {"kind": "TakoformHost", "name": config.name, "host": config.name}
+                    },
+                )
         await asyncio.sleep(interval)

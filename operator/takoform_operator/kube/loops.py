@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from takoform_operator.kube.crs import log_fields
 from takoform_operator.kube.freshness import older, resource_version
 from takoform_operator.kube.slots import FairSlots
 
@@ -221,6 +222,7 @@ class ReconcileLoops:
                 "reconcile loop of CR %s failed; looking again in %.0f s",
                 uid,
                 self._failed_step_delay,
+                extra=log_fields(loop.body, self._host_of(loop.body)),
             )
             return self._failed_step_delay
 
