@@ -1,9 +1,36 @@
-{{/* Names: the release-scoped base name, truncated to what Kubernetes accepts. */}}
+{{/* Names. The chart's name (nameOverride), the app.kubernetes.io/name of the operator's objects. */}}
+{{- define "takoform-operator.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The release-scoped base name of every object (fullnameOverride, else RELEASE-NAME, or the
+     release's name alone when it already holds the chart's name), truncated to what Kubernetes
+     accepts. */}}
 {{- define "takoform-operator.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "takoform-operator.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The metrics Service: a DNS label (63 characters at most), and the scrape job's name. */}}
+{{- define "takoform-operator.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "takoform-operator.fullname" . | trunc 55 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* An image reference of the operator's image: repository@digest when image.digest is set (the
+     tag is then ignored), else repository:tag (the chart's appVersion when tag is empty). */}}
+{{- define "takoform-operator.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 {{- end -}}
 
@@ -14,7 +41,7 @@
 
 {{/* Selector labels: immutable once installed, so they carry identity only. */}}
 {{- define "takoform-operator.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "takoform-operator.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
@@ -67,7 +94,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if .Values.watchNamespace -}}
 {{- $resourceSelector = printf ",namespace=%q" .Values.watchNamespace -}}
 {{- end -}}
-{{- $operatorSelector := .Values.alerts.operatorSelector | default (printf "namespace=%q,job=%q" .Release.Namespace (printf "%s-metrics" (include "takoform-operator.fullname" .))) -}}
+{{- $operatorSelector := .Values.alerts.operatorSelector | default (printf "namespace=%q,job=%q" .Release.Namespace (include "takoform-operator.metricsServiceName" .)) -}}
 {{- $operatorBy := concat (list "namespace" "job") .Values.alerts.operatorDownBy | uniq | join ", " -}}
 {{- $rules := .Files.Get "files/alert-rules.yaml"
     | replace "__BLOCKED_SECONDS__" (include "takoform-operator.seconds" .Values.alerts.blockedFor)
