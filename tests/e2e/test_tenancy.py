@@ -6,6 +6,8 @@ a grant removed while CRs exist."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fixtures_helm import CHART
 from fixtures_host import HostProcess
 from fixtures_kube import KubeCluster, wait_until
@@ -274,6 +277,24 @@ def test_a_host_on_tls_moved_to_a_new_ca_without_a_restart(
         assert key.split("\n")[1] not in log.read_text(errors="replace")
 
 
+def as_plugin(
+    cluster: KubeCluster, where: Path, token: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`kubectl takoform ARGS` with a kubeconfig holding only `token` (a user's own rights)."""
+    config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    path = where / f"kubeconfig-{uuid.uuid4().hex[:6]}"
+    path.write_text(yaml.safe_dump(config))
+    plugin = Path(sys.executable).with_name("kubectl-takoform")
+    return subprocess.run(
+        [str(plugin), *args, "--kubeconfig", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def _user(cluster: KubeCluster, namespace: str, name: str) -> str:
     """A user with only the built-in `edit` role in `namespace`: a ServiceAccount token from
     the TokenRequest API."""
@@ -378,6 +399,22 @@ def test_a_namespace_reaches_only_the_spaces_granted_to_it(
             )
         message = condition_of(cr_status(kube_cluster, ns_a, "adopt"), "Blocked")["message"]
         assert ns_a in message and "team-b" in message and "TakoformSpaceGrant" in message
+        # The plugin with a namespace user's own rights: `blocked` lists her Blocked CRs;
+        # `trace` of Bob's bound CR shows its Kubernetes half, and its host half (which needs the
+        # operator's Secrets) says in one line why it was not read.
+        listed = as_plugin(kube_cluster, tmp_path, alice, "blocked", "-n", ns_a)
+        assert listed.returncode == 0, listed.stderr
+        assert {line.split()[1] for line in listed.stdout.splitlines()[1:]} == {
+            "bucket.storage.takoform.io/adopt",
+            "bucket.storage.takoform.io/steal",
+        }
+        traced = as_plugin(kube_cluster, tmp_path, bob, "trace", "bucket/data", "-n", ns_b)
+        assert "Bucket data in namespace " + ns_b in traced.stdout, traced.stderr
+        assert "Host resource (read under the exact FormRef)\n  not read: " in traced.stdout
+        assert traced.returncode == 1 and "Traceback" not in traced.stderr
+        said = traced.stderr.splitlines()
+        assert all(line.startswith(("warning: ", "error: ")) for line in said), said
+        assert "cannot read TakoformHost" in said[-1] and "with your rights" in said[-1], said
         resize = json.dumps({"spec": {"parameters": {"region": "eu-west-1", "sizeGiB": 99}}})
         assert (
             as_user(

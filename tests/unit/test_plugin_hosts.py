@@ -45,7 +45,8 @@ def host(name: str, *, default: bool = False) -> dict[str, Any]:
 
 def pool_of(cluster: Hosts, warnings: list[str] | None = None, **env: Any) -> Any:
     settings = Settings(**env)
-    return host_pool(cluster, settings, None, (warnings if warnings is not None else []).append)  # type: ignore[arg-type]
+    said = warnings if warnings is not None else []
+    return host_pool(cluster, settings, None, said.append)[0]  # type: ignore[arg-type]
 
 
 def test_without_a_name_the_host_marked_default_else_the_implicit_one() -> None:
@@ -67,6 +68,14 @@ def test_an_unknown_name_lists_the_known_ones() -> None:
         chosen_host(pool_of(Hosts(host("a")), implicit_host=False), "default")
 
 
+def test_a_host_hidden_by_the_users_rights_is_named_as_such() -> None:
+    """A namespace user may not list TakoformHosts: the host a CR records is then not unknown,
+    it is out of the user's reach, and the error says which."""
+    with pytest.raises(PluginError, match="cannot read TakoformHost 'prod' with your rights"):
+        chosen_host(pool_of(Hosts(host("a"))), "prod", "listing forbidden")
+    assert chosen_host(pool_of(Hosts(host("a"))), "a", "listing forbidden") == "a"
+
+
 def test_a_takoformhost_named_default_replaces_the_implicit_host() -> None:
     cluster = Hosts(host("default"))
     pool = pool_of(cluster, host_url="http://127.0.0.1:2")
@@ -78,7 +87,7 @@ def test_a_takoformhost_named_default_replaces_the_implicit_host() -> None:
 
 def test_the_token_secret_is_read_in_the_operator_namespace() -> None:
     cluster = Hosts(host("a"))
-    pool = host_pool(cluster, Settings(operator_namespace="ops"), None, print)  # type: ignore[arg-type]
+    pool, _ = host_pool(cluster, Settings(operator_namespace="ops"), None, print)  # type: ignore[arg-type]
 
     async def token() -> str | None:
         client = await pool.client("a")

@@ -352,8 +352,8 @@ def run_import(args: argparse.Namespace, out: TextIO) -> int:
     settings = Settings()
     cluster = Cluster.connect(args.kubeconfig, args.context)
     try:
-        pool = host_pool(cluster, settings, args.operator_namespace, _warn)
-        host = chosen_host(pool, args.host)
+        pool, unlisted = host_pool(cluster, settings, args.operator_namespace, _warn)
+        host = chosen_host(pool, args.host, unlisted)
         document = asyncio.run(_read_resource(pool, host, space, ref, target.name))
         codec = registry.codec_for(ref)
         try:
@@ -500,8 +500,8 @@ def _host_side(
         problems.append(f"status.formRef is not a FormRef: {exc}")
         return Lookup(problem=problems[-1]), Lookup(problem=problems[-1])
     try:
-        pool = host_pool(cluster, Settings(), args.operator_namespace, _warn)
-        chosen_host(pool, host)
+        pool, unlisted = host_pool(cluster, Settings(), args.operator_namespace, _warn)
+        chosen_host(pool, host, unlisted)
     except PluginError as exc:
         problems.append(str(exc))
         return Lookup(problem=str(exc)), Lookup(problem=str(exc))

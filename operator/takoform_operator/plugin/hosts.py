@@ -61,9 +61,10 @@ def host_pool(
     settings: Settings,
     operator_namespace: str | None,
     warn: Callable[[str], None],
-) -> HostPool:
-    """Every host the cluster configures, plus the implicit one (unless switched off). A user
-    who may not list TakoformHosts gets the implicit host only, and a warning saying so."""
+) -> tuple[HostPool, str | None]:
+    """Every host the cluster configures, plus the implicit one (unless switched off), and why
+    the TakoformHosts could not be listed (None: they were). A user who may not list them gets
+    the implicit host only, and a warning saying so."""
     namespace = operator_namespace or settings.operator_namespace or DEFAULT_OPERATOR_NAMESPACE
     pool = HostPool(
         _ClusterSecrets(cluster, namespace),
@@ -71,21 +72,23 @@ def host_pool(
         implicit=implicit_client(settings) if settings.implicit_host else None,
         implicit_refusal=implicit_host_refusal(settings.host_url, settings.host_insecure),
     )
+    unlisted = None
     try:
         bodies = cluster.takoform_hosts()
     except Forbidden as exc:
         warn(f"{exc}; only the implicit host `default` (TAKOFORM_HOST_URL) is known")
-        bodies = []
+        bodies, unlisted = [], str(exc)
     for body in bodies:
         try:
             pool.observe(host_config_from_body(body))
         except InvalidPolicy:
             continue  # the operator ignores it too
-    return pool
+    return pool, unlisted
 
 
-def chosen_host(pool: HostPool, name: str | None) -> str:
-    """The host named by --host (or recorded in a CR's status), else the default host."""
+def chosen_host(pool: HostPool, name: str | None, unlisted: str | None = None) -> str:
+    """The host named by --host (or recorded in a CR's status), else the default host.
+    `unlisted`: why the TakoformHosts could not be listed (host_pool)."""
     known = pool.names()
     if name is None:
         default = pool.default_host()
@@ -96,6 +99,12 @@ def chosen_host(pool: HostPool, name: str | None) -> str:
                 f"{', '.join(known) or 'none'})"
             )
         return default
+    if name not in known and unlisted is not None:
+        raise PluginError(
+            f"cannot read TakoformHost {name!r} with your rights (listing TakoformHosts is "
+            "forbidden): reaching the host needs a cluster admin's rights (takoform-admin) and "
+            "its credentials in the operator's namespace"
+        )
     if name not in known:
         implicit = (
             " (the implicit host `default` is switched off: TAKOFORM_IMPLICIT_HOST=false)"
