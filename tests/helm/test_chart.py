@@ -797,3 +797,50 @@ def test_every_value_is_documented_where_defined_and_in_the_readme() -> None:
     readme = (CHART / "README.md").read_text()
     missing = [path for path in documented if f"`{path}`" not in readme]
     assert missing == [], "values missing from the chart README"
+
+
+#: Settings the chart sets to another value than the code's default, and why. Every other
+#: TAKOFORM_* value the chart renders by default is the code's own default.
+CHART_DIFFERS = {
+    "TAKOFORM_HOST_URL": "the chart names its host's Service; the code defaults to loopback",
+    "TAKOFORM_HOST_TOKEN_SECRET": "in a pod the token is a Secret (the code has no default)",
+    "TAKOFORM_CONNECTION_SECRET_ROLE": "the release's ClusterRole, named by the chart",
+    "TAKOFORM_SERVICE_ACCOUNT": "the release's ServiceAccount, named by the chart",
+    "TAKOFORM_HEALTH_PORT": "the kubelet probes a pod; a process started by hand needs none",
+    "TAKOFORM_LOG_FORMAT": "log collectors read JSON lines",
+    "TAKOFORM_LEADER_ELECTION": "replicas need it; a process started by hand runs alone",
+    "TAKOFORM_LEASE_NAME": "one Lease per release",
+}
+
+
+def test_the_charts_settings_are_the_codes_defaults_unless_it_says_why(helm: Any) -> None:
+    from takoform_operator.settings import Settings
+
+    fields = Settings.model_fields
+    env = {e["name"]: e["value"] for e in _operator_env(render(helm)) if "value" in e}
+    checked = 0
+    for name, value in env.items():
+        field = name.removeprefix("TAKOFORM_").lower()
+        if field not in fields or name in CHART_DIFFERS:
+            continue
+        default = fields[field].default
+        code = str(default).lower() if isinstance(default, bool) else str(default)
+        chart = value.lower() if isinstance(default, bool) else value
+        if isinstance(default, float):
+            chart = str(float(value))
+        assert chart == code, f"{name}: the chart sets {value!r}, the code defaults to {code!r}"
+        checked += 1
+    assert checked >= 10, env
+    stale = set(CHART_DIFFERS) - set(env)
+    assert not stale, f"listed as differing but not set by the chart: {stale}"
+    same = {n for n in CHART_DIFFERS if n in env and _code_default(n) == env[n]}
+    assert not same, f"listed as differing but equal to the code's default: {same}"
+
+
+def _code_default(name: str) -> str | None:
+    from takoform_operator.settings import Settings
+
+    field = Settings.model_fields.get(name.removeprefix("TAKOFORM_").lower())
+    if field is None or field.default is None:
+        return None
+    return str(field.default).lower() if isinstance(field.default, bool) else str(field.default)
