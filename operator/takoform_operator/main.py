@@ -17,8 +17,8 @@ from prometheus_client import start_http_server
 
 from takoform_operator.core.tenancy import DEFAULT_HOST, SecretKeyRef, implicit_host_refusal
 from takoform_operator.health import Health
-from takoform_operator.host_client.client import HostClient, TokenSource
-from takoform_operator.host_client.pool import HostPool, SecretReader, SecretToken
+from takoform_operator.host_client.client import HostClient, RequestObserver, TokenSource
+from takoform_operator.host_client.pool import HostPool, SecretReader, SecretToken, observer_of
 from takoform_operator.host_client.token_file import FileToken
 from takoform_operator.kube.bindings import BindingBook
 from takoform_operator.kube.connection_secrets import HttpSecretStore
@@ -75,8 +75,13 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         refresh_seconds=settings.token_refresh_seconds,
         read_retries=settings.host_read_retries,
         max_connections=settings.host_max_connections,
-        implicit=host_client(settings, reader) if settings.implicit_host else None,
+        implicit=(
+            host_client(settings, reader, observe=observer_of(metrics.host_request, DEFAULT_HOST))
+            if settings.implicit_host
+            else None
+        ),
         implicit_refusal=implicit_host_refusal(settings.host_url, settings.host_insecure),
+        observe=metrics.host_request,
     )
     book = TenancyBook(pool)
     writer = HttpCrWriter(max_connections=settings.max_concurrent_reconciles)
@@ -197,7 +202,11 @@ async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics
         await asyncio.to_thread(elector.release)
 
 
-def host_client(settings: Settings, reader: SecretReader | None = None) -> HostClient:
+def host_client(
+    settings: Settings,
+    reader: SecretReader | None = None,
+    observe: RequestObserver | None = None,
+) -> HostClient:
     """The host client configured from the settings (the client itself knows no settings). A
     token Secret (TAKOFORM_HOST_TOKEN_SECRET) is read like a TakoformHost's: by name, re-read on
     the refresh interval and after a 401, used only when opted in for host `default`."""
@@ -219,6 +228,7 @@ def host_client(settings: Settings, reader: SecretReader | None = None) -> HostC
         max_connections=settings.host_max_connections,
         verify=verify,
         cert=cert,
+        observe=observe,
     )
 
 

@@ -1,10 +1,14 @@
 """Prometheus metrics, created on an injectable registry. Per-resource series go away with the
-resource (`forget`), so a deleted CR never leaves a stale Blocked alert behind."""
+resource (`forget`), so a deleted CR never leaves a stale Blocked alert behind.
+
+The reconcile queue is read when scraped (`watch_slots`: kube.slots knows no metrics); host
+requests are told by the host clients (`host_request`, the pool's observer)."""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -22,6 +26,17 @@ from takoform_operator.core.tenancy import DEFAULT_HOST
 from takoform_operator.version import build_info
 
 _HOST_TROUBLE = {Reason.HOST_UNAVAILABLE, Reason.HOST_REJECTED}
+
+
+class Slots(Protocol):
+    """What the reconcile queue metrics read of kube.slots.FairSlots."""
+
+    capacity: int
+
+    @property
+    def free(self) -> int: ...
+
+    def waiting(self) -> int: ...
 
 
 def _labels(body: Any) -> dict[str, str]:
@@ -111,6 +126,42 @@ class Metrics:
             "The largest event-loop lag seen since the process started.",
             registry=self.registry,
         )
+        self.queue_depth = Gauge(
+            "takoform_reconcile_queue_depth",
+            "CRs due for a reconcile and waiting for a slot (the backlog).",
+            registry=self.registry,
+        )
+        self.workers_active = Gauge(
+            "takoform_reconcile_workers_active",
+            "Reconcile slots in use: reconciles running now.",
+            registry=self.registry,
+        )
+        self.workers_max = Gauge(
+            "takoform_reconcile_workers_max",
+            "Reconcile slots in all (TAKOFORM_MAX_CONCURRENT_RECONCILES).",
+            registry=self.registry,
+        )
+        self.host_requests = Counter(
+            "takoform_host_requests",
+            "Requests sent to hosts, retries included, by host, verb (read, operation, forms, "
+            "space, create, update, delete) and code (the HTTP status, or error: no answer).",
+            ["host", "verb", "code"],
+            registry=self.registry,
+        )
+        self.host_request_duration = Histogram(
+            "takoform_host_request_duration_seconds",
+            "Time from sending a host request to its answer read whole (or its failure).",
+            ["host", "verb"],
+            registry=self.registry,
+        )
+        self.resources = Gauge(
+            "takoform_resources",
+            "Resources this replica manages, by kind and their Ready condition's status (True, "
+            "False or Unknown: none yet), as of each one's last reconcile.",
+            ["kind", "ready"],
+            registry=self.registry,
+        )
+        self._ready: dict[tuple[str, str, str], str] = {}
         self._blocked_reasons: dict[tuple[str, str, str], str] = {}
         self._lag_max = 0.0
         self._degraded_reasons: dict[tuple[str, str, str], str] = {}
@@ -122,6 +173,7 @@ class Metrics:
         result = _result(outcome, true)
         self.reconciles.labels(kind=labels["kind"], result=result).inc()
         self.duration.labels(kind=labels["kind"]).observe(seconds)
+        self._count_ready(key, _ready(body))
         if outcome.holds_conditions:
             return  # paused: nothing was observed, the series keep their last value
         for reason in _HOST_TROUBLE & set(true.values()):
@@ -150,6 +202,30 @@ class Metrics:
             with contextlib.suppress(KeyError):
                 self.pending.remove(*key)
 
+    def _count_ready(self, key: tuple[str, str, str], ready: str | None) -> None:
+        """Move the resource from its last Ready count to `ready` (None: out of every count)."""
+        previous = self._ready.pop(key, None)
+        if previous == ready:
+            if ready is not None:
+                self._ready[key] = ready
+            return
+        if previous is not None:
+            self.resources.labels(kind=key[2], ready=previous).dec()
+        if ready is not None:
+            self.resources.labels(kind=key[2], ready=ready).inc()
+            self._ready[key] = ready
+
+    def watch_slots(self, slots: Slots) -> None:
+        """Read the reconcile queue and slots from `slots` at every scrape."""
+        self.queue_depth.set_function(slots.waiting)
+        self.workers_active.set_function(lambda: slots.capacity - slots.free)
+        self.workers_max.set(slots.capacity)
+
+    def host_request(self, host: str, verb: str, code: str, seconds: float) -> None:
+        """One request to `host` (host_client.pool.HostObserver)."""
+        self.host_requests.labels(host=host, verb=verb, code=code).inc()
+        self.host_request_duration.labels(host=host, verb=verb).observe(seconds)
+
     def loop_lagged(self, seconds: float) -> None:
         self.loop_lag.observe(seconds)
         if seconds > self._lag_max:
@@ -159,6 +235,7 @@ class Metrics:
     def forget(self, body: Any) -> None:
         labels = _labels(body)
         key = (labels["namespace"], labels["name"], labels["kind"])
+        self._count_ready(key, None)
         reason = self._blocked_reasons.pop(key, None)
         if reason is not None:
             self.blocked.remove(*key, reason)
@@ -167,6 +244,17 @@ class Metrics:
             self.degraded.remove(*key, reason)
         with contextlib.suppress(KeyError):
             self.pending.remove(*key)
+
+
+def _ready(body: Any) -> str:
+    """The status of the Ready condition the CR's status holds: True, False, else Unknown."""
+    status = body.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == str(ConditionType.READY):
+            value = condition.get("status")
+            return value if value in ("True", "False") else "Unknown"
+    return "Unknown"
 
 
 def _host(body: Any, outcome: Outcome) -> str:

@@ -23,6 +23,7 @@ from monitoring import (
 )
 from operator_process import Operator, condition_of, cr_status, is_ready
 from processes import free_port
+from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.kube, pytest.mark.host]
 
@@ -121,10 +122,56 @@ def test_operator_creates_updates_blocks_remedies_and_deletes(
     )
     assert "takoform_resource_blocked{" not in running.metrics(), "the series went away"
     assert 'takoform_build_info{kopf="' in running.metrics(), "the running build is exported"
+    _assert_controller_metrics(running.metrics())
 
     # Deletion under the Delete policy removes exactly the bound incarnation.
     kube_cluster.kubectl("delete", "bucket", "logs", "--timeout=60s", namespace=namespace)
     assert _host_read(host, "logs", digest).status_code == 404
+    wait_until(
+        lambda: _samples(running.metrics()).get(("takoform_resources", READY_BUCKETS)) == 0,
+        "the deleted Bucket left the Ready count",
+    )
+
+
+READY_BUCKETS = (("kind", "Bucket"), ("ready", "True"))
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def _assert_controller_metrics(text: str) -> None:
+    """The queue, the slots, the host requests and the Ready counts, with values that fit what
+    the test did: one Bucket, Ready, created then updated on the implicit host."""
+    samples = _samples(text)
+    workers_max = samples[("takoform_reconcile_workers_max", ())]
+    assert workers_max == 16, "the default TAKOFORM_MAX_CONCURRENT_RECONCILES"
+    assert 0 <= samples[("takoform_reconcile_workers_active", ())] <= workers_max
+    assert samples[("takoform_reconcile_queue_depth", ())] >= 0
+    assert samples[("takoform_resources", READY_BUCKETS)] == 1, "the one Bucket, Ready"
+
+    def requests(verb: str, ok: bool) -> float:
+        return sum(
+            value
+            for (name, labels), value in samples.items()
+            if name == "takoform_host_requests_total"
+            and dict(labels)["host"] == "default"
+            and dict(labels)["verb"] == verb
+            and dict(labels)["code"].startswith("2") == ok
+        )
+
+    for verb in ("create", "update", "read"):
+        assert requests(verb, ok=True) >= 1, f"a {verb} answered 2xx"
+    assert requests("create", ok=False) == 0, "the create was accepted at once"
+    sent = sum(v for (n, _), v in samples.items() if n == "takoform_host_requests_total")
+    timed = sum(
+        v for (n, _), v in samples.items() if n == "takoform_host_request_duration_seconds_count"
+    )
+    assert sent == timed > 0, "every request is timed"
 
 
 def test_orphan_policy_leaves_the_host_resource(

@@ -4,6 +4,10 @@ Reads are retried here, briefly, on transport errors, 429 and 5xx; an answer wit
 raised at once (the CR's back-off honours it, capped). A mutation is sent exactly once: if its
 answer is lost, the reconcile replays it later with the SAME idempotency key, which the host
 answers with the original operation (H-28).
+
+Every request, each retry included, is reported to an optional `observe(verb, code, seconds)`
+(the operator's metrics): `verb` names the operation (`VERBS`), `code` is the HTTP status, or
+`error` when no answer came (refused, timed out, TLS failure). The client knows no metrics.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from collections.abc import AsyncGenerator, Mapping
+import time
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
@@ -45,6 +50,14 @@ MAX_ANSWER_BYTES = 4 * 1024 * 1024
 MAX_MESSAGE_CHARS = 16 * 1024
 #: Headers that describe the bytes on the wire, not the body as read (already decoded).
 _WIRE_HEADERS = ("content-encoding", "content-length", "transfer-encoding")
+
+#: What each request does, as `observe` is told (a bounded set: a label of the metrics).
+VERBS = ("read", "operation", "forms", "space", "create", "update", "delete")
+#: The `code` of a request that got no answer.
+NO_ANSWER = "error"
+
+#: observe(verb, code, seconds): one request sent and answered (or not).
+RequestObserver = Callable[[str, str, float], None]
 
 
 def _segment(value: str) -> str:
@@ -122,6 +135,8 @@ class HostClient:
         cert: Any = None,
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Any = asyncio.sleep,
+        observe: RequestObserver | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         source = token if token is None or not isinstance(token, str) else StaticToken(token)
         self._http = httpx.AsyncClient(
@@ -136,6 +151,8 @@ class HostClient:
         )
         self._read_retries = read_retries
         self._sleep = sleep
+        self._observe = observe
+        self._clock = clock
 
     async def __aenter__(self) -> HostClient:
         return self
@@ -153,7 +170,7 @@ class HostClient:
     # -- reads (retried) -------------------------------------------------------------------------
 
     async def get_resource(self, space: str, ref: FormRef, name: str) -> Resource:
-        response = await self._read("GET", resource_path(space, ref, name), params=ref_query(ref))
+        response = await self._read("read", resource_path(space, ref, name), params=ref_query(ref))
         resource = _parse(Resource, response)
         if resource.form_ref.to_ref() != ref:
             # H-18: a host must never answer an exact-ref read with another ref's resource.
@@ -178,12 +195,12 @@ class HostClient:
             return None
 
     async def get_operation(self, operation_id: str) -> Operation:
-        response = await self._read("GET", f"{API}/operations/{_segment(operation_id)}")
+        response = await self._read("operation", f"{API}/operations/{_segment(operation_id)}")
         return _parse(Operation, response)
 
     async def list_operations(self, space: str, ref: FormRef, name: str) -> list[Operation]:
         params = {"space": space, "apiVersion": ref.api_version, "kind": ref.kind, "name": name}
-        response = await self._read("GET", f"{API}/operations", params=params)
+        response = await self._read("operation", f"{API}/operations", params=params)
         items = _json(response).get("items", [])
         try:
             return [Operation.model_validate(item) for item in items]
@@ -195,14 +212,14 @@ class HostClient:
     async def list_forms(self) -> list[FormRef]:
         """Every FormRef the host serves (GET /forms): the host's status and a reachability and
         authentication probe in one."""
-        items = _json(await self._read("GET", f"{API}/forms")).get("items", [])
+        items = _json(await self._read("forms", f"{API}/forms")).get("items", [])
         try:
             return [FormRef.from_json(dict(item["formRef"])) for item in items]
         except (KeyError, TypeError, ValueError) as exc:
             raise HostProtocolError(f"form list does not match the contract: {exc}") from None
 
     async def ensure_space(self, space: str) -> None:
-        await self._send("PUT", f"{API}/spaces/{_segment(space)}", body=None, headers={})
+        await self._send("space", "PUT", f"{API}/spaces/{_segment(space)}", body=None, headers={})
 
     # -- mutations (sent once) -------------------------------------------------------------------
 
@@ -210,7 +227,7 @@ class HostClient:
         self, space: str, ref: FormRef, name: str, spec: Mapping[str, Any], key: str
     ) -> Operation:
         headers = {"If-None-Match": "*", "Idempotency-Key": key}
-        return await self._mutate("PUT", space, ref, name, {"spec": dict(spec)}, headers)
+        return await self._mutate("create", "PUT", space, ref, name, {"spec": dict(spec)}, headers)
 
     async def update(
         self,
@@ -228,18 +245,19 @@ class HostClient:
             "Takoform-Expected-Uid": expected_uid,
             "Idempotency-Key": key,
         }
-        return await self._mutate("PUT", space, ref, name, {"spec": dict(spec)}, headers)
+        return await self._mutate("update", "PUT", space, ref, name, {"spec": dict(spec)}, headers)
 
     async def delete(
         self, space: str, ref: FormRef, name: str, *, expected_uid: str, key: str
     ) -> Operation:
         headers = {"Takoform-Expected-Uid": expected_uid, "Idempotency-Key": key}
-        return await self._mutate("DELETE", space, ref, name, None, headers)
+        return await self._mutate("delete", "DELETE", space, ref, name, None, headers)
 
     # -- plumbing --------------------------------------------------------------------------------
 
     async def _mutate(
         self,
+        verb: str,
         method: str,
         space: str,
         ref: FormRef,
@@ -248,16 +266,18 @@ class HostClient:
         headers: dict[str, str],
     ) -> Operation:
         path = resource_path(space, ref, name)
-        response = await self._send(method, path, body=body, headers=headers, params=ref_query(ref))
+        response = await self._send(
+            verb, method, path, body=body, headers=headers, params=ref_query(ref)
+        )
         return _parse(Operation, response)
 
     async def _read(
-        self, method: str, path: str, params: Mapping[str, str] | None = None
+        self, verb: str, path: str, params: Mapping[str, str] | None = None
     ) -> httpx.Response:
         attempt = 0
         while True:
             try:
-                return await self._send(method, path, body=None, headers={}, params=params)
+                return await self._send(verb, "GET", path, body=None, headers={}, params=params)
             except HostUnavailable as exc:
                 # The same client would meet the same untrusted certificate: no retry. A host
                 # that says when to come back (Retry-After) is answered by the CR's back-off,
@@ -273,6 +293,7 @@ class HostClient:
 
     async def _send(
         self,
+        verb: str,
         method: str,
         path: str,
         *,
@@ -287,14 +308,22 @@ class HostClient:
         request = self._http.build_request(
             method, path, content=content, headers=headers, params=params
         )
+        started, code = self._clock(), NO_ANSWER
         try:
             streamed = await self._http.send(request, stream=True)
+            code = str(streamed.status_code)
             try:
                 response = await _bounded(streamed, f"{method} {path}")
             finally:
                 await streamed.aclose()
         except httpx.TransportError as exc:
             raise _transport_failure(f"{method} {path}", exc) from exc
+        except asyncio.CancelledError:
+            code = ""  # the operator stopped waiting (shutdown): nothing the host did
+            raise
+        finally:
+            if self._observe is not None and code:
+                self._observe(verb, code, self._clock() - started)
         if response.status_code < 400:
             return response
         raise _translate(response)

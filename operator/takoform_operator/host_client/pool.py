@@ -36,7 +36,7 @@ from takoform_operator.core.tenancy import (
     credential_refusal,
     opted_in,
 )
-from takoform_operator.host_client.client import HostClient, TokenSource
+from takoform_operator.host_client.client import HostClient, RequestObserver, TokenSource
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.host_port import (
     HostCertificateUntrusted,
@@ -159,6 +159,17 @@ async def read_tls(reader: SecretReader, config: HostConfig) -> TlsMaterial | No
     return TlsMaterial(ca, cert, key)
 
 
+#: observe(host, verb, code, seconds): a request to the TakoformHost `host`.
+HostObserver = Callable[[str, str, str, float], None]
+
+
+def observer_of(observe: HostObserver | None, host: str) -> RequestObserver | None:
+    """The RequestObserver of one host's client."""
+    if observe is None:
+        return None
+    return lambda verb, code, seconds: observe(host, verb, code, seconds)
+
+
 @dataclass
 class _Entry:
     config: HostConfig
@@ -184,8 +195,12 @@ class HostPool:
         implicit_refusal: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         retire_after: float = RETIRE_AFTER_SECONDS,
+        observe: HostObserver | None = None,
     ) -> None:
+        """`observe(host, verb, code, seconds)` hears of every request a client built here
+        sends (host_client.client.HostClient's `observe`, with the TakoformHost's name)."""
         self._reader = reader
+        self._observe = observe
         #: Why nothing may be sent to the implicit host (core.tenancy.url_refusal), or None.
         self._implicit_refusal = implicit_refusal
         self._clock = clock
@@ -337,6 +352,7 @@ class HostPool:
             read_retries=self._read_retries,
             max_connections=self._max_connections,
             verify=verify,
+            observe=observer_of(self._observe, config.name),
         )
 
     def _retire(self, client: HostClient) -> None:

@@ -402,6 +402,7 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
         finalizer=FINALIZER,
     )
     loops = runtime.loops
+    runtime.metrics.watch_slots(loops.slots)
     shard = parse_selector(runtime.settings.shard_selector)
 
     async def watch(type: str | None, body: kopf.Body, **_: Any) -> None:
@@ -413,6 +414,7 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
             runtime.failures.pop(uid, None)
             runtime.contending.discard(uid)
             runtime.written_secrets.pop(uid, None)
+            runtime.metrics.forget(body)  # gone without our finalize (removed by hand)
             await _note_vanished(runtime, body)
         elif not shard.matches(body.metadata.labels):
             # Another shard's CR (or one relabelled away from ours): no loop here.
