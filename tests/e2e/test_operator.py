@@ -174,6 +174,38 @@ def _assert_controller_metrics(text: str) -> None:
     assert sent == timed > 0, "every request is timed"
 
 
+def test_a_cr_gone_without_its_finalize_leaves_no_series(
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
+) -> None:
+    """`kubectl delete` then a patch removing the finalizers: the operator never finalizes the
+    CR, and still no per-CR series (Blocked, Ready count) outlives it."""
+    running, host, namespace = operator
+    kube_cluster.apply(_bucket("gone"), namespace=namespace)
+    wait_until(lambda: is_ready(kube_cluster, namespace, "gone"), "Bucket gone Ready", timeout=60)
+    host.admin(
+        "POST",
+        "/admin/v1/resources/recreate",
+        {"space": "team-a", "apiVersion": "storage.takoform.io/v1", "kind": "Bucket",
+         "name": "gone"},
+    )  # fmt: skip
+    blocked = 'takoform_resource_blocked{kind="Bucket",name="gone"'
+    wait_until(lambda: blocked in running.metrics(), "the Blocked series", timeout=60)
+    kube_cluster.kubectl("delete", "bucket", "gone", "--wait=false", namespace=namespace)
+    kube_cluster.kubectl(
+        "patch", "bucket", "gone", "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
+        namespace=namespace,
+    )  # fmt: skip
+    wait_until(lambda: blocked not in running.metrics(), "the Blocked series gone", timeout=60)
+    counted = {
+        sample.labels["ready"]: sample.value
+        for family in text_string_to_metric_families(running.metrics())
+        if family.name == "takoform_resources"
+        for sample in family.samples
+        if sample.labels.get("kind") == "Bucket"
+    }
+    assert sum(counted.values()) == 0, counted
+
+
 def test_orphan_policy_leaves_the_host_resource(
     operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
 ) -> None:
