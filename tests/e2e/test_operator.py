@@ -314,7 +314,7 @@ def test_prometheus_fires_and_resolves_the_blocked_alert(
     wait_until(
         lambda: _alerts(prometheus, "TakoformResourceBlocked") == [],
         "the alert resolved",
-        timeout=60,
+        timeout=120,  # re-create, status, kube-state-metrics' watch, scrape and rule: a chain
     )
     assert condition_of(cr_status(kube_cluster, namespace, "watched"), "Blocked").get("status") in (
         None,

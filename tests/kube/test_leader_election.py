@@ -125,7 +125,7 @@ def test_only_the_leader_reconciles_and_a_killed_leader_is_replaced_within_the_l
     assert leader.metric("takoform_leader") == 1 and standby.metric("takoform_leader") == 0
 
     kube_cluster.apply(_bucket("one"), namespace=namespace)
-    wait_until(lambda: _ready(kube_cluster, namespace, "one"), "Bucket one Ready", timeout=60)
+    wait_until(lambda: _ready(kube_cluster, namespace, "one"), "Bucket one Ready", timeout=120)
     uid = _status(kube_cluster, namespace, "one")["uid"]
     # Let polls happen (POLL_READY_SECONDS=2): the leader reconciles again, the standby not at all.
     polled = leader.metric("takoform_reconciles_total") + 2
