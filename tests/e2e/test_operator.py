@@ -278,10 +278,16 @@ def _get(url: str) -> Any:
         return body
 
 
-def _alerts(url: str, name: str) -> list[dict[str, Any]]:
+def _alerts(url: str, name: str, namespace: str) -> list[dict[str, Any]]:
+    """The alerts `name` of `namespace`: kube-state-metrics reads every namespace, and earlier
+    tests leave Blocked CRs in namespaces still terminating."""
     found = _get(f"{url}/api/v1/alerts") or {}
     alerts = found.get("data", {}).get("alerts", []) if isinstance(found, dict) else []
-    return [a for a in alerts if a["labels"].get("alertname") == name]
+    return [
+        a
+        for a in alerts
+        if a["labels"].get("alertname") == name and a["labels"].get("namespace") == namespace
+    ]
 
 
 def test_prometheus_fires_and_resolves_the_blocked_alert(
@@ -294,12 +300,12 @@ def test_prometheus_fires_and_resolves_the_blocked_alert(
         "Bucket watched Ready",
         timeout=60,
     )
-    assert _alerts(prometheus, "TakoformResourceBlocked") == []
+    assert _alerts(prometheus, "TakoformResourceBlocked", namespace) == []
     target = {"space": "team-a", "apiVersion": "storage.takoform.io/v1", "kind": "Bucket"}
     host.admin("POST", "/admin/v1/resources/recreate", {**target, "name": "watched"})
 
     def firing() -> bool:
-        alerts = _alerts(prometheus, "TakoformResourceBlocked")
+        alerts = _alerts(prometheus, "TakoformResourceBlocked", namespace)
         return any(
             a["state"] == "firing"
             and a["labels"]["name"] == "watched"
@@ -312,7 +318,7 @@ def test_prometheus_fires_and_resolves_the_blocked_alert(
     # Remedy 3: delete the host-side replacement; the operator re-creates, the alert resolves.
     host.admin("POST", "/admin/v1/resources/delete", {**target, "name": "watched"})
     wait_until(
-        lambda: _alerts(prometheus, "TakoformResourceBlocked") == [],
+        lambda: _alerts(prometheus, "TakoformResourceBlocked", namespace) == [],
         "the alert resolved",
         timeout=120,  # re-create, status, kube-state-metrics' watch, scrape and rule: a chain
     )
