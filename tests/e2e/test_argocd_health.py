@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import waiting
 from argocd import health
-from fixtures_kube import REPO, KubeCluster
+from fixtures_kube import REPO, KubeCluster, drop_namespace
 from flux import flux_status
 
 from takoform_operator.generator_argocd import CM_PATCH_PATH, DOC_PATH, LUA_PATH, health_key
@@ -179,7 +179,7 @@ def test_real_statuses_as_argo_cd_and_flux_see_them(
         capture("no status yet", "idle", lambda body: "metadata" in body, ns=unwatched)
         assert "status" not in samples["no status yet"]
     finally:
-        kube_cluster.kubectl("delete", "namespace", unwatched, "--wait=false", check=False)
+        drop_namespace(kube_cluster, unwatched)
 
     # The host holds every operation running: a create the host accepted, not finished.
     host.set_faults(stuckOperations=True)

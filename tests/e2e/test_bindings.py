@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_kube import KubeCluster, wait_until
+from fixtures_kube import KubeCluster, drop_namespace, wait_until
 from manifests import bucket
 from operator_process import Operator, condition_of, cr_status, is_ready, operator_process, serving
 from processes import free_port
@@ -149,7 +149,7 @@ def teams(
         yield made
     finally:
         made.close()
-        kube_cluster.kubectl("delete", "namespace", other, "--wait=false", check=False)
+        drop_namespace(kube_cluster, other)
         kube_cluster.kubectl(
             "delete", "takoformbindings", "-l", f"takoform.io/namespace={other}", check=False
         )

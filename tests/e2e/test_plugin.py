@@ -21,7 +21,7 @@ import pytest
 import yaml
 from argocd import health
 from fixtures_host import HostProcess
-from fixtures_kube import KubeCluster, wait_until
+from fixtures_kube import KubeCluster, drop_namespace, wait_until
 from operator_process import condition_of, cr_status, is_ready, operator_process
 from processes import free_port
 from tenancy import granted, host_manifest, token_secret
@@ -83,7 +83,7 @@ def ops_namespace(kube_cluster: KubeCluster) -> Iterator[str]:
     name = f"ops-{uuid.uuid4().hex[:8]}"
     kube_cluster.kubectl("create", "namespace", name)
     yield name
-    kube_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    drop_namespace(kube_cluster, name)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from fixtures_kube import REPO, KubeCluster, apply_crds, wait_until
+from fixtures_kube import REPO, KubeCluster, apply_crds, drop_namespace, wait_until
 from manifests import bucket
 from operator_process import Operator, condition_of, is_ready, operator_process, serving
 from processes import free_port
@@ -121,7 +121,7 @@ def namespaces(kube_cluster: KubeCluster) -> Iterator[Callable[[str], str]]:
 
     yield make
     for name in made:
-        kube_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+        drop_namespace(kube_cluster, name)
 
 
 @pytest.fixture

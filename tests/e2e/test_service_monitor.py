@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import yaml
 from fixtures_helm import CHART
-from fixtures_kube import KubeCluster, localcluster, wait_until
+from fixtures_kube import KubeCluster, drop_namespace, localcluster, wait_until
 from loopback import sockets_of
 from operator_process import Operator, operator_process, serving
 from processes import free_port
@@ -402,7 +402,7 @@ def namespaces(kube_cluster: KubeCluster, kube_namespace: str) -> Iterator[tuple
     try:
         yield kube_namespace, crs
     finally:
-        kube_cluster.kubectl("delete", "namespace", crs, "--wait=false", check=False)
+        drop_namespace(kube_cluster, crs)
 
 
 def test_prometheus_discovers_the_operator_and_the_blocked_series_names_the_cr(

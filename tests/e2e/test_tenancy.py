@@ -18,7 +18,7 @@ import pytest
 import yaml
 from fixtures_helm import CHART
 from fixtures_host import HostProcess
-from fixtures_kube import KubeCluster, wait_until
+from fixtures_kube import KubeCluster, drop_namespace, wait_until
 from manifests import bucket
 from operator_process import condition_of, cr_status, is_ready, operator_process
 from tenancy import grant_manifest, host_manifest, tls_secrets, token_secret
@@ -92,7 +92,7 @@ def namespaces(kube_cluster: KubeCluster) -> Iterator[Callable[[str], str]]:
 
     yield make
     for name in made:
-        kube_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+        drop_namespace(kube_cluster, name)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from fixtures_helm import CHART, kinds, render
-from fixtures_kube import KubeCluster, wait_until
+from fixtures_kube import KubeCluster, drop_namespace, wait_until
 from operator_process import condition_of, cr_status, is_ready, operator_process
 from tenancy import granted
 
@@ -752,7 +752,7 @@ def test_a_cluster_wide_install_reaches_secrets_only_in_the_namespaces_it_serves
     finally:
         helm("uninstall", release, kubeconfig, "--namespace", ops, check=False)
         for namespace in (ops, served, unserved):
-            kube_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+            drop_namespace(kube_cluster, namespace)
         kube_cluster.kubectl("delete", "secret", "probe", "-n", "kube-system", check=False)
 
 

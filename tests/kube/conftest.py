@@ -22,7 +22,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fixtures_kube import KubeCluster, KubeTools, apply_crds, crd_files, localcluster, wait_until
+from fixtures_kube import (
+    KubeCluster,
+    KubeTools,
+    apply_crds,
+    crd_files,
+    drop_namespace,
+    localcluster,
+    wait_until,
+)
 from node_support import NodeCluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,4 +110,4 @@ def node_namespace(node_cluster: NodeCluster) -> Iterator[str]:
         f"the default ServiceAccount in {name}",
     )
     yield name
-    kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    drop_namespace(kube, name)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from fixtures_helm import CHART
-from fixtures_kube import wait_until
+from fixtures_kube import drop_namespace, wait_until
 from node_support import NodeCluster, assert_loopback_only
 from processes import free_port
 from waiting import TimedOut
@@ -380,4 +380,4 @@ def test_cluster_wide_install_reconciles_a_bucket_in_another_namespace(
             assert "Forbidden" not in logs, "the ClusterRole is not enough"
             kube.kubectl("delete", "bucket", "elsewhere", "--timeout=60s", namespace=crs)
     finally:
-        kube.kubectl("delete", "namespace", crs, "--wait=false", check=False)
+        drop_namespace(kube, crs)

@@ -187,10 +187,16 @@ def kube_namespace(kube_cluster: KubeCluster, request: pytest.FixtureRequest) ->
         f"the default ServiceAccount in {name}",
     )
     yield name
-    kube_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
-    # Bindings are cluster-scoped: the test's own go with its namespace, so that another test's
-    # CR of the same host resource name is not AlreadyManaged by a CR of a finished test.
-    kube_cluster.kubectl(
+    drop_namespace(kube_cluster, name)
+
+
+def drop_namespace(cluster: KubeCluster, name: str) -> None:
+    """Delete a test's namespace (without waiting) and the TakoformBindings its CRs hold:
+    bindings are cluster-scoped, and a CR left in a namespace still terminating (its operator
+    gone, its finalizer kept) would otherwise make another test's CR of the same host resource
+    name AlreadyManaged."""
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    cluster.kubectl(
         "delete", "takoformbindings", "-l", f"takoform.io/namespace={name}", "--wait=false",
         check=False,
     )  # fmt: skip
