@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from fixtures_host import HostProcess
-from fixtures_kube import KubeCluster, drop_namespace, wait_until
+from fixtures_kube import KubeCluster, wait_until
 from manifests import bucket
 from operator_process import condition_of, cr_status, is_ready, operator_process
 from tenancy import grant_manifest, host_manifest, token_secret
@@ -28,21 +28,6 @@ pytestmark = pytest.mark.kube
 CAP = 3.0  # the back-off cap: a Retry-After of 120 s is honoured for this long
 BUSY = 8  # throttled CRs: four times the slots
 LABEL = "takoform.io/test"
-
-
-@pytest.fixture
-def namespaces(kube_cluster: KubeCluster) -> Iterator[Callable[[str], str]]:
-    made: list[str] = []
-
-    def make(prefix: str) -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        kube_cluster.kubectl("create", "namespace", name)
-        made.append(name)
-        return name
-
-    yield make
-    for name in made:
-        drop_namespace(kube_cluster, name)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from fixtures_kube import REPO, KubeCluster, apply_crds, drop_namespace, wait_until
+from fixtures_kube import REPO, KubeCluster, apply_crds, wait_until
 from manifests import bucket
 from operator_process import Operator, condition_of, is_ready, operator_process, serving
 from processes import free_port
@@ -107,21 +106,6 @@ class Running:
             return httpx.get(self.health + "/healthz", timeout=5).status_code
         except httpx.HTTPError:
             return 0
-
-
-@pytest.fixture
-def namespaces(kube_cluster: KubeCluster) -> Iterator[Callable[[str], str]]:
-    made: list[str] = []
-
-    def make(prefix: str) -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        kube_cluster.kubectl("create", "namespace", name)
-        made.append(name)
-        return name
-
-    yield make
-    for name in made:
-        drop_namespace(kube_cluster, name)
 
 
 @pytest.fixture

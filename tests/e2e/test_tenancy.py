@@ -18,7 +18,7 @@ import pytest
 import yaml
 from fixtures_helm import CHART
 from fixtures_host import HostProcess
-from fixtures_kube import KubeCluster, drop_namespace, wait_until
+from fixtures_kube import KubeCluster, wait_until
 from manifests import bucket
 from operator_process import condition_of, cr_status, is_ready, operator_process
 from tenancy import grant_manifest, host_manifest, tls_secrets, token_secret
@@ -77,22 +77,6 @@ def host_ready(cluster: KubeCluster, name: str) -> bool:
 def blocked_reason(cluster: KubeCluster, namespace: str, name: str) -> str | None:
     blocked = condition_of(cr_status(cluster, namespace, name), "Blocked")
     return blocked.get("reason") if blocked.get("status") == "True" else None
-
-
-@pytest.fixture
-def namespaces(kube_cluster: KubeCluster) -> Iterator[Callable[[str], str]]:
-    """Extra namespaces for the test (deleted afterwards)."""
-    made: list[str] = []
-
-    def make(prefix: str) -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        kube_cluster.kubectl("create", "namespace", name)
-        made.append(name)
-        return name
-
-    yield make
-    for name in made:
-        drop_namespace(kube_cluster, name)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import re
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,6 +188,22 @@ def kube_namespace(kube_cluster: KubeCluster, request: pytest.FixtureRequest) ->
     )
     yield name
     drop_namespace(kube_cluster, name)
+
+
+@pytest.fixture
+def namespaces(kube_cluster: KubeCluster) -> Iterator[Callable[[str], str]]:
+    """More namespaces for one test: `make(prefix)` creates one; all dropped afterwards."""
+    made: list[str] = []
+
+    def make(prefix: str) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        kube_cluster.kubectl("create", "namespace", name)
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        drop_namespace(kube_cluster, name)
 
 
 def drop_namespace(cluster: KubeCluster, name: str) -> None:
