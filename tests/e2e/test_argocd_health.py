@@ -198,10 +198,13 @@ def test_real_statuses_as_argo_cd_and_flux_see_them(
         capture("ready", name, _holds("Ready"))
     capture("blocked (space not granted)", "elsewhere", _holds("Blocked", reason="SpaceNotGranted"))
 
-    # The host fails the next operation: the create is Degraded, retried with back-off.
-    host.set_faults(failNextOperations=1)
+    # The host fails every operation until the sample is taken (its only operations are the
+    # failing create's retries): Degraded, retried with back-off. One failure alone would let the
+    # first retry turn it Ready before a slow poll saw it.
+    host.set_faults(failNextOperations=1000)
     kube_cluster.apply(_bucket("failing"), namespace=namespace)
     capture("degraded (operation failed)", "failing", _holds("Degraded", reason="OperationFailed"))
+    host.set_faults(failNextOperations=0)
 
     # Deleted and recreated on the host, out of band: Blocked UidMismatch.
     host.admin(

@@ -225,10 +225,14 @@ def crd_files(crd_dir: Path = REPO / "crds") -> Sequence[Path]:
 
 def apply_crds(cluster: KubeCluster, files: Sequence[Path], timeout: int = 60) -> list[Any]:
     """Apply CRD manifests (server-side: big schemas overflow the client-side annotation), wait
-    until each is Established, and return the CRD objects as the API server has them."""
+    until each is Established, and return the CRD objects as the API server has them. The test
+    applying them takes their fields over (--force-conflicts) from whoever applied them before in
+    this session (`make crds-upgrade`'s field manager, in tests/helm)."""
     names: list[str] = []
     for path in files:
-        applied = cluster.kubectl_json("apply", "--server-side", "-f", str(path))
+        applied = cluster.kubectl_json(
+            "apply", "--server-side", "--force-conflicts", "-f", str(path)
+        )
         items = applied["items"] if applied.get("kind") == "List" else [applied]
         for obj in items:
             assert obj["kind"] == "CustomResourceDefinition", f"{path}: {obj['kind']}"
