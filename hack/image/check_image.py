@@ -6,7 +6,7 @@ its base. `hack/image.sh` runs it after each build and fails the build on any pr
 
     hack/image/check_image.py build/image/takoform-operator-0.1.0.oci.tar   # prints a summary
 
-Standard library only (tests/kube/test_image.py and tests/unit/test_image_check.py import it)."""
+Standard library only (tests/node/test_image.py and tests/unit/test_image_check.py import it)."""
 
 from __future__ import annotations
 

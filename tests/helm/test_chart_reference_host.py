@@ -1,6 +1,6 @@
 """The chart's reference host (values referenceHost) and its install notes, rendered by real helm;
 the notes are read from a real `helm install` on the real API server, and the grant they print
-is run as printed (bash, kubectl) against it. tests/kube/test_try_it.py runs it all on a node."""
+is run as printed (bash, kubectl) against it. tests/node/test_try_it.py runs it all on a node."""
 
 from __future__ import annotations
 

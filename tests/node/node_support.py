@@ -1,4 +1,4 @@
-"""What the node fixtures (tests/kube/conftest.py) hand to the tests, and the network rule's
+"""What the node fixtures (tests/node/conftest.py) hand to the tests, and the network rule's
 check (every socket of the cluster and its pods on loopback)."""
 
 from __future__ import annotations
