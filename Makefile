@@ -3,9 +3,12 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# `make test` runs pytest in this many workers, each with its own control plane and host: the
+# suite mostly waits on processes, so more workers than cores (2 here) pay; the node tests share one.
+TEST_WORKERS ?= 4
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: check fresh-check image lock crds-upgrade bench bench-host bench-reconcile check-model conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
+.PHONY: check fresh-check image lock crds-upgrade bench bench-host bench-reconcile check-model mutations conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -59,13 +62,16 @@ unit: venv ## fast unit tests of the pure core only
 	$(BIN)/pytest -q tests/unit
 
 test: lint typecheck check-generated tools ## everything CI runs: lint, types, generated files, all tests
-	$(BIN)/pytest -q --durations=25
+	$(BIN)/pytest -q --durations=25 -n $(TEST_WORKERS)
 
 check: lint typecheck check-generated tools ## the edit-test loop: make test without the slow tests and the Kubernetes ones
-	$(BIN)/pytest -q -m "not slow and not kube"
+	$(BIN)/pytest -q -m "not slow and not kube" -n $(TEST_WORKERS)
 
 MODEL_EXAMPLES ?= 10000
 MODEL_SEED ?= $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+
+mutations: venv ## the fixed set of rule mutations (hack/mutations.py) against the fast tests: which ones bite
+	$(BIN)/python hack/mutations.py
 
 check-model: venv ## long run of the ownership model checker (>= 10,000 sequences; MODEL_SEED=N replays)
 	@echo "==> model checker: profile=long examples=$(MODEL_EXAMPLES) seed=$(MODEL_SEED)"
