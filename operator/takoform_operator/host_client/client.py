@@ -34,7 +34,7 @@ from takoform_operator.host_port import (
     HostUnavailable,
     ResourceNotFound,
 )
-from takoform_operator.http_transport import pooled_transport
+from takoform_operator.http_transport import CookielessClient, pooled_transport
 from takoform_spec.host_api import ERROR_STATUS, ErrorCode
 from takoform_spec.identity import FormRef
 
@@ -139,7 +139,7 @@ class HostClient:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         source = token if token is None or not isinstance(token, str) else StaticToken(token)
-        self._http = httpx.AsyncClient(
+        self._http = CookielessClient(
             base_url=base_url,
             headers={"Accept": "application/json"},
             auth=_BearerAuth(source) if source is not None else None,

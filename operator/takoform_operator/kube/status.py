@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from takoform_operator.http_transport import pooled_transport
+from takoform_operator.http_transport import CookielessClient, pooled_transport
 from takoform_operator.kube.json_seam import OBJECT_LIMIT, safe_loads
 
 
@@ -161,7 +161,7 @@ class HttpCrWriter:
         if certificate:
             cert = (certificate, key) if key else certificate
         headers = {"Authorization": f"Bearer {connection.token}"} if connection.token else {}
-        return httpx.AsyncClient(
+        return CookielessClient(
             base_url=connection.server,
             verify=verify,
             cert=cert,
