@@ -22,6 +22,7 @@ from takoform_operator.host_client.pool import HostPool, SecretReader, SecretTok
 from takoform_operator.host_client.token_file import FileToken
 from takoform_operator.kube.bindings import BindingBook
 from takoform_operator.kube.connection_secrets import HttpSecretStore
+from takoform_operator.kube.echoes import OwnWrites
 from takoform_operator.kube.handlers import Runtime, register
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
 from takoform_operator.kube.json_seam import install as install_json_seam
@@ -78,7 +79,8 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         )
         logger.info("metrics on %s:%d/metrics", settings.bind_address, settings.metrics_port)
     health = Health(watch_failure_seconds=settings.watch_failure_seconds)
-    install_json_seam(functools.partial(_unreadable, metrics), health.requested)
+    echoes = OwnWrites()
+    install_json_seam(functools.partial(_unreadable, metrics), health.requested, echoes.echo)
     if settings.health_port:
         await health.start(settings.bind_address, settings.health_port)
         logger.info("health on %s:%d/healthz,/readyz", settings.bind_address, settings.health_port)
@@ -98,13 +100,13 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         observe=metrics.host_request,
     )
     book = TenancyBook(pool)
-    writer = HttpCrWriter(max_connections=settings.max_concurrent_reconciles)
+    writer = HttpCrWriter(max_connections=settings.max_concurrent_reconciles, echoes=echoes)
     runtime = Runtime(
         registry=registry,
         settings=settings,
         writer=writer,
         metrics=metrics,
-        bindings=BindingBook(writer.client),
+        bindings=BindingBook(writer.client, echoes=echoes),
         tenancy=book,
         secrets=HttpSecretStore(writer.client),
     )
@@ -155,6 +157,11 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         await writer.close()
         await pool.aclose()
         await health.stop()
+        logger.info(
+            "watch events: %d, of which %d echoes of our own writes, dropped unread",
+            echoes.lines,
+            echoes.dropped,
+        )
 
 
 def _unreadable(metrics: Metrics, found: dict[str, str], why: str) -> None:
