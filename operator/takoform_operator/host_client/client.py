@@ -18,7 +18,7 @@ import ssl
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Protocol, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 from pydantic import ValidationError
@@ -149,6 +149,7 @@ class HostClient:
             transport=transport
             or pooled_transport(verify=verify, cert=cert, max_connections=max_connections),
         )
+        self._base = str(self._http.base_url).rstrip("/")
         self._read_retries = read_retries
         self._sleep = sleep
         self._observe = observe
@@ -305,9 +306,10 @@ class HostClient:
         if body is not None:
             content = json.dumps(body, separators=(",", ":")).encode("utf-8")
             headers = {**headers, "Content-Type": "application/json"}
-        request = self._http.build_request(
-            method, path, content=content, headers=headers, params=params
-        )
+        # One absolute URL, query included: httpx's merge of a relative path into base_url and
+        # of params into the URL cost as much again as the rest of building the request.
+        url = self._base + path + (f"?{urlencode(params)}" if params else "")
+        request = self._http.build_request(method, url, content=content, headers=headers)
         started, code = self._clock(), NO_ANSWER
         try:
             streamed = await self._http.send(request, stream=True)

@@ -125,9 +125,11 @@ class HttpCrWriter:
     async def _patch(
         self, path: str, body: dict[str, Any], namespace: str, name: str
     ) -> Mapping[str, Any]:
+        client = self._http()
         try:
-            answer = await self._http().patch(
-                path,
+            # An absolute URL: httpx merging a relative one into base_url is a cost per write.
+            answer = await client.patch(
+                str(client.base_url).rstrip("/") + path,
                 content=json.dumps(body),
                 headers={"Content-Type": "application/merge-patch+json"},
             )
