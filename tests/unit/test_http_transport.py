@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from takoform_operator.http_transport import CookielessClient
+from takoform_operator.http_transport import CookielessClient, Urls
 
 
 async def test_a_cookie_set_by_an_answer_is_neither_kept_nor_sent() -> None:
@@ -35,3 +35,13 @@ async def test_a_plain_httpx_client_would_send_it_back() -> None:
     ) as client:
         await client.get("/a")
         assert client.cookies.get("session") == "abc"
+
+
+def test_parsed_urls_are_reused_and_bounded() -> None:
+    urls = Urls(limit=2)
+    first = urls("http://127.0.0.1:1/a?x=1")
+    assert urls("http://127.0.0.1:1/a?x=1") is first
+    assert first == httpx.URL("http://127.0.0.1:1/a?x=1")
+    urls("http://127.0.0.1:1/b")
+    urls("http://127.0.0.1:1/c")  # full: starts over
+    assert urls("http://127.0.0.1:1/a?x=1") is not first

@@ -34,7 +34,7 @@ from takoform_operator.host_port import (
     HostUnavailable,
     ResourceNotFound,
 )
-from takoform_operator.http_transport import CookielessClient, pooled_transport
+from takoform_operator.http_transport import CookielessClient, Urls, pooled_transport
 from takoform_spec.host_api import ERROR_STATUS, ErrorCode
 from takoform_spec.identity import FormRef
 
@@ -150,6 +150,7 @@ class HostClient:
             or pooled_transport(verify=verify, cert=cert, max_connections=max_connections),
         )
         self._base = str(self._http.base_url).rstrip("/")
+        self._urls = Urls()
         self._read_retries = read_retries
         self._sleep = sleep
         self._observe = observe
@@ -308,7 +309,7 @@ class HostClient:
             headers = {**headers, "Content-Type": "application/json"}
         # One absolute URL, query included: httpx's merge of a relative path into base_url and
         # of params into the URL cost as much again as the rest of building the request.
-        url = self._base + path + (f"?{urlencode(params)}" if params else "")
+        url = self._urls(self._base + path + (f"?{urlencode(params)}" if params else ""))
         request = self._http.build_request(method, url, content=content, headers=headers)
         started, code = self._clock(), NO_ANSWER
         try:

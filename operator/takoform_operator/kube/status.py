@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from takoform_operator.http_transport import CookielessClient, pooled_transport
+from takoform_operator.http_transport import CookielessClient, Urls, pooled_transport
 from takoform_operator.kube.echoes import OwnWrites
 from takoform_operator.kube.json_seam import OBJECT_LIMIT, safe_loads
 
@@ -68,6 +68,7 @@ class HttpCrWriter:
         """`echoes`: where each answer is recorded, so that its watch echo is dropped."""
         self._max_connections = max_connections
         self._echoes = echoes
+        self._urls = Urls()
         self._client: httpx.AsyncClient | None = None
         self._connection: ApiConnection | None = None
         self._files: list[str] = []
@@ -129,7 +130,7 @@ class HttpCrWriter:
         try:
             # An absolute URL: httpx merging a relative one into base_url is a cost per write.
             answer = await client.patch(
-                str(client.base_url).rstrip("/") + path,
+                self._urls(str(client.base_url).rstrip("/") + path),
                 content=json.dumps(body),
                 headers={"Content-Type": "application/merge-patch+json"},
             )
