@@ -10,14 +10,16 @@ what they wrote (`wrote`) and the watch's line reader (kube.json_seam) drops a l
 the echo of one (`echo`).
 
 A line is an echo only if its event is ADDED or MODIFIED and its object has both the uid and
-the resourceVersion of the latest recorded write of that uid: a DELETED event always goes
-through (removing our finalizer can be what deletes a CR), and so does anyone else's write
-(another resourceVersion). A write whose echo never comes (the watch restarted and listed
-again: the listing is not read here) leaves its record until the next write of that object
-replaces it; at most `limit` are kept, the oldest dropped first (its echo would then be
-processed like any event, harmlessly). The line is decoded only when a resourceVersion in it
-is one recorded; the decode that confirms it is the plain one (a line too deep for it is left
-to the seam's depth-safe decoder, and is not an echo).
+the resourceVersion of a recorded write: a DELETED event always goes through (removing our
+finalizer can be what deletes a CR), and so does anyone else's write (another
+resourceVersion). Every write is recorded until its echo is seen, not only an object's latest:
+a CR's writes follow each other faster than the watch delivers them (its finalizer's echo
+arrives after its status was written). A write whose echo never comes (the watch restarted and
+listed again: the listing is not read here) leaves its record; at most `limit` are kept, the
+oldest dropped first (its echo would then be processed like any event, harmlessly). The line
+is decoded only when a resourceVersion in it is one recorded; the decode that confirms it is
+the plain one (a line too deep for it is left to the seam's depth-safe decoder, and is not an
+echo).
 """
 
 from __future__ import annotations
@@ -31,20 +33,18 @@ _ECHOED = ("ADDED", "MODIFIED")
 
 
 class OwnWrites:
-    """The latest write of each object this process made, until its echo is seen."""
+    """The writes this process made whose echo it has not seen yet."""
 
-    def __init__(self, limit: int = 100_000) -> None:
+    def __init__(self, limit: int = 50_000) -> None:
         self._limit = limit
-        #: object uid -> the resourceVersion its latest write of ours got.
-        self._by_uid: dict[str, str] = {}
-        #: the same, resourceVersion -> uid: the cheap first test of a line.
+        #: resourceVersion of a write of ours -> the uid of the object written, oldest first.
         self._by_version: dict[str, str] = {}
         #: watch lines looked at, and how many of them were echoes dropped.
         self.lines = 0
         self.dropped = 0
 
     def __len__(self) -> int:
-        return len(self._by_uid)
+        return len(self._by_version)
 
     def wrote(self, answer: Any) -> None:
         """The API server answered a write of ours with the object `answer` (decoded)."""
@@ -54,14 +54,9 @@ class OwnWrites:
         uid, version = metadata.get("uid"), metadata.get("resourceVersion")
         if not (isinstance(uid, str) and isinstance(version, str) and uid and version):
             return
-        before = self._by_uid.pop(uid, None)
-        if before is not None:
-            self._by_version.pop(before, None)
-        self._by_uid[uid] = version
         self._by_version[version] = uid
-        while len(self._by_uid) > self._limit:
-            oldest = next(iter(self._by_uid))
-            self._by_version.pop(self._by_uid.pop(oldest), None)
+        while len(self._by_version) > self._limit:
+            del self._by_version[next(iter(self._by_version))]
 
     def echo(self, line: bytes) -> bool:
         """Whether the watch line `line` is the echo of a recorded write (it is then forgotten:
@@ -83,9 +78,10 @@ class OwnWrites:
         if not isinstance(metadata, dict):
             return False
         uid, version = metadata.get("uid"), metadata.get("resourceVersion")
-        if not isinstance(uid, str) or self._by_uid.get(uid) != version:
+        if not isinstance(uid, str) or not isinstance(version, str):
             return False
-        del self._by_uid[uid]
-        self._by_version.pop(str(version), None)
+        if self._by_version.get(version) != uid:
+            return False
+        del self._by_version[version]
         self.dropped += 1
         return True
