@@ -388,10 +388,10 @@ class Operator:
         body = copy.deepcopy(self.cluster.crs[uid])
         deleting = body["metadata"].get("deletionTimestamp") is not None
 
-        async def write_status(cr: Mapping[str, Any], patch: dict[str, Any]) -> str:
+        async def write_status(cr: Mapping[str, Any], patch: dict[str, Any]) -> Mapping[str, Any]:
             if not lose_write:
                 self.cluster.patch_status(uid, patch)
-            return str(self.cluster.crs[uid]["metadata"].get("resourceVersion", ""))
+            return copy.deepcopy(self.cluster.crs[uid])
 
         self.port.current, self.port.last_read = uid, None
         try:

@@ -266,3 +266,21 @@ async def test_a_slow_host_holds_at_most_its_cap_of_slots() -> None:
         assert loops.slots.held("slow") == 3 and loops.slots.held("fast") == 1
         held.finish(f"fast-{i}")
     await loops.close()
+
+
+async def test_an_edit_that_landed_just_before_our_write_wakes_the_loop() -> None:
+    # The echo of our write is dropped (kube.echoes), and the edit's own event, older than the
+    # answer the loop now holds, is dropped too: the answer is where the edit shows.
+    recorder = _Recorder()
+    loops = _loops(recorder)
+    loops.seen("u-1", _body(metadata={"resourceVersion": "10"}))
+    await recorder.next_run()
+    recorded = {"observedGeneration": 1}
+    expected = _body(metadata={"resourceVersion": "12"}, status=recorded)
+    answer = _body(2, metadata={"resourceVersion": "12"}, status=recorded)  # edited at 11
+    loops.wrote("u-1", answer, expected)
+    await recorder.next_run()
+    assert recorder.runs[1]["metadata"]["generation"] == 2
+    loops.seen("u-1", _body(2, metadata={"resourceVersion": "11"}))  # the edit's event, late
+    assert len(recorder.runs) == 2
+    await loops.close()

@@ -18,7 +18,7 @@ import ssl
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Protocol, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 from pydantic import ValidationError
@@ -34,7 +34,7 @@ from takoform_operator.host_port import (
     HostUnavailable,
     ResourceNotFound,
 )
-from takoform_operator.http_transport import pooled_transport
+from takoform_operator.http_transport import CookielessClient, Urls, pooled_transport
 from takoform_spec.host_api import ERROR_STATUS, ErrorCode
 from takoform_spec.identity import FormRef
 
@@ -139,7 +139,7 @@ class HostClient:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         source = token if token is None or not isinstance(token, str) else StaticToken(token)
-        self._http = httpx.AsyncClient(
+        self._http = CookielessClient(
             base_url=base_url,
             headers={"Accept": "application/json"},
             auth=_BearerAuth(source) if source is not None else None,
@@ -149,6 +149,8 @@ class HostClient:
             transport=transport
             or pooled_transport(verify=verify, cert=cert, max_connections=max_connections),
         )
+        self._base = str(self._http.base_url).rstrip("/")
+        self._urls = Urls()
         self._read_retries = read_retries
         self._sleep = sleep
         self._observe = observe
@@ -305,9 +307,10 @@ class HostClient:
         if body is not None:
             content = json.dumps(body, separators=(",", ":")).encode("utf-8")
             headers = {**headers, "Content-Type": "application/json"}
-        request = self._http.build_request(
-            method, path, content=content, headers=headers, params=params
-        )
+        # One absolute URL, query included: httpx's merge of a relative path into base_url and
+        # of params into the URL cost as much again as the rest of building the request.
+        url = self._urls(self._base + path + (f"?{urlencode(params)}" if params else ""))
+        request = self._http.build_request(method, url, content=content, headers=headers)
         started, code = self._clock(), NO_ANSWER
         try:
             streamed = await self._http.send(request, stream=True)

@@ -23,6 +23,7 @@ from takoform_operator.core.binding import (
     binding_from_json,
 )
 from takoform_operator.core.tenancy import GROUP, VERSION
+from takoform_operator.kube.echoes import OwnWrites
 from takoform_operator.kube.freshness import older, resource_version
 
 _COLLECTION = f"/apis/{GROUP}/{VERSION}/{BINDING_PLURAL}"
@@ -31,8 +32,13 @@ _COLLECTION = f"/apis/{GROUP}/{VERSION}/{BINDING_PLURAL}"
 class BindingBook:
     """The bindings this process knows, by name and by the CR uid that holds each."""
 
-    def __init__(self, client: Callable[[], httpx.AsyncClient]) -> None:
+    def __init__(
+        self, client: Callable[[], httpx.AsyncClient], echoes: OwnWrites | None = None
+    ) -> None:
+        """`echoes`: where each write's answer is recorded, so that its watch echo, which
+        would be observed again to no effect, is dropped (kube.echoes)."""
         self._client = client
+        self._echoes = echoes
         self._by_name: dict[str, Binding] = {}
         #: owner CR uid -> the name of the binding Bound to it (a CR holds at most one).
         self._held: dict[str, str] = {}
@@ -151,7 +157,10 @@ class BindingBook:
     def _written(self, answer: httpx.Response, binding: Binding) -> Binding:
         if answer.status_code not in (200, 201):
             raise BindingError(_refused("write", binding.name, answer))
-        self.observe(answer.json())
+        written = answer.json()
+        self.observe(written)
+        if self._echoes is not None:
+            self._echoes.wrote(written)
         return self._by_name.get(binding.name) or binding
 
 

@@ -48,9 +48,10 @@ class CrOutcome:
     connection: ConnectionSecret | None = None
 
 
-#: Writes a status merge-patch of a CR body; returns the CR's new resourceVersion. Raises when
-#: the write did not land (the handlers' StatusWriteFailed).
-WriteStatus = Callable[[Mapping[str, Any], dict[str, Any]], Awaitable[str]]
+#: Writes a status merge-patch of a CR body; returns the CR as the API server answered the write
+#: (its new resourceVersion, and anything else that landed before it). Raises when the write did
+#: not land (the handlers' StatusWriteFailed).
+WriteStatus = Callable[[Mapping[str, Any], dict[str, Any]], Awaitable[Mapping[str, Any]]]
 
 
 #: Writes a CR's connection Secret; returns None when it landed (or failed in a way the next
@@ -63,9 +64,13 @@ WriteConnection = Callable[
 @dataclass(frozen=True)
 class Persisted:
     result: CrOutcome
-    #: The CR body as written: the status patch merged in and the new resourceVersion (the body
-    #: as read when there was nothing to write).
+    #: The CR body as written: the API server's answer to the status write (the body as read
+    #: when there was nothing to write).
     body: Mapping[str, Any]
+    #: What the write was to make of the body as read: the status patch merged in and the new
+    #: resourceVersion. Where the answer differs (someone else's edit landed before the write),
+    #: the answer is the truth and the difference is news (kube.loops.ReconcileLoops.wrote).
+    expected: Mapping[str, Any] | None = None
 
 
 async def reconcile_and_persist(
@@ -94,13 +99,14 @@ async def reconcile_and_persist(
             result = connection_secret_forbidden(body, result, *refusal, now=now)
     if result.status is None:
         return Persisted(result, body)
-    version = await write_status(body, result.status)
-    written = {
+    answer = await write_status(body, result.status)
+    version = (answer.get("metadata") or {}).get("resourceVersion")
+    expected = {
         **body,
         "metadata": {**body["metadata"], "resourceVersion": version},
         "status": merged_status(body.get("status"), result.status),
     }
-    return Persisted(result, written)
+    return Persisted(result, answer, expected)
 
 
 async def reconcile_cr_body(

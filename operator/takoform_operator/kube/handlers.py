@@ -167,7 +167,7 @@ async def reconcile_cr(
         outcome = result.outcome
         runtime.metrics.reconciled(body, outcome, (runtime.clock() - started).total_seconds())
         if result.status is not None and runtime.loops is not None:
-            runtime.loops.wrote(uid, body)
+            runtime.loops.wrote(uid, body, persisted.expected)
         for event in _events_to_post(outcome, wrote=result.status is not None):
             _post(body, event.type, str(event.reason), event.message)
         if outcome.asserted().get(ConditionType.BLOCKED) is Reason.ALREADY_MANAGED:
@@ -244,11 +244,13 @@ def _where(body: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
     return group, version, plural, str(metadata["namespace"]), str(metadata["name"])
 
 
-async def _persist(runtime: Runtime, body: Mapping[str, Any], patch: dict[str, Any]) -> str:
-    version = await runtime.writer.write(*_where(body), patch)
+async def _persist(
+    runtime: Runtime, body: Mapping[str, Any], patch: dict[str, Any]
+) -> Mapping[str, Any]:
+    written = await runtime.writer.write(*_where(body), patch)
     # Events only for what landed: a lost write is retried and posts them then.
     _post_transitions(body, (body.get("status") or {}).get("conditions"), patch["conditions"])
-    return version
+    return written
 
 
 async def _loop_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
@@ -315,20 +317,22 @@ async def _delete_step(runtime: Runtime, body: Mapping[str, Any]) -> float | Non
 async def _set_finalizer(
     runtime: Runtime, body: Mapping[str, Any], present: bool
 ) -> Mapping[str, Any]:
-    """Put our finalizer on (`present`) or take it off; returns the body as written."""
+    """Put our finalizer on (`present`) or take it off; returns the body as the API server
+    answered the write."""
     metadata = body["metadata"]
     seen = list(metadata.get("finalizers") or ())
     resource_version = str(metadata.get("resourceVersion", ""))
-    version = await runtime.writer.set_finalizer(
+    written = await runtime.writer.set_finalizer(
         _where(body), FINALIZER, present, seen, resource_version
     )
     finalizers = [f for f in seen if f != FINALIZER] + ([FINALIZER] if present else [])
-    written = {
+    version = (written.get("metadata") or {}).get("resourceVersion")
+    expected = {
         **body,
         "metadata": {**metadata, "finalizers": finalizers, "resourceVersion": version},
     }
     if runtime.loops is not None:
-        runtime.loops.wrote(str(metadata["uid"]), written)
+        runtime.loops.wrote(str(metadata["uid"]), written, expected)
     return written
 
 

@@ -23,7 +23,8 @@ keeping kopf's contract (same arguments, same results), nothing else of kopf is 
   with `list_loads`: depth-safe, and should a page still fail, item by item, an unreadable item
   reported like an unreadable watch line and left out.
 - `api.iter_jsonlines` (the lines of a watch stream, which kopf decodes as UTF-8 itself): the
-  same lines, with U+FFFD where a line is not valid UTF-8.
+  same lines, with U+FFFD where a line is not valid UTF-8, less the echoes of the operator's
+  own writes (kube.echoes), which kopf never sees.
 - `api.request` (every kopf request): unchanged, but a GET (kopf's lists and watches) that fails
   after kopf's own retries, or succeeds, is reported to the health check (health.Health): a
   list or watch that keeps failing makes /healthz fail.
@@ -242,10 +243,13 @@ class _Installed:
 def install(
     report: Callable[[dict[str, str], str], None],
     requested: Callable[[str, bool], None],
+    skip: Callable[[bytes], bool] | None = None,
 ) -> None:
     """Install the seam in kopf's API client (idempotent: a second call replaces the hooks).
     `report(identity, why)` is told of each watch line that cannot be read; `requested(path,
-    ok)` of each GET (list or watch) that succeeded or failed after kopf's own retries."""
+    ok)` of each GET (list or watch) that succeeded or failed after kopf's own retries;
+    `skip(line)` says which watch lines kopf is not given at all (kube.echoes: the echo of
+    the operator's own writes), before they are decoded."""
     from kopf._cogs.clients import api
 
     if _Installed.originals is None:
@@ -280,6 +284,8 @@ def install(
                 line.decode("utf-8")
             except UnicodeDecodeError:
                 line = line.decode("utf-8", "replace").encode("utf-8")
+            if skip is not None and skip(line):
+                continue
             yield line
 
     hooks = {

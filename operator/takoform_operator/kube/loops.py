@@ -7,7 +7,8 @@ waits for the delay its outcome asked for, or for a kick, whichever comes first;
 it holds a timer, not a task. A watch event kicks the loop
 at once only when it carries something a reconcile must act on (`Trigger`): a new generation,
 an annotation the operator reads, a status that is missing or lags, a finalizer just added. The
-echo of the operator's own status write carries nothing new and wakes nobody.
+echo of the operator's own write is dropped before it gets here (kube.echoes): the answer to
+the write, which the loop holds from then on, is the same object.
 
 Nothing here is persisted in the CR: after a restart every CR is reconciled once from the
 initial listing, whatever kopf's annotations say. No kopf and no API calls in this module.
@@ -150,12 +151,23 @@ class ReconcileLoops:
         if changed:
             self._start(uid, loop)
 
-    def wrote(self, uid: str, body: Mapping[str, Any]) -> None:
-        """The operator itself wrote this body: its echo must not wake the loop again."""
-        self._triggers[uid] = Trigger.of(body, self._watched, self._finalizer)
+    def wrote(
+        self, uid: str, body: Mapping[str, Any], expected: Mapping[str, Any] | None = None
+    ) -> None:
+        """The operator itself wrote: `body` is the CR as the API server answered the write,
+        `expected` what the write was to make of the body the loop held (None: `body`). The
+        write's echo does not reach the loop (kube.echoes) and would not wake it. Where the
+        answer differs from the expectation in what calls for a reconcile, someone else's
+        write landed just before ours (a spec edit): that wakes the loop now, since its own
+        watch event, older than the body now held, no longer will."""
+        trigger = Trigger.of(body, self._watched, self._finalizer)
+        self._triggers[uid] = trigger
         loop = self._loops.get(uid)
-        if loop is not None:
-            loop.body = kept(body)
+        if loop is None:
+            return
+        loop.body = kept(body)
+        if expected is not None and Trigger.of(expected, self._watched, self._finalizer) != trigger:
+            self._start(uid, loop)
 
     def wake(self, uid: str) -> None:
         """Reconcile this CR now (something it depends on changed, e.g. an owner went away)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,20 +16,25 @@ from takoform_operator.kube.client_config import load_kube_config
 
 
 class KubernetesSecretReader:
-    """The official client, in a thread (it is synchronous)."""
+    """The official client, in a thread (it is synchronous). Its CoreV1Api is made at the first
+    read: importing it loads every core model of the client (about a second of CPU at start-up),
+    and an operator whose hosts name no token Secret never reads one."""
 
     def __init__(self, namespace: str, api: Any = None) -> None:
         if api is None:
-            load_kube_config()
-            api = k8s.CoreV1Api()
+            load_kube_config()  # at start-up: an unusable configuration is said at once
         self._api = api
         self.namespace = namespace
 
+    def _read(self, name: str) -> Any:
+        if self._api is None:
+            self._api = k8s.CoreV1Api()
+        return self._api.read_namespaced_secret(name, self.namespace)
+
     async def read(self, name: str) -> StoredSecret | None:
         """Secret `name` (data and annotations), or None when it does not exist."""
-        call = functools.partial(self._api.read_namespaced_secret, name, self.namespace)
         try:
-            secret = await asyncio.to_thread(call)
+            secret = await asyncio.to_thread(self._read, name)
         except ApiException as exc:
             if exc.status == 404:
                 return None

@@ -8,13 +8,14 @@ import json
 import os
 import ssl
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
 
-from takoform_operator.http_transport import pooled_transport
+from takoform_operator.http_transport import CookielessClient, Urls, pooled_transport
+from takoform_operator.kube.echoes import OwnWrites
 from takoform_operator.kube.json_seam import OBJECT_LIMIT, safe_loads
 
 
@@ -23,11 +24,13 @@ class StatusWriteFailed(Exception):
 
 
 class CrWriter(Protocol):
-    """Each write returns the CR's new metadata.resourceVersion (a precondition of the next)."""
+    """Each write returns the CR as the API server answered it: the write applied, its new
+    metadata.resourceVersion (a precondition of the next), and whatever else landed before
+    it (someone else's edit)."""
 
     async def write(
         self, group: str, version: str, plural: str, namespace: str, name: str, status: Any
-    ) -> str:
+    ) -> Mapping[str, Any]:
         """Merge-patch the status subresource."""
 
     async def set_finalizer(
@@ -37,7 +40,7 @@ class CrWriter(Protocol):
         present: bool,
         seen: Sequence[str],
         resource_version: str,
-    ) -> str:
+    ) -> Mapping[str, Any]:
         """Add (`present`) or remove `finalizer`, given the finalizers `seen` at
         `resource_version`; should the CR have moved on since, from what it holds now."""
 
@@ -61,8 +64,11 @@ class HttpCrWriter:
     """Patches over one async HTTP/2-less connection pool (no threads, no generated client): the
     status writes are a large share of the operator's work (docs/performance.md)."""
 
-    def __init__(self, max_connections: int = 16) -> None:
+    def __init__(self, max_connections: int = 16, echoes: OwnWrites | None = None) -> None:
+        """`echoes`: where each answer is recorded, so that its watch echo is dropped."""
         self._max_connections = max_connections
+        self._echoes = echoes
+        self._urls = Urls()
         self._client: httpx.AsyncClient | None = None
         self._connection: ApiConnection | None = None
         self._files: list[str] = []
@@ -84,7 +90,7 @@ class HttpCrWriter:
 
     async def write(
         self, group: str, version: str, plural: str, namespace: str, name: str, status: Any
-    ) -> str:
+    ) -> Mapping[str, Any]:
         path = f"{_path(group, version, plural, namespace, name)}/status"
         return await self._patch(path, {"status": status}, namespace, name)
 
@@ -95,7 +101,7 @@ class HttpCrWriter:
         present: bool,
         seen: Sequence[str],
         resource_version: str,
-    ) -> str:
+    ) -> Mapping[str, Any]:
         # resourceVersion in a merge-patch is a precondition: a concurrent change is a 409,
         # after which the list is recomputed from the CR as it is now (once; then it is retried
         # by the loop like any write that did not land).
@@ -117,10 +123,14 @@ class HttpCrWriter:
             )
             return await self._patch(path, patch, namespace, name)
 
-    async def _patch(self, path: str, body: dict[str, Any], namespace: str, name: str) -> str:
+    async def _patch(
+        self, path: str, body: dict[str, Any], namespace: str, name: str
+    ) -> Mapping[str, Any]:
+        client = self._http()
         try:
-            answer = await self._http().patch(
-                path,
+            # An absolute URL: httpx merging a relative one into base_url is a cost per write.
+            answer = await client.patch(
+                self._urls(str(client.base_url).rstrip("/") + path),
                 content=json.dumps(body),
                 headers={"Content-Type": "application/merge-patch+json"},
             )
@@ -134,7 +144,12 @@ class HttpCrWriter:
                 f"write to {namespace}/{name} did not land: {answer.status_code} {reason}"
             )
         # The answer is the whole CR: decoded depth-safe like every object (kube.json_seam).
-        return str(safe_loads(answer.content, OBJECT_LIMIT)["metadata"]["resourceVersion"])
+        written = safe_loads(answer.content, OBJECT_LIMIT)
+        if not isinstance(written, dict) or not isinstance(written.get("metadata"), dict):
+            raise StatusWriteFailed(f"write to {namespace}/{name}: the answer is not a CR")
+        if self._echoes is not None:
+            self._echoes.wrote(written)
+        return written
 
     def client(self) -> httpx.AsyncClient:
         """The current connection, for the other thin writers (kube.connection_secrets)."""
@@ -161,7 +176,7 @@ class HttpCrWriter:
         if certificate:
             cert = (certificate, key) if key else certificate
         headers = {"Authorization": f"Bearer {connection.token}"} if connection.token else {}
-        return httpx.AsyncClient(
+        return CookielessClient(
             base_url=connection.server,
             verify=verify,
             cert=cert,
