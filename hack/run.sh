@@ -30,8 +30,11 @@ kubectl wait --for=condition=Established crd -l app.kubernetes.io/part-of=takofo
   --timeout=60s >/dev/null
 # Established comes a moment before the API server serves the new kinds ("storage is
 # (re)initializing"): the operator's first lists would fail and be retried with ERROR lines.
+# Every CRD of the project, listed by name, so a new kind cannot be forgotten here.
+kinds="$(kubectl get crd -l app.kubernetes.io/part-of=takoform-operator \
+  -o jsonpath='{range .items[*]}{.metadata.name}{","}{end}')"
 for _ in $(seq 100); do
-  kubectl get takoform,takoformhosts,takoformspacegrants -A >/dev/null 2>&1 && break
+  kubectl get "${kinds%,}" -A >/dev/null 2>&1 && break
   sleep 0.2
 done
 
