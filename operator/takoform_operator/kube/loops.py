@@ -246,3 +246,14 @@ class ReconcileLoops:
                     return
         finally:
             loop.task = None
+
+    def stop_many(self, uids: list[str]) -> list[asyncio.Task[None]]:
+        """Stop these loops at once; returns their reconciles in flight, which go on to their
+        end (await them to know that no reconcile of these CRs runs any more)."""
+        tasks = []
+        for uid in uids:
+            loop = self._loops.get(uid)
+            if loop is not None and loop.task is not None:
+                tasks.append(loop.task)
+            self.stop(uid)
+        return tasks

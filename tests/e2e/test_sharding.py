@@ -1,0 +1,258 @@
+"""Active-active shards (TAKOFORM_SHARDING=hash) with real parts: the real API server, one real
+reference host, operator processes. Every CR is reconciled by exactly one replica at a time;
+a replica killed hands its CRs over within its lease; a replica joining takes its share only
+after the others published a view including it; nothing is sent to the host twice.
+
+Which replica served which CR, and when, comes from each process's own log (one debug line
+per CR whose loop starts or stops there, kube.shards); what reached the host comes from the
+host's access log."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import signal
+import time
+from collections import Counter
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures_kube import KubeCluster, wait_until
+from operator_process import Operator, cr_status, is_ready, operator_process, serving
+from processes import free_port
+from tenancy import granted
+
+pytestmark = [pytest.mark.kube, pytest.mark.host]
+
+CRS = [f"cr-{i:02d}" for i in range(30)]
+LEASE_SECONDS = 12.0  # generous: the test machine is shared and often loaded
+RING = "takoform-shards"
+
+
+def _bucket(name: str, size: int = 10) -> str:
+    return json.dumps({
+        "apiVersion": "storage.takoform.io/v1", "kind": "Bucket", "metadata": {"name": name},
+        "spec": {"space": "team-a", "deletionPolicy": "Delete",
+                 "parameters": {"region": "eu-west-1", "sizeGiB": size}},
+    })  # fmt: skip
+
+
+@dataclass
+class Replica:
+    name: str
+    operator: Operator
+    killed_at: float | None = None
+    lines: list[dict[str, Any]] = field(default_factory=list)
+
+    def metric(self, name: str) -> float:
+        text = self.operator.metrics()
+        return sum(float(m[1]) for m in re.finditer(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+
+    def read_log(self) -> list[dict[str, Any]]:
+        found = []
+        for raw in self.operator.log.read_text(errors="replace").splitlines():
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(line, dict) and str(line.get("logger", "")).startswith(
+                "takoform_operator"
+            ):
+                line["t"] = dt.datetime.fromisoformat(line["time"]).timestamp()
+                found.append(line)
+        self.lines = found
+        return found
+
+    def served_now(self) -> set[str]:
+        """The CRs whose last line here says this replica serves them."""
+        state: dict[str, bool] = {}
+        for line in self.read_log():
+            if line["message"].startswith(("serving ", "not serving ")):
+                state[line["name"]] = line["message"].startswith("serving ")
+        return {name for name, on in state.items() if on}
+
+    def published(self) -> list[tuple[float, tuple[str, ...]]]:
+        return [
+            (line["t"], tuple(line["message"].split(": ", 1)[1].split(", ")))
+            for line in self.read_log()
+            if line["message"].startswith("shard view published: ")
+        ]
+
+    def intervals(self, end: float) -> dict[str, list[tuple[float, float]]]:
+        """CR name -> the times this replica may have acted on it: from its `serving` line to
+        the first view it published after its `not serving` line (a view is published only
+        once what it takes away has drained), or to its death, or to `end`."""
+        lines = self.read_log()
+        stop = self.killed_at if self.killed_at is not None else end
+        found: dict[str, list[tuple[float, float]]] = {}
+        opened: dict[str, float] = {}
+        closing: dict[str, float] = {}
+        for line in lines:
+            message = line["message"]
+            if message.startswith("serving "):
+                opened[line["name"]] = line["t"]
+            elif message.startswith("not serving "):
+                closing[line["name"]] = opened.pop(line["name"])
+            elif message.startswith("shard view published: "):
+                for name, began in closing.items():
+                    found.setdefault(name, []).append((began, line["t"]))
+                closing.clear()
+        for name, began in [*opened.items(), *closing.items()]:
+            found.setdefault(name, []).append((began, stop))
+        return found
+
+
+def _mutations(host: Any) -> Counter[str]:
+    """Resource name -> mutating requests the host received for it (its access log)."""
+    log = Path(host.log_path).read_text(errors="replace")
+    return Counter(
+        re.findall(r'"(?:PUT|PATCH|POST|DELETE) /v1alpha3/\S*/resources/([a-z0-9-]+)', log)
+    )
+
+
+def test_replicas_share_the_crs_and_hand_them_over_without_acting_twice(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    kube_namespace: str,
+    host_factory: Any,
+    tmp_path: Path,
+) -> None:
+    host = host_factory(commit_delay=0.05, extra_args=["--access-log"])
+    with host.api() as api:
+        api.put("/v1alpha3/spaces/team-a").raise_for_status()
+    for name in CRS:
+        kube_cluster.apply(_bucket(name), namespace=kube_namespace)
+    replicas: dict[str, Replica] = {}
+
+    def start(stack: ExitStack, name: str) -> Replica:
+        port = free_port()
+        log = tmp_path / f"{name}.log"
+        process = stack.enter_context(
+            operator_process(
+                kube_cluster.kubeconfig, host, kube_namespace, log,
+                METRICS_PORT=str(port), BIND_ADDRESS="127.0.0.1", SHARDING="hash",
+                POD_NAME=name, LEASE_NAMESPACE=kube_namespace, LEASE_NAME=RING,
+                LEASE_SECONDS=str(LEASE_SECONDS), LEASE_RENEW_DEADLINE_SECONDS="8",
+                LEASE_RETRY_SECONDS="1", POLL_READY_SECONDS="2", LOG_FORMAT="json",
+                LOG_LEVEL="DEBUG",
+            )
+        )  # fmt: skip
+        replica = replicas[name] = Replica(
+            name, Operator(process, log, f"http://127.0.0.1:{port}/metrics")
+        )
+        wait_until(lambda: serving(replica.operator), f"{name}'s metrics", timeout=30)
+        return replica
+
+    def alive() -> list[Replica]:
+        return [r for r in replicas.values() if r.killed_at is None]
+
+    def settled(count: int) -> bool:
+        """Every live replica sees `count` members, none sees an unclaimed CR, and their
+        shares add up to every CR."""
+        live = alive()
+        return (
+            all(r.metric("takoform_shard_members") == count for r in live)
+            and all(r.metric("takoform_shard_unclaimed_crs") == 0 for r in live)
+            and sum(r.metric("takoform_shard_serving_crs") for r in live) == len(CRS)
+        )
+
+    with ExitStack() as stack:
+        stack.enter_context(granted(kube_cluster, kube_namespace, ["team-a"]))
+        try:
+            for name in ("shard-a", "shard-b", "shard-c"):
+                start(stack, name)
+            for name in CRS:
+                wait_until(
+                    lambda n=name: is_ready(kube_cluster, kube_namespace, n),
+                    f"Bucket {name} Ready",
+                    timeout=120,
+                )
+            wait_until(lambda: settled(3), "three members sharing every CR", timeout=60)
+            shares = {name: r.served_now() for name, r in replicas.items()}
+            print("shares:", {name: len(share) for name, share in shares.items()})
+            assert sorted(n for share in shares.values() for n in share) == CRS
+            assert all(shares.values()), f"a replica serves nothing: {shares}"
+            # Polls run (2 s) on every replica: each CR is looked at again by its owner only.
+            counts = {n: r.metric("takoform_reconciles_total") for n, r in replicas.items()}
+            wait_until(
+                lambda: all(
+                    r.metric("takoform_reconciles_total") >= counts[n] + len(shares[n])
+                    for n, r in replicas.items()
+                ),
+                "a poll of every CR",
+                timeout=60,
+            )
+
+            # SIGKILL the replica with the largest share: no Lease deleted, no drain.
+            victim = replicas[max(shares, key=lambda n: len(shares[n]))]
+            orphans = sorted(shares[victim.name])
+            victim.operator.process.send_signal(signal.SIGKILL)
+            victim.operator.process.wait(timeout=10)
+            victim.killed_at = time.time()
+            t0 = time.monotonic()
+            generations = {}
+            for name in orphans:
+                kube_cluster.apply(_bucket(name, size=20), namespace=kube_namespace)
+                found = kube_cluster.kubectl(
+                    "get", "bucket", name, "-o", "json", namespace=kube_namespace
+                )
+                generations[name] = json.loads(found.stdout)["metadata"]["generation"]
+            for name in orphans:
+                wait_until(
+                    lambda n=name: (
+                        cr_status(kube_cluster, kube_namespace, n).get("observedGeneration")
+                        == generations[n]
+                        and is_ready(kube_cluster, kube_namespace, n)
+                    ),
+                    f"Bucket {name} reconciled again after its replica died",
+                    timeout=LEASE_SECONDS + 30,
+                )
+            takeover = time.monotonic() - t0
+            print(f"{len(orphans)} CRs of the killed replica progressed {takeover:.1f}s after "
+                  f"the kill (lease {LEASE_SECONDS:.0f}s)")  # fmt: skip
+            assert takeover <= LEASE_SECONDS + 15
+            wait_until(lambda: settled(2), "two members sharing every CR", timeout=30)
+
+            # A new member joins: it acts on nothing before both others published a view
+            # naming it, then takes its share.
+            joiner = start(stack, "shard-d")
+            wait_until(lambda: settled(3), "the joiner sharing every CR", timeout=60)
+            survivors = [r for r in alive() if r is not joiner]
+            named = [min(t for t, view in r.published() if joiner.name in view) for r in survivors]
+            first = min(
+                line["t"] for line in joiner.read_log() if line["message"].startswith("serving ")
+            )
+            assert first >= max(named), (first, named)
+            assert joiner.served_now(), "the joiner took no share"
+        except BaseException:
+            for replica in replicas.values():
+                print(f"--- {replica.name}:\n{replica.operator.log_tail(40)}")
+            raise
+        end = time.time()
+        intervals = {name: r.intervals(end) for name, r in replicas.items()}
+
+    # No CR was ever served by two replicas at once.
+    for name in CRS:
+        spans = sorted(
+            (began, ended, replica)
+            for replica, found in intervals.items()
+            for began, ended in found.get(name, [])
+        )
+        for (_, ended, one), (began, _, other) in zip(spans, spans[1:], strict=False):
+            assert began >= ended, f"{name}: {one} and {other} overlap: {spans}"
+    # Exactly one create per CR, with the CR's uid, and one update per edit: nothing twice.
+    with host.api() as api:
+        for name in CRS:
+            listing = api.get(
+                "/v1alpha3/operations", params={"space": "team-a", "name": name}
+            ).json()
+            creates = [op for op in listing["items"] if op["verb"] == "create"]
+            assert len(creates) == 1, (name, listing)
+            assert creates[0]["resourceUid"] == cr_status(kube_cluster, kube_namespace, name)["uid"]
+    mutations = _mutations(host)
+    expected = {name: 2 if name in orphans else 1 for name in CRS}
+    assert dict(mutations) == expected, mutations
