@@ -235,6 +235,11 @@ def test_replicas_share_the_crs_and_hand_them_over_without_acting_twice(
         end = time.time()
         intervals = {name: r.intervals(end) for name, r in replicas.items()}
 
+    # Nothing failed on the way: a loop the membership starts reconciles (and posts Events)
+    # like one a watch event starts.
+    for name, replica in replicas.items():
+        errors = [line["message"] for line in replica.read_log() if line["level"] == "ERROR"]
+        assert not errors, f"{name}: {errors}"
     # No CR was ever served by two replicas at once.
     for name in CRS:
         spans = sorted(

@@ -20,6 +20,7 @@ has been expired for another lease duration (conditioned on its resourceVersion)
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime as dt
 import json
 import logging
@@ -121,6 +122,7 @@ class ShardMembership:
     #: ones that were running when it was chosen have ended.
     _in_flight: set[asyncio.Task[None]] = field(default_factory=set)
     _drain: asyncio.Task[None] | None = None
+    _context: contextvars.Context | None = None
 
     # -- what the watch asks -------------------------------------------------------------------
 
@@ -134,6 +136,10 @@ class ShardMembership:
         """A watch event of a CR the selector matches: True when this replica acts on it now
         (the caller gives the body to its loop). False: not ours; a loop it had is stopped
         here. The body is kept either way, for the view change that makes the CR ours."""
+        if self._context is None:
+            # kopf's context (its settings, for Events): the loops we start ourselves run in it
+            # as those a watch event starts do.
+            self._context = contextvars.copy_context()
         key = self.key_of(body)
         self.crs[uid] = _Cr(key, kept(body))
         if self._may_act(key):
@@ -179,7 +185,10 @@ class ShardMembership:
             if mine and uid not in self.serving:
                 self.serving.add(uid)
                 _note("serving", cr.body)
-                self.loops.seen(uid, cr.body)
+                if self._context is not None:
+                    self._context.copy().run(self.loops.seen, uid, cr.body)
+                else:
+                    self.loops.seen(uid, cr.body)
             elif not mine and uid in self.serving:
                 gone.append(uid)
         if gone:
