@@ -123,6 +123,11 @@ class ShardMembership:
     _in_flight: set[asyncio.Task[None]] = field(default_factory=set)
     _drain: asyncio.Task[None] | None = None
     _context: contextvars.Context | None = None
+    #: The claims the loops were last brought in line with (None: not yet, or changed since).
+    _applied: Claims | None = None
+    #: Bumped when a CR comes or goes: with the claims, what the unclaimed count depends on.
+    _crs_version: int = 0
+    _unclaimed: tuple[Claims, int, int] | None = None
 
     # -- what the watch asks -------------------------------------------------------------------
 
@@ -141,6 +146,8 @@ class ShardMembership:
             # as those a watch event starts do.
             self._context = contextvars.copy_context()
         key = self.key_of(body)
+        if uid not in self.crs:
+            self._crs_version += 1
         self.crs[uid] = _Cr(key, kept(body))
         if self._may_act(key):
             if uid not in self.serving:
@@ -153,12 +160,17 @@ class ShardMembership:
 
     def drop(self, uid: str) -> None:
         """The CR is gone, or no longer matches the selector (the caller stops its loop)."""
-        self.crs.pop(uid, None)
+        if self.crs.pop(uid, None) is not None:
+            self._crs_version += 1
         self.serving.discard(uid)
 
     def unclaimed(self) -> int:
         """CRs of the selector that no live member may act on (none claims it, or two do)."""
-        return sum(1 for cr in self.crs.values() if self.claims.unclaimed(cr.key))
+        known = self._unclaimed
+        if known is None or known[0] != self.claims or known[1] != self._crs_version:
+            count = sum(1 for cr in self.crs.values() if self.claims.unclaimed(cr.key))
+            known = self._unclaimed = (self.claims, self._crs_version, count)
+        return known[2]
 
     def _may_act(self, key: str) -> bool:
         return not self._stopped and self.claims.may_act(key)
@@ -179,6 +191,7 @@ class ShardMembership:
         """Start the loops of CRs that became ours, stop those that are not ours any more."""
         if self.loops is None:
             return
+        self._applied = self.claims
         gone = []
         for uid, cr in list(self.crs.items()):
             mine = self._may_act(cr.key)
@@ -195,8 +208,9 @@ class ShardMembership:
             self._stop(gone)
 
     def _restrict(self) -> None:
-        """What we act on: claimed under our Lease's view and under every pending view."""
-        mine = [*self.pending, *([self.published] if self.published is not None else [])]
+        """What we act on: claimed under our Lease's view and under every pending view; nothing
+        before our Lease holds a view."""
+        mine = [*self.pending, self.published] if self.published is not None else []
         self.claims = Claims(self.config.identity, tuple(dict.fromkeys(mine)), self.claims.others)
 
     # -- the Lease -----------------------------------------------------------------------------
@@ -360,7 +374,9 @@ class ShardMembership:
         stale = self._collect(leases, self.clock())
         if stale:
             await asyncio.to_thread(self._delete_stale, stale)
-        self._apply()
+        if self.claims != self._applied:
+            # Unchanged claims: the watch keeps the loops in line (admit) between changes.
+            self._apply()
         self.observe(self)
         return wrote
 
