@@ -9,6 +9,8 @@ host's access log."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import json
 import re
@@ -300,3 +302,110 @@ def test_replicas_share_the_crs_and_hand_them_over_without_acting_twice(
     mutations = _mutations(host)
     expected = {name: 1 + (name in orphans) + (name in handed) for name in CRS}
     assert dict(mutations) == expected, mutations
+
+
+def test_a_member_that_cannot_renew_stops_before_another_takes_its_crs(
+    kube_cluster: KubeCluster, kube_namespace: str
+) -> None:
+    """Two memberships (kube.shards) in one process on the real API server, each with real
+    reconcile loops. They split 20 CRs without ever both serving one; then one of them loses the
+    API server (its client points at a closed port): it stops acting on everything at its renew
+    deadline and raises LostLease, and the other takes its CRs only after that, once its Lease
+    ran out, and deletes the expired Lease later."""
+    from kubernetes import client as k8s
+    from waiting import await_for
+
+    from takoform_operator.kube.leader import LostLease
+    from takoform_operator.kube.loops import ReconcileLoops
+    from takoform_operator.kube.shards import ShardConfig, ShardMembership, lease_name
+
+    bodies = {
+        f"uid-{i}": {
+            "metadata": {"namespace": kube_namespace, "name": f"cr-{i}", "uid": f"uid-{i}",
+                         "resourceVersion": "1"},
+        }
+        for i in range(20)
+    }  # fmt: skip
+    violations: list[str] = []
+    members: dict[str, ShardMembership] = {}
+
+    def check(_: ShardMembership) -> None:
+        a, b = members.get("m1"), members.get("m2")
+        if a is None or b is None:
+            return
+        if a.serving & b.serving:
+            violations.append(f"both serve {sorted(a.serving & b.serving)}")
+        if b.lost and b.serving:
+            violations.append("m2 serves after it lost its Lease")
+
+    async def run(body: Any) -> float:
+        return 60.0
+
+    def member(identity: str) -> ShardMembership:
+        found = members[identity] = ShardMembership(
+            ShardConfig(
+                namespace=kube_namespace, ring="ring", identity=identity, lease_seconds=6,
+                renew_deadline_seconds=3, retry_seconds=0.5,
+            ),
+            k8s.CoordinationV1Api(kube_cluster.api_client()),
+            observe=check,
+        )  # fmt: skip
+        found.loops = ReconcileLoops(run, concurrency=4, watched_annotations=(), finalizer="f")
+        for uid, body in bodies.items():
+            assert not found.admit(uid, body), "acts before it published a view"
+        return found
+
+    async def scenario() -> float:
+        one = member("m1")
+        first = asyncio.create_task(one.run())
+
+        async def alone() -> bool:
+            return one.serving == set(bodies)
+
+        await await_for(alone, "m1 serving every CR", timeout=30)
+        two = member("m2")
+        second = asyncio.create_task(two.run())
+
+        async def split() -> bool:
+            both = one.serving | two.serving
+            return both == set(bodies) and bool(one.serving) and bool(two.serving)
+
+        await await_for(split, "the CRs split between m1 and m2", timeout=30)
+        theirs = set(two.serving)
+        # m2 loses the API server: nothing listens on port 1.
+        two.api = k8s.CoordinationV1Api(k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:1")))
+        lost_at = 0.0
+        try:
+            await second
+        except LostLease:
+            lost_at = time.monotonic()
+        assert two.lost and not two.serving
+
+        async def taken() -> bool:
+            return one.serving == set(bodies)
+
+        await await_for(taken, "m1 serving m2's CRs", timeout=30)
+        took = time.monotonic() - lost_at
+        assert theirs <= one.serving
+        leases = k8s.CoordinationV1Api(kube_cluster.api_client())
+
+        async def deleted() -> bool:
+            names = [
+                lease.metadata.name for lease in leases.list_namespaced_lease(kube_namespace).items
+            ]
+            return lease_name("ring", "m2") not in names
+
+        await await_for(deleted, "m2's expired Lease deleted", timeout=30)
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        await one.loops.close()  # type: ignore[union-attr]
+        await two.loops.close()  # type: ignore[union-attr]
+        return took
+
+    took = asyncio.run(scenario())
+    print(f"m1 took m2's CRs {took:.1f}s after m2 stopped acting (lease 6s, deadline 3s)")
+    assert not violations, violations
+    # m2 stopped at its deadline (3 s after its last write); m1 waited for the lease (6 s
+    # after its last sight of a renewal): at least the difference lies between them.
+    assert took >= 2.0, took
