@@ -167,6 +167,7 @@ def test_replicas_share_the_crs_and_hand_them_over_without_acting_twice(
         )
 
     generations: dict[str, int] = {}
+    uids: dict[str, str] = {}
 
     def edit(name: str, size: int) -> int:
         """A spec change (a new generation) the CR's replica must act on; its generation."""
@@ -203,6 +204,7 @@ def test_replicas_share_the_crs_and_hand_them_over_without_acting_twice(
                     timeout=120,
                 )
             wait_until(lambda: settled(3), "three members sharing every CR", timeout=60)
+            uids.update({n: cr_status(kube_cluster, kube_namespace, n)["uid"] for n in CRS})
             shares = {name: r.served_now() for name, r in replicas.items()}
             print("shares:", {name: len(share) for name, share in shares.items()})
             assert sorted(n for share in shares.values() for n in share) == CRS
@@ -267,6 +269,34 @@ def test_replicas_share_the_crs_and_hand_them_over_without_acting_twice(
             print(f"the {len(handed)} CRs of the stopped replica had a new replica "
                   f"{handover:.1f}s after SIGTERM")  # fmt: skip
             assert handover < LEASE_SECONDS, "its CRs waited for its Lease to run out"
+            # A CR whose finalizer is removed by hand goes without releasing its host resource:
+            # its binding becomes Lost, written by the replica that served it, by no other.
+            gone = handed[0]
+            # Paused first, so that its replica does not start the deletion meanwhile.
+            kube_cluster.kubectl("annotate", "bucket", gone, "takoform.io/paused=true",
+                                 namespace=kube_namespace)  # fmt: skip
+            kube_cluster.kubectl("delete", "bucket", gone, "--wait=false", namespace=kube_namespace)
+            kube_cluster.kubectl(
+                "patch", "bucket", gone, "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
+                namespace=kube_namespace,
+            )  # fmt: skip
+
+            def lost() -> list[dict[str, Any]]:
+                found = kube_cluster.kubectl("get", "takoformbindings.operator.takoform.io",
+                                             "-o", "json")  # fmt: skip
+                return [b for b in json.loads(found.stdout)["items"]
+                        if b["spec"].get("phase") == "Lost"
+                        and (b["spec"].get("lastOwner") or {}).get("name") == gone]  # fmt: skip
+
+            wait_until(lambda: bool(lost()), f"the binding of {gone} Lost", timeout=60)
+            noted = [
+                r.name
+                for r in alive()
+                for line in r.read_log()
+                if "without releasing its host resource" in line["message"]
+                or "could not be marked Lost" in line["message"]
+            ]
+            assert len(noted) == 1, noted
         except BaseException:
             for replica in replicas.values():
                 print(f"--- {replica.name}:\n{replica.operator.log_tail(40)}")
@@ -298,7 +328,7 @@ def test_replicas_share_the_crs_and_hand_them_over_without_acting_twice(
             ).json()
             creates = [op for op in listing["items"] if op["verb"] == "create"]
             assert len(creates) == 1, (name, listing)
-            assert creates[0]["resourceUid"] == cr_status(kube_cluster, kube_namespace, name)["uid"]
+            assert creates[0]["resourceUid"] == uids[name]
     mutations = _mutations(host)
     expected = {name: 1 + (name in orphans) + (name in handed) for name in CRS}
     assert dict(mutations) == expected, mutations

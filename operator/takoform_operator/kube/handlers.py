@@ -416,6 +416,8 @@ def register(
     async def watch(type: str | None, body: kopf.Body, **_: Any) -> None:
         uid = str(body.metadata.uid)
         if type == "DELETED":
+            # With shards, only the replica serving the CR notes its binding Lost.
+            ours = shards is None or uid in shards.serving
             if shards is not None:
                 shards.drop(uid)
             loops.stop(uid)
@@ -425,7 +427,8 @@ def register(
             runtime.contending.discard(uid)
             runtime.written_secrets.pop(uid, None)
             runtime.metrics.forget(body)  # gone without our finalize (removed by hand)
-            await _note_vanished(runtime, body)
+            if ours:
+                await _note_vanished(runtime, body)
         elif not shard.matches(body.metadata.labels):
             # Another shard's CR (or one relabelled away from ours): no loop here.
             if shards is not None:
