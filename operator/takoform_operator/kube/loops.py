@@ -257,3 +257,8 @@ class ReconcileLoops:
                 tasks.append(loop.task)
             self.stop(uid)
         return tasks
+
+    def body_of(self, uid: str) -> Mapping[str, Any] | None:
+        """The latest body this CR's loop holds (its own writes included), if it has one."""
+        loop = self._loops.get(uid)
+        return loop.body if loop is not None else None

@@ -42,6 +42,7 @@ from takoform_operator.core.shard_ring import (
     view_of,
 )
 from takoform_operator.kube.crs import log_fields
+from takoform_operator.kube.freshness import older, resource_version
 from takoform_operator.kube.leader import LostLease
 from takoform_operator.kube.loops import kept
 
@@ -78,6 +79,8 @@ class Loops(Protocol):
     def seen(self, uid: str, body: Mapping[str, Any]) -> None: ...
 
     def stop_many(self, uids: list[str]) -> list[asyncio.Task[None]]: ...
+
+    def body_of(self, uid: str) -> Mapping[str, Any] | None: ...
 
 
 def _now() -> dt.datetime:
@@ -179,6 +182,15 @@ class ShardMembership:
         for uid in uids:
             self.serving.discard(uid)
             cr = self.crs.get(uid)
+            latest = self.loops.body_of(uid) if self.loops is not None else None
+            if (
+                cr is not None
+                and latest is not None
+                and not older(resource_version(latest), resource_version(cr.body))
+            ):
+                # What our own writes made of it: should the CR come back to us before anyone
+                # else writes it, its loop starts from there.
+                cr.body = latest
             if cr is not None:
                 _note("not serving", cr.body)
                 self.forget(cr.body)
