@@ -28,6 +28,7 @@ from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
 from takoform_operator.kube.json_seam import install as install_json_seam
 from takoform_operator.kube.leader import LeaderElector, LeaseConfig, LostLease, coordination_api
 from takoform_operator.kube.secrets import KubernetesSecretReader
+from takoform_operator.kube.shards import ShardConfig, ShardMembership
 from takoform_operator.kube.status import ApiConnection, HttpCrWriter
 from takoform_operator.kube.tenancy import TenancyBook
 from takoform_operator.logs import configure as configure_logging
@@ -112,7 +113,8 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     )
     kopf_registry = kopf.OperatorRegistry()
     kopf.on.login(registry=kopf_registry)(functools.partial(_login, writer))
-    register(runtime, kopf_registry)
+    shards = _membership(settings, metrics) if settings.sharding == "hash" else None
+    register(runtime, kopf_registry, shards)
     refresher = asyncio.create_task(
         refresh_forever(
             pool,
@@ -144,6 +146,10 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     health.ready = True
     lag_watch = asyncio.create_task(watch_loop_lag(metrics))
     try:
+        if shards is not None:
+            metrics.leader.set(1)
+            await _shard_and_lead(shards, lead, stop)
+            return
         if not settings.leader_election:
             metrics.leader.set(1)
             await lead(stop)
@@ -189,10 +195,63 @@ async def watch_loop_lag(metrics: Metrics, interval: float = 0.1) -> None:
         metrics.loop_lagged(max(0.0, loop.time() - started - interval))
 
 
+def _identity(settings: Settings) -> tuple[str, str]:
+    """(namespace of the Lease, this replica's identity)."""
+    namespace = settings.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
+    return namespace, settings.pod_name or f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _membership(settings: Settings, metrics: Metrics) -> ShardMembership:
+    namespace, identity = _identity(settings)
+
+    def observe(membership: ShardMembership) -> None:
+        metrics.shard_members.set(len(membership.members))
+        metrics.shard_unclaimed.set(membership.unclaimed())
+        metrics.shard_serving.set(len(membership.serving))
+
+    return ShardMembership(
+        ShardConfig(
+            namespace=namespace,
+            ring=settings.lease_name,
+            identity=identity,
+            key=settings.shard_key,
+            lease_seconds=settings.lease_seconds,
+            renew_deadline_seconds=settings.lease_renew_deadline_seconds,
+            retry_seconds=settings.lease_retry_seconds,
+        ),
+        coordination_api(),
+        observe=observe,
+    )
+
+
+async def _shard_and_lead(shards: ShardMembership, lead: Any, stop: threading.Event | None) -> None:
+    """Every replica runs kopf; the membership loop decides which CRs it reconciles. A
+    membership that lost its Lease ends the process (LostLease); a clean stop deletes the
+    Lease after every reconcile has ended, so the others take over at their next round."""
+    membership = asyncio.create_task(shards.run(), name="shard membership")
+    operator = asyncio.create_task(lead(stop), name="kopf")
+    try:
+        done, _ = await asyncio.wait({membership, operator}, return_when=asyncio.FIRST_COMPLETED)
+        if membership in done:
+            operator.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await operator
+            membership.result()  # raises LostLease
+        else:
+            operator.result()
+    finally:
+        for task in (membership, operator):
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        if not shards.lost:
+            await asyncio.to_thread(shards.delete)
+
+
 async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics: Metrics) -> None:
     """Reconcile only while holding the Lease; SIGTERM while waiting for it just ends."""
-    namespace = settings.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
-    identity = settings.pod_name or f"{socket.gethostname()}-{os.getpid()}"
+    namespace, identity = _identity(settings)
     elector = LeaderElector(
         LeaseConfig(
             namespace=namespace,

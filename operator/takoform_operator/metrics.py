@@ -115,6 +115,23 @@ class Metrics:
             "leader election).",
             registry=self.registry,
         )
+        self.shard_members = Gauge(
+            "takoform_shard_members",
+            "With sharding `hash`: the live members of the ring on this replica's last read of "
+            "the shard Leases, itself included (0 without sharding).",
+            registry=self.registry,
+        )
+        self.shard_unclaimed = Gauge(
+            "takoform_shard_unclaimed_crs",
+            "With sharding `hash`: CRs of the selector no live member may reconcile on this "
+            "replica's last read (none claims them, or two do during a handover).",
+            registry=self.registry,
+        )
+        self.shard_serving = Gauge(
+            "takoform_shard_serving_crs",
+            "With sharding `hash`: CRs this replica reconciles (its share of the ring).",
+            registry=self.registry,
+        )
         self.loop_lag = Histogram(
             "takoform_event_loop_lag_seconds",
             "How late the event loop woke a 0.1 s timer: time the process could not respond.",

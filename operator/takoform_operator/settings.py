@@ -92,6 +92,17 @@ class Settings(BaseSettings):
         description="Label selector of the CRs this process reconciles (default: all); "
         "e.g. `shard=a` or `shard in (a,b)`. See docs/scaling.md.",
     )
+    sharding: Literal["off", "hash"] = Field(
+        default="off",
+        description="`hash`: every replica reconciles, each the CRs the consistent hash ring "
+        "of the live replicas gives it (one Lease per replica; docs/scaling.md); `off`: one "
+        "process reconciles all (with leader_election, one replica at a time).",
+    )
+    shard_key: Literal["name", "namespace"] = Field(
+        default="name",
+        description="What places a CR on the ring with sharding `hash`: `name` (its namespace "
+        "and name) or `namespace` (every CR of a namespace on one replica).",
+    )
     bind_address: str = Field(
         default="0.0.0.0", description="Address the metrics and health endpoints listen on."
     )
@@ -117,17 +128,22 @@ class Settings(BaseSettings):
         default=False,
         description="Reconcile only while holding a coordination.k8s.io Lease (for replicas > 1).",
     )
-    lease_name: str = Field(default="takoform-operator", description="Name of that Lease.")
+    lease_name: str = Field(
+        default="takoform-operator",
+        description="Name of that Lease; with sharding `hash`, the ring's name: each replica's "
+        "Lease is `<name>-shard-<pod_name>`.",
+    )
     lease_namespace: str | None = Field(
         default=None, description="Namespace of the Lease (default: the pod's, POD_NAMESPACE)."
     )
     lease_seconds: float = Field(default=15.0, gt=0, description="Lease duration.")
     lease_renew_deadline_seconds: float = Field(
-        default=10.0, gt=0, description="A leader that cannot renew for this long stops."
+        default=10.0, gt=0, description="A leader (or shard) that cannot renew for this long stops."
     )
     lease_retry_seconds: float = Field(default=2.0, gt=0, description="Renew/retry period.")
     pod_name: str | None = Field(
-        default=None, description="This replica's identity in the Lease (default: hostname)."
+        default=None,
+        description="This replica's identity in the Lease (default: hostname and process id).",
     )
 
     @field_validator("log_level", mode="before")
@@ -177,7 +193,12 @@ class Settings(BaseSettings):
             if self.metrics_port and self.metrics_port == self.health_port
             else "",
         ]
-        if self.leader_election:
+        if self.leader_election and self.sharding == "hash":
+            problems.append(
+                f"{_env('sharding')}=hash and {_env('leader_election')}=true exclude each "
+                "other: with sharding every replica reconciles its share"
+            )
+        if self.leader_election or self.sharding == "hash":
             # A leader must give up before its lease runs out (else two replicas reconcile at
             # once), and must be able to retry at least once before it gives up.
             problems += [

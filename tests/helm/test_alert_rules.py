@@ -121,7 +121,7 @@ def test_alert_rules_pass_promtool(helm: Any, kube_tools: KubeTools, tmp_path: P
             timeout=60,
         )
         assert check.returncode == 0, check.stdout + check.stderr
-        assert "5 rules found" in check.stdout
+        assert "6 rules found" in check.stdout
 
 
 def test_blocked_fires_on_the_crs_own_clock(
@@ -177,6 +177,7 @@ def test_severity_of_the_resource_alerts_is_a_value(
         "TakoformOperationStuck": "critical",
         "TakoformHostErrors": "warning",
         "TakoformOperatorDown": "critical",
+        "TakoformShardCrsUnclaimed": "critical",
     }
     defaults = {name: rule["labels"]["severity"] for name, rule in rules_of(helm, tmp_path).items()}
     assert {defaults[n] for n in ("TakoformResourceBlocked", "TakoformResourceDegraded")} == {
@@ -309,6 +310,45 @@ def test_operator_down_fires_per_release_and_per_cluster(
     })  # fmt: skip
 
 
+def test_shard_crs_unclaimed_fires_only_when_it_lasts(
+    helm: Any, kube_tools: KubeTools, tmp_path: Path
+) -> None:
+    """A handover leaves CRs unclaimed for a round or two: nothing. A release whose replica
+    sees unclaimed CRs for shardUnclaimedFor fires, once per release, with the largest count;
+    another release's unclaimed CRs are its own alert."""
+    rules = rule_file(helm, tmp_path, "alerts.shardUnclaimedFor=5m")
+    unclaimed = "takoform_shard_unclaimed_crs"
+    other = 'namespace="ops",job="shard-2-takoform-operator-metrics"'
+    promtool_test(kube_tools, tmp_path, rules, {
+        "interval": "1m",
+        "input_series": [
+            {"series": f'{unclaimed}{{{JOB},pod="a"}}', "values": "0 4 0 0 0 0 0 0 3x12"},
+            {"series": f'{unclaimed}{{{JOB},pod="b"}}', "values": "0 2 0 0 0 0 0 0 7x12"},
+            {"series": f'{unclaimed}{{{other},pod="c"}}', "values": "0x20"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "6m", "alertname": "TakoformShardCrsUnclaimed", "exp_alerts": []},
+            {"eval_time": "12m", "alertname": "TakoformShardCrsUnclaimed", "exp_alerts": []},
+            {"eval_time": "14m", "alertname": "TakoformShardCrsUnclaimed", "exp_alerts": [{
+                "exp_labels": {"severity": "critical", "release": "t", "namespace": "ops",
+                               "job": "t-takoform-operator-metrics"},
+                "exp_annotations": {
+                    "runbook_url": RUNBOOKS + "#takoformshardcrsunclaimed",
+                    "summary": "7 CRs of sharded takoform-operator release t are reconciled by "
+                               "no replica",
+                    "description": (
+                        "A replica of the release has seen, for 5m, CRs that no live replica "
+                        "may reconcile: none claims them, or two do (a handover that does not "
+                        "finish). Nothing reconciles those CRs meanwhile. Compare the views "
+                        "the replicas publish in their Leases (kubectl get lease -n <namespace> "
+                        "-l takoform.io/shard-ring -o yaml, annotation takoform.io/shard-view)."
+                    ),
+                },
+            }]},
+        ],
+    })  # fmt: skip
+
+
 def test_watch_namespace_scopes_the_resource_alerts(
     helm: Any, kube_tools: KubeTools, tmp_path: Path
 ) -> None:
@@ -335,6 +375,7 @@ def test_resource_alerts_can_be_left_to_another_release(helm: Any, tmp_path: Pat
     assert set(rules_of(helm, tmp_path, "alerts.resourceAlerts=false")) == {
         "TakoformHostErrors",
         "TakoformOperatorDown",
+        "TakoformShardCrsUnclaimed",
     }
     docs = render(helm, "metrics.prometheusRule.enabled=true", "alerts.resourceAlerts=false")
     assert not [d for d in docs if d["kind"] == "ConfigMap"]

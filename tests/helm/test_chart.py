@@ -355,6 +355,36 @@ def test_two_replicas_need_leader_election(helm: Any) -> None:
     assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
 
 
+def test_sharding_makes_every_replica_an_active_shard(helm: Any) -> None:
+    """sharding.enabled: N replicas are N shards (leader election off, whatever its value),
+    with the Lease timings and the pod's name; the Role may list and write the shard Leases."""
+    docs = render(helm, "replicaCount=3", "sharding.enabled=true", "sharding.key=namespace")
+    env = {e["name"]: e.get("value") for e in _operator_env(docs)}
+    assert env["TAKOFORM_SHARDING"] == "hash" and env["TAKOFORM_SHARD_KEY"] == "namespace"
+    assert env["TAKOFORM_LEADER_ELECTION"] == "false"
+    assert env["TAKOFORM_LEASE_SECONDS"] == "15" and "TAKOFORM_POD_NAME" in env
+    deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
+    assert deployment["spec"]["replicas"] == 3
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    roles = {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "Role"}
+    assert "t-takoform-operator-leader-election" not in roles
+    rules = roles["t-takoform-operator-shards"]["rules"]
+    assert rules == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                      "verbs": ["create", "get", "list", "update", "delete"]}]  # fmt: skip
+    plain = {e["name"]: e.get("value") for e in _operator_env(render(helm))}
+    assert "TAKOFORM_SHARDING" not in plain and plain["TAKOFORM_LEADER_ELECTION"] == "true"
+    # Two replicas without leader election are fine when they are shards.
+    render(helm, "replicaCount=2", "leaderElection.enabled=false", "sharding.enabled=true")
+    proc = helm("template", "t", str(CHART), "--set", "sharding.key=uid", check=False)
+    assert proc.returncode != 0 and "schema" in proc.stderr.lower(), proc.stderr
+    proc = helm(
+        "template", "t", str(CHART), "--set", "sharding.enabled=true",
+        "--set", "leaderElection.enabled=false", "--set", "leaderElection.retrySeconds=10",
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "leaderElection.retrySeconds" in proc.stderr, proc.stderr
+
+
 def _pod_spec(docs: list[Any]) -> dict[str, Any]:
     deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
     return dict(deployment["spec"]["template"]["spec"])

@@ -43,6 +43,16 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], **e
             },
             ["TAKOFORM_LEASE_RETRY_SECONDS", "TAKOFORM_LEASE_RENEW_DEADLINE_SECONDS"],
         ),
+        (
+            {"SHARDING": "hash", "LEASE_SECONDS": "10", "LEASE_RENEW_DEADLINE_SECONDS": "10"},
+            ["TAKOFORM_LEASE_RENEW_DEADLINE_SECONDS", "TAKOFORM_LEASE_SECONDS"],
+        ),
+        (
+            {"SHARDING": "hash", "LEADER_ELECTION": "true"},
+            ["TAKOFORM_SHARDING=hash", "TAKOFORM_LEADER_ELECTION=true"],
+        ),
+        ({"SHARDING": "consistent"}, ["TAKOFORM_SHARDING"]),
+        ({"SHARDING": "hash", "SHARD_KEY": "uid"}, ["TAKOFORM_SHARD_KEY"]),
         ({"METRICS_PORT": "8081", "HEALTH_PORT": "8081"}, ["METRICS_PORT", "HEALTH_PORT"]),
         ({"METRICS_PORT": "70000"}, ["TAKOFORM_METRICS_PORT"]),
         ({"BACKOFF_BASE_SECONDS": "10", "BACKOFF_CAP_SECONDS": "1"}, ["BACKOFF_CAP_SECONDS"]),

@@ -102,6 +102,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
     | replace "__STUCK_FOR__" .Values.alerts.stuckOperationFor
     | replace "__HOST_ERRORS_FOR__" .Values.alerts.hostErrorsFor
     | replace "__OPERATOR_DOWN_FOR__" .Values.alerts.operatorDownFor
+    | replace "__SHARD_UNCLAIMED_FOR__" .Values.alerts.shardUnclaimedFor
     | replace "__BLOCKED_SEVERITY__" .Values.alerts.severity.blocked
     | replace "__DEGRADED_SEVERITY__" .Values.alerts.severity.degraded
     | replace "__STUCK_SEVERITY__" .Values.alerts.severity.operationStuck

@@ -58,6 +58,7 @@ from takoform_operator.kube.cr_reconcile import reconcile_and_persist
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION, log_fields
 from takoform_operator.kube.loops import ReconcileLoops, host_named
 from takoform_operator.kube.selector import parse_selector
+from takoform_operator.kube.shards import ShardMembership
 from takoform_operator.kube.status import CrWriter, StatusWriteFailed
 from takoform_operator.kube.tenancy import TenancyBook
 from takoform_operator.metrics import Metrics
@@ -389,8 +390,12 @@ async def let_go_of_connection_secret(runtime: Runtime, body: Mapping[str, Any])
         await runtime.secrets.release(body, namespace, name)
 
 
-def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
-    """One set of handlers per Form line of the build's registry."""
+def register(
+    runtime: Runtime, kopf_registry: kopf.OperatorRegistry, shards: ShardMembership | None = None
+) -> None:
+    """One set of handlers per Form line of the build's registry. With `shards` (sharding
+    `hash`) a CR the selector matches is reconciled only while the ring gives it to this
+    replica (kube.shards)."""
 
     async def step(body: Mapping[str, Any]) -> float | None:
         return await _loop_step(runtime, body)
@@ -408,10 +413,17 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
     loops = runtime.loops
     runtime.metrics.watch_slots(loops.slots)
     shard = parse_selector(runtime.settings.shard_selector)
+    if shards is not None:
+        shards.loops = loops
+        shards.forget = runtime.metrics.forget
 
     async def watch(type: str | None, body: kopf.Body, **_: Any) -> None:
         uid = str(body.metadata.uid)
         if type == "DELETED":
+            # With shards, only the replica serving the CR notes its binding Lost.
+            ours = shards is None or uid in shards.serving
+            if shards is not None:
+                shards.drop(uid)
             loops.stop(uid)
             runtime.locks.pop(uid, None)
             runtime.pending_looks.pop(uid, None)
@@ -419,11 +431,16 @@ def register(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
             runtime.contending.discard(uid)
             runtime.written_secrets.pop(uid, None)
             runtime.metrics.forget(body)  # gone without our finalize (removed by hand)
-            await _note_vanished(runtime, body)
+            if ours:
+                await _note_vanished(runtime, body)
         elif not shard.matches(body.metadata.labels):
             # Another shard's CR (or one relabelled away from ours): no loop here.
+            if shards is not None:
+                shards.drop(uid)
             loops.stop(uid)
             runtime.metrics.forget(body)
+        elif shards is not None and not shards.admit(uid, body):
+            pass  # another replica's share of the ring (its loop here, if any, was stopped)
         else:
             loops.seen(uid, body)
 

@@ -258,3 +258,19 @@ class ReconcileLoops:
                     return
         finally:
             loop.task = None
+
+    def stop_many(self, uids: list[str]) -> list[asyncio.Task[None]]:
+        """Stop these loops at once; returns their reconciles in flight, which go on to their
+        end (await them to know that no reconcile of these CRs runs any more)."""
+        tasks = []
+        for uid in uids:
+            loop = self._loops.get(uid)
+            if loop is not None and loop.task is not None:
+                tasks.append(loop.task)
+            self.stop(uid)
+        return tasks
+
+    def body_of(self, uid: str) -> Mapping[str, Any] | None:
+        """The latest body this CR's loop holds (its own writes included), if it has one."""
+        loop = self._loops.get(uid)
+        return loop.body if loop is not None else None

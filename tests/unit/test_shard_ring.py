@@ -1,0 +1,165 @@
+"""The consistent hash ring and the claim rule of core.shard_ring."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from takoform_operator.core.shard_ring import (
+    Claims,
+    Liveness,
+    Ring,
+    claims,
+    owner,
+    shard_key,
+    stable_hash,
+    taken_away,
+    view_of,
+)
+
+KEYS = [shard_key(f"ns-{i % 7}", f"cr-{i}") for i in range(6000)]
+members = st.lists(st.from_regex(r"[a-z][a-z0-9-]{0,12}", fullmatch=True), min_size=1, max_size=6)
+
+
+def test_the_hash_is_the_same_in_every_process() -> None:
+    """Python's hash() is salted per process; the ring must not be."""
+    code = "from takoform_operator.core.shard_ring import stable_hash; print(stable_hash('a/b'))"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert int(other.stdout) == stable_hash("a/b")
+
+
+def test_keys() -> None:
+    assert shard_key("team-a", "logs") == "team-a/logs"
+    assert shard_key("team-a", "logs", "namespace") == "team-a"
+
+
+def test_an_empty_ring_owns_nothing() -> None:
+    assert Ring([]).owner("a/b") is None
+    with pytest.raises(ValueError):
+        Ring(["a"], virtual_nodes=0)
+
+
+@given(members, st.text(max_size=30))
+def test_every_key_has_one_owner_among_the_members(names: list[str], key: str) -> None:
+    view = view_of(names)
+    assert owner(key, view) in view
+    assert owner(key, view) == Ring(reversed(names)).owner(key)  # order does not matter
+
+
+def test_the_keys_spread_evenly() -> None:
+    view = ("a", "b", "c")
+    counts = {m: sum(owner(k, view) == m for k in KEYS) for m in view}
+    assert all(abs(n - len(KEYS) / 3) < 0.12 * len(KEYS) for n in counts.values()), counts
+
+
+@pytest.mark.parametrize("size", [2, 3, 5])
+def test_a_member_joining_or_leaving_moves_about_one_nth_of_the_keys(size: int) -> None:
+    before = tuple(f"m{i}" for i in range(size))
+    after = (*before, "new")
+    moved = [k for k in KEYS if owner(k, before) != owner(k, after)]
+    share = len(moved) / len(KEYS)
+    ideal = 1 / (size + 1)
+    assert abs(share - ideal) < 0.35 * ideal, (share, ideal)
+    assert all(owner(k, after) == "new" for k in moved)  # only to the newcomer, none shuffled
+    # leaving is the same movement backwards
+    assert {k for k in KEYS if owner(k, after) != owner(k, before)} == set(moved)
+
+
+def test_the_live_members_claims_decide() -> None:
+    view = ("a", "b")
+    key = next(k for k in KEYS if owner(k, view) == "a")
+    a = Claims("a", mine=(view,), others={"b": view})
+    b = Claims("b", mine=(view,), others={"a": view})
+    assert a.may_act(key) and not b.may_act(key)
+    assert not a.unclaimed(key)
+
+
+def test_a_joining_member_waits_for_the_others_views() -> None:
+    old, new = ("a", "b"), ("a", "b", "c")
+    key = next(k for k in KEYS if owner(k, old) == "a" and owner(k, new) == "c")
+    c = Claims("c", mine=(new,), others={"a": old, "b": old})
+    assert not c.may_act(key)  # a still claims it
+    assert Claims("a", mine=(old,), others={"b": old}).may_act(key)  # before c's first write
+    # both claim it for the moment: neither acts, and it is counted
+    contested = Claims("a", mine=(old,), others={"b": old, "c": new})
+    assert not contested.may_act(key) and contested.unclaimed(key)
+    # a drains it and publishes the new view: now c alone claims it
+    assert taken_away(key, "a", old, new)
+    assert Claims("c", mine=(new,), others={"a": new, "b": old}).may_act(key)
+    assert not Claims("a", mine=(new,), others={"b": old, "c": new}).may_act(key)
+
+
+def test_a_view_being_published_restricts_until_the_write_is_known() -> None:
+    old, new = ("a", "b"), ("a",)
+    key = next(k for k in KEYS if owner(k, old) == "b")
+    # a publishes its view without b: it may act on b's keys only when b is no longer live
+    assert not Claims("a", mine=(old, new), others={}).may_act(key)
+    assert Claims("a", mine=(new,), others={}).may_act(key)
+    moving = ("a", "b", "c")
+    key = next(k for k in KEYS if owner(k, old) == "a" and owner(k, moving) == "c")
+    assert not Claims("a", mine=(old, moving), others={}).may_act(key)
+
+
+def test_two_claims_leave_a_cr_unclaimed_not_doubly_served() -> None:
+    key = KEYS[0]
+    a = Claims("a", mine=(("a",),), others={"b": ("b",)})
+    assert not a.may_act(key) and a.unclaimed(key)
+    assert Claims("a", mine=(), others={}).unclaimed(key)
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.sampled_from("abcd"), min_size=1, max_size=4, unique=True),
+    st.dictionaries(
+        st.sampled_from("abcd"),
+        st.lists(st.sampled_from("abcd"), max_size=4).map(view_of),
+        min_size=1,
+    ),
+)
+def test_at_most_one_member_may_act_on_a_key(
+    live: list[str], views: dict[str, tuple[str, ...]]
+) -> None:
+    """Whatever views the live members published, no key has two members that may act."""
+    live_views = {m: v for m, v in views.items() if m in live}
+    for key in KEYS[:200]:
+        acting = [
+            m
+            for m, v in live_views.items()
+            if Claims(m, (v,), {n: w for n, w in live_views.items() if n != m}).may_act(key)
+        ]
+        assert len(acting) <= 1, (key, acting)
+        claimed = {m for m, v in live_views.items() if claims(m, v, key)}
+        assert (len(acting) == 1) == (len(claimed) == 1)
+
+
+def test_agreed_views_serve_every_key_exactly_once() -> None:
+    view = ("a", "b", "c")
+    for key in KEYS[:500]:
+        acting = [
+            m for m in view if Claims(m, (view,), {n: view for n in view if n != m}).may_act(key)
+        ]
+        assert acting == [owner(key, view)]
+
+
+def test_liveness_is_on_the_observers_clock() -> None:
+    seen = Liveness()
+    seen.observe("b", "1", now=100.0)
+    assert seen.live("b", 15, now=114.9)
+    seen.observe("b", "1", now=110.0)  # unchanged: no renewal
+    assert not seen.live("b", 15, now=115.0)
+    assert seen.expired_for("b", 15, now=120.0) == pytest.approx(5.0)
+    seen.observe("b", "2", now=116.0)  # renewed
+    assert seen.live("b", 15, now=130.0)
+    seen.forget_absent(["c"])
+    assert not seen.live("b", 15, now=130.0)
+    assert seen.expired_for("b", 15, now=130.0) == 0.0
+
+
+def test_views_are_sorted_sets() -> None:
+    assert view_of(["b", "a", "b"]) == ("a", "b")
+    assert list(itertools.islice(iter(view_of([])), 1)) == []
