@@ -110,12 +110,13 @@ conformance: venv ## run the conformance suite against HOST_URL (default: a `mak
 	  --token $${HOST_TOKEN:-dev-token} --admin-token $${HOST_ADMIN_TOKEN:-dev-admin} \
 	  $(CONFORMANCE_FLAGS)
 
-# The chaos soak (docs/soak.md): SOAK_SEED replays a seed; SOAK_FLAGS=--ci is the short variant
-# that `make test` runs (tests/soak/test_soak.py).
+# The chaos soak (docs/soak.md): SOAK_SEED replays a seed; by default three replicas that are
+# active shards, each kill a random replica's (SOAK_FLAGS= runs one process, `--replicas 2` two
+# electing a leader); `--ci` is the short variant `make test` runs (tests/soak/test_soak.py).
+SOAK_FLAGS ?= --replicas 3 --sharded
 SOAK_SEED ?=
-SOAK_FLAGS ?=
 .PHONY: soak
-soak: tools venv ## chaos soak: >= 200 operator SIGKILLs under host faults, then the invariant checker
+soak: tools venv ## chaos soak: >= 200 SIGKILLs of three sharded replicas under host faults, then the invariant checker
 	$(BIN)/python hack/soak.py $(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(SOAK_FLAGS)
 
 clean: ## remove the virtual environment and caches

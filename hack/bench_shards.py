@@ -5,13 +5,20 @@ same reference host, same N CRs (backlog mode: the CRs exist before the operator
 - one:   one process watching one namespace with N CRs;
 - ns2:   two processes, each watching its own namespace with N/2 CRs (`--namespace`);
 - sel2:  two processes on one namespace with N CRs labelled shard=a / shard=b alternately,
-         each with its TAKOFORM_SHARD_SELECTOR (each still receives every watch event).
+         each with its TAKOFORM_SHARD_SELECTOR (each still receives every watch event);
+- hashK: K replicas on one namespace with N CRs, TAKOFORM_SHARDING=hash (a Lease each, the CRs
+         split by the consistent hash ring of the live replicas), e.g. hash1, hash2, hash4;
+- rebalance: three hash replicas; once half the CRs are Ready one replica is SIGKILLed. Prints
+         how long its CRs that were not Ready yet waited (from the kill until the first and the
+         last of them is Ready: the survivors take them once its Lease ran out) and the host
+         mutations accepted twice for one resource (from the host's access log: must be 0).
 
 For each it prints the time until all N are Ready, CRs/s, the speed-up over `one`, the
 operators' CPU seconds (summed) and each process's peak RSS. The pieces (control plane, host,
 operator process, CR manifests, the Ready watcher) are hack/bench_operator.py's.
 
     .venv/bin/python hack/bench_shards.py [--sizes 300,1000] [--modes one,ns2,sel2]
+    .venv/bin/python hack/bench_shards.py --sizes 10000 --modes hash1,hash2,hash4,rebalance
 
 Figures are printed, never asserted. docs/scaling.md has the method and the figures measured.
 """
@@ -21,9 +28,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
+import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,21 +52,49 @@ class Result:
     seconds: float
     cpu_seconds: float
     rss_mib: list[float]
+    #: rebalance only: seconds from the kill to the first and the last of the victim's CRs Ready
+    #: (of those not Ready at the kill), and mutations the host accepted twice for one resource.
+    handover: tuple[float, float] | None = None
+    duplicates: int | None = None
 
 
 def _operator(kube: Any, host: Any, namespace: str, workdir: Path, poll: float,
-              selector: str | None) -> Any:  # fmt: skip
-    """bench_operator.OperatorProcess copies the environment when it starts: the selector
-    goes in through it (OperatorProcess has no parameter for extra settings)."""
-    previous = os.environ.pop("TAKOFORM_SHARD_SELECTOR", None)
-    if selector:
-        os.environ["TAKOFORM_SHARD_SELECTOR"] = selector
+              settings: dict[str, str]) -> Any:  # fmt: skip
+    """bench_operator.OperatorProcess copies the environment when it starts: extra settings go
+    in through it (OperatorProcess has no parameter for them)."""
+    previous = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
     try:
         return bench.OperatorProcess(kube, host, namespace, workdir, poll)
     finally:
-        os.environ.pop("TAKOFORM_SHARD_SELECTOR", None)
-        if previous is not None:
-            os.environ["TAKOFORM_SHARD_SELECTOR"] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _hash_settings(ring: str, namespace: str, member: str) -> dict[str, str]:
+    return {
+        "TAKOFORM_SHARDING": "hash",
+        "TAKOFORM_LEASE_NAME": ring,
+        "TAKOFORM_LEASE_NAMESPACE": namespace,
+        "TAKOFORM_POD_NAME": member,
+    }
+
+
+_ACCEPTED = re.compile(
+    r'"(?:POST|PUT|DELETE) /v1alpha3/\S*/resources/([^?\s]+)\S* HTTP/[\d.]+" 202'
+)
+
+
+def duplicate_mutations(host: Any) -> int:
+    """Mutations the host accepted (202) beyond the first for one resource: every CR of the
+    bench is created once and never changed, so any second one is a duplicate."""
+    accepted = Counter(
+        path.rsplit("/", 1)[-1] for path in _ACCEPTED.findall(host.log.read_text(errors="replace"))
+    )
+    return sum(count - 1 for count in accepted.values() if count > 1)
 
 
 def measure(kube: Any, host: Any, workdir: Path, mode: str, n: int, args: Any) -> Result:
@@ -64,28 +102,38 @@ def measure(kube: Any, host: Any, workdir: Path, mode: str, n: int, args: Any) -
     if mode == "ns2":
         namespaces = [f"shard-{stamp}-a", f"shard-{stamp}-b"]
         batches = {ns: bench.manifests(n // 2 + (i < n % 2), ns) for i, ns in enumerate(namespaces)}
-        selectors: list[tuple[str, str | None]] = [(ns, None) for ns in namespaces]
+        selectors: list[tuple[str, dict[str, str]]] = [(ns, {}) for ns in namespaces]
     else:
         namespace = f"shard-{stamp}"
         items = bench.manifests(n, namespace)
         if mode == "sel2":
             for i, item in enumerate(items):
                 item["metadata"]["labels"] = {"shard": "ab"[i % 2]}
-            selectors = [(namespace, "shard=a"), (namespace, "shard=b")]
+            selectors = [
+                (namespace, {"TAKOFORM_SHARD_SELECTOR": "shard=a"}),
+                (namespace, {"TAKOFORM_SHARD_SELECTOR": "shard=b"}),
+            ]
+        elif mode.startswith("hash") or mode == "rebalance":
+            replicas = 3 if mode == "rebalance" else int(mode.removeprefix("hash"))
+            ring = f"bench-{stamp}"
+            members = [f"{ring}-{i}" for i in range(replicas)]
+            selectors = [(namespace, _hash_settings(ring, namespace, m)) for m in members]
         else:
-            selectors = [(namespace, None)]
+            selectors = [(namespace, {})]
         batches = {namespace: items}
     for namespace, items in batches.items():
         bench.create_namespace(kube, namespace)
         asyncio.run(bench.create_all(kube, namespace, items, None, {}))
 
     operators = []
-    for i, (namespace, selector) in enumerate(selectors):
+    for i, (namespace, settings) in enumerate(selectors):
         logdir = workdir / f"{stamp}-{i}"
         logdir.mkdir()
-        operators.append(_operator(kube, host, namespace, logdir, args.poll, selector))
+        operators.append(_operator(kube, host, namespace, logdir, args.poll, settings))
     start = time.monotonic()
     try:
+        if mode == "rebalance":
+            return _rebalance(kube, host, namespace, items, operators, selectors, start, n, args)
 
         async def all_ready() -> None:
             await asyncio.gather(
@@ -107,7 +155,45 @@ def measure(kube: Any, host: Any, workdir: Path, mode: str, n: int, args: Any) -
         )
     finally:
         for op in operators:
-            op.stop()
+            if op.proc.poll() is None:
+                op.stop()
+
+
+def _rebalance(kube: Any, host: Any, namespace: str, items: list[dict[str, Any]],
+               operators: list[Any], selectors: list[tuple[str, dict[str, str]]], start: float,
+               n: int, args: Any) -> Result:  # fmt: skip
+    """Kill one of three replicas once half the CRs are Ready; time its CRs' handover."""
+    from takoform_operator.core.shard_ring import owner, shard_key, view_of
+
+    seen: dict[str, float] = {}
+    asyncio.run(bench.watch_ready(kube, namespace, n // 2, seen, args.timeout))
+    members = [settings["TAKOFORM_POD_NAME"] for _, settings in selectors]
+    victim = operators[0]
+    cpu_before_kill = victim.cpu_seconds()
+    rss_victim = victim.peak_rss_mib()
+    victim.proc.send_signal(signal.SIGKILL)
+    victim.proc.wait(timeout=30)
+    killed_at = time.monotonic()
+    view = view_of(members)
+    orphaned = {
+        f"{item['kind']}/{item['metadata']['name']}"
+        for item in items
+        if owner(shard_key(namespace, item["metadata"]["name"]), view) == members[0]
+    } - set(seen)
+    asyncio.run(bench.watch_ready(kube, namespace, n, seen, args.timeout))
+    seconds = time.monotonic() - start
+    waited = sorted(seen[key] - killed_at for key in orphaned)
+    survivors = operators[1:]
+    return Result(
+        "rebalance",
+        n,
+        len(operators),
+        seconds,
+        cpu_before_kill + sum(op.cpu_seconds() for op in survivors),
+        [rss_victim, *(op.peak_rss_mib() for op in survivors)],
+        handover=(waited[0], waited[-1]) if waited else (0.0, 0.0),
+        duplicates=duplicate_mutations(host),
+    )
 
 
 def main() -> int:
@@ -137,14 +223,19 @@ def main() -> int:
         if host is not None:
             host.stop()
         cluster.stop()
-    print(f"{'mode':5} {'N':>5} {'procs':>5} {'all Ready s':>11} {'CRs/s':>7} {'speed-up':>8} "
+    print(f"{'mode':9} {'N':>5} {'procs':>5} {'all Ready s':>11} {'CRs/s':>7} {'speed-up':>8} "
           f"{'CPU s':>7} {'peak RSS MiB (each)':>20}")  # fmt: skip
     for r in results:
-        base = next((b for b in results if b.n == r.n and b.mode == "one"), None)
+        base = next((b for b in results if b.n == r.n and b.mode in ("one", "hash1")), None)
         speedup = base.seconds / r.seconds if base else float("nan")
         rss = "/".join(f"{m:.0f}" for m in r.rss_mib)
-        print(f"{r.mode:5} {r.n:>5} {r.processes:>5} {r.seconds:>11.1f} {r.n / r.seconds:>7.1f} "
-              f"{speedup:>8.2f} {r.cpu_seconds:>7.1f} {rss:>20}")  # fmt: skip
+        print(f"{r.mode:9} {r.n:>5} {r.processes:>5} {r.seconds:>11.1f} {r.n / r.seconds:>7.1f} "
+              f"{speedup:>8.2f} {r.cpu_seconds:>7.1f} {rss:>20}  "
+              f"{r.n / r.seconds / r.processes:>6.1f} CRs/s per replica")  # fmt: skip
+        if r.handover is not None:
+            print(f"{'':9} one of 3 SIGKILLed at N/2 Ready: its CRs Ready again "
+                  f"{r.handover[0]:.1f} s (first) to {r.handover[1]:.1f} s (last) after the kill; "
+                  f"duplicate host mutations {r.duplicates}")  # fmt: skip
     print(
         f"\n{os.cpu_count()} CPUs; host commit delay 0.05 s; the operators' ready poll "
         f"{args.poll:.0f} s; {bench.CONCURRENCY} concurrent reconciles per process."

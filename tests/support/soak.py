@@ -187,13 +187,21 @@ class Host:
 
 
 class Operator:
-    """The operator: one process, or replicas electing a leader with a Lease; SIGKILLed (the
-    leader, when there are replicas) and started again, one log per replica for all its lives."""
+    """The operator: one process, replicas electing a leader with a Lease, or replicas that are
+    active shards (TAKOFORM_SHARDING=hash, a Lease each); SIGKILLed (the leader when they elect
+    one, any replica when they are shards) and started again, one log per replica for all its
+    lives."""
 
     LEASE = "takoform-soak"
 
     def __init__(
-        self, kube: Kube, host: Host, workdir: Path, poll: float, replicas: int = 1
+        self,
+        kube: Kube,
+        host: Host,
+        workdir: Path,
+        poll: float,
+        replicas: int = 1,
+        sharded: bool = False,
     ) -> None:
         self.kube = kube
         self.env = {
@@ -207,7 +215,19 @@ class Operator:
             "TAKOFORM_POLL_READY_SECONDS": str(poll),
             "TAKOFORM_HOST_TIMEOUT_SECONDS": "5",
         }
-        if replicas > 1:
+        self.sharded = sharded
+        if sharded:
+            # Timings with room for a loaded machine: a replica that misses its renew deadline
+            # stops (exit 1) and is started again like a killed one.
+            self.env |= {
+                "TAKOFORM_SHARDING": "hash",
+                "TAKOFORM_LEASE_NAME": self.LEASE,
+                "TAKOFORM_LEASE_NAMESPACE": NAMESPACE,
+                "TAKOFORM_LEASE_SECONDS": "8",
+                "TAKOFORM_LEASE_RENEW_DEADLINE_SECONDS": "6",
+                "TAKOFORM_LEASE_RETRY_SECONDS": "1",
+            }
+        elif replicas > 1:
             self.env |= {
                 "TAKOFORM_LEADER_ELECTION": "true",
                 "TAKOFORM_LEASE_NAME": self.LEASE,
@@ -250,9 +270,11 @@ class Operator:
         return proc is not None and proc.poll() is None
 
     def leader(self) -> int | None:
-        """The replica holding the Lease, if one does."""
+        """The replica holding the Lease, if one does (none when they are shards)."""
         if len(self.procs) == 1:
             return 0
+        if self.sharded:
+            return None
         path = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{self.LEASE}"
         answer = self.kube.request("GET", path)
         holder = (answer.json().get("spec") or {}).get("holderIdentity") or ""
@@ -261,7 +283,8 @@ class Operator:
         return int(holder.removeprefix("soak-replica-"))
 
     def kill(self) -> None:
-        """SIGKILL the leader (with replicas; any one while none leads): it releases nothing."""
+        """SIGKILL the leader (with replicas; any one while none leads, or when they are shards):
+        it releases nothing."""
         victim = self.leader()
         if victim is not None:
             self.leader_kills += len(self.procs) > 1
@@ -429,6 +452,7 @@ class Plan:
     lifetime: tuple[float, float] = (0.3, 6.0)  # a kill comes this long after the start
     poll: float = 3.0
     replicas: int = 1  # more than one: leader election, and each kill is the leader's
+    sharded: bool = False  # the replicas are active shards; each kill is a random one's
 
 
 def ci_plan(seed: int) -> Plan:
@@ -449,7 +473,7 @@ class Soak:
         self.rng = random.Random(plan.seed)
         self.kube, self.host, self.cluster = kube, host, cluster
         self.journal = Journal()
-        self.operator = Operator(kube, host, workdir, plan.poll, plan.replicas)
+        self.operator = Operator(kube, host, workdir, plan.poll, plan.replicas, plan.sharded)
         self.serial = 0
         self.stuck_until: float | None = None
         self.slow_until: float | None = None
@@ -658,7 +682,7 @@ class Soak:
             else:
                 self.out_of_band(what)
         self.journal.faults["operator SIGKILL"] = self.operator.kills
-        if plan.replicas > 1:
+        if plan.replicas > 1 and not plan.sharded:
             self.journal.faults["operator SIGKILL of the Lease holder"] = self.operator.leader_kills
 
     def settle(self) -> float:
@@ -970,6 +994,10 @@ def main(argv: list[str] | None = None) -> int:
         "--replicas", type=int, default=1,
         help="operator replicas electing a leader (a Lease); each kill is the leader's",
     )  # fmt: skip
+    parser.add_argument(
+        "--sharded", action="store_true",
+        help="the replicas are active shards (TAKOFORM_SHARDING=hash); each kill is a random one's",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     plan = ci_plan(seed) if args.ci else long_plan(seed)
@@ -978,6 +1006,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.crs is not None:
         plan.initial_crs = args.crs
     plan.replicas = args.replicas
+    plan.sharded = args.sharded
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="takoform-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
     return run(plan, workdir)
