@@ -22,6 +22,7 @@ from takoform_operator.host_client.pool import HostPool, SecretReader, SecretTok
 from takoform_operator.host_client.token_file import FileToken
 from takoform_operator.kube.bindings import BindingBook
 from takoform_operator.kube.connection_secrets import HttpSecretStore
+from takoform_operator.kube.discovery import wait_until_served, watched_kinds
 from takoform_operator.kube.echoes import OwnWrites
 from takoform_operator.kube.handlers import Runtime, register
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
@@ -134,6 +135,8 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     )
 
     async def lead(stop_flag: asyncio.Event | threading.Event | None) -> None:
+        # kopf resolves the watched kinds once: none may be missing for a moment (kube.discovery).
+        await asyncio.to_thread(wait_until_served, watched_kinds(registry))
         await kopf.operator(
             registry=kopf_registry,
             settings=kopf_settings(settings.namespace),
