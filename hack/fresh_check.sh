@@ -56,6 +56,8 @@ run_until_ready() {
     if ! kill -0 "$pid" 2>/dev/null || ((waited >= 600)); then
       tail -40 "$output" >&2
       kill -INT -- "-$pid" 2>/dev/null || true
+      wait "$pid" || true
+      make cluster-down >/dev/null || true
       log "ERROR: make run did not get the examples Ready"
       return 1
     fi
@@ -64,12 +66,12 @@ run_until_ready() {
   done
   kill -INT -- "-$pid"
   wait "$pid" || true
+  make cluster-down >/dev/null # before judging the log: a failed check leaves no cluster running
   if grep -q "Traceback\| ERROR " "$output"; then
     grep -n "Traceback\| ERROR " "$output" >&2
     log "ERROR: make run logged errors ($output)"
     return 1
   fi
-  make cluster-down >/dev/null
 }
 
 total=$SECONDS
