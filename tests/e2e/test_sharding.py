@@ -78,17 +78,20 @@ class Replica:
         return {name for name, on in state.items() if on}
 
     def published(self) -> list[tuple[float, tuple[str, ...]]]:
+        """(when the write that published it was sent, view) of each view published here. The
+        line itself comes after the write landed, and on a loaded machine after another replica
+        read it: only the send is a bound on when that replica can have seen it."""
         return [
-            (line["t"], tuple(line["message"].split(": ", 1)[1].split(", ")))
+            (_sent(line), tuple(line["message"].split(": ", 1)[1].split(", ")))
             for line in self.read_log()
             if line["message"].startswith("shard view published: ")
         ]
 
     def intervals(self, end: float) -> dict[str, list[tuple[float, float]]]:
         """CR name -> the times this replica may have acted on it: from its `serving` line to
-        the first view it published after its `not serving` line (a view is published only
-        once what it takes away has drained), or to the deletion of its Lease at a clean stop,
-        or to its death, or to `end`."""
+        the send of the first view it published after its `not serving` line (a view is sent
+        only once what it takes away has drained), or to the deletion of its Lease at a clean
+        stop, or to its death, or to `end`."""
         lines = self.read_log()
         stop = self.gone_at if self.gone_at is not None else end
         found: dict[str, list[tuple[float, float]]] = {}
@@ -102,7 +105,7 @@ class Replica:
                 closing[line["name"]] = opened.pop(line["name"])
             elif message.startswith("shard view published: "):
                 for name, began in closing.items():
-                    found.setdefault(name, []).append((began, line["t"]))
+                    found.setdefault(name, []).append((began, _sent(line)))
                 closing.clear()
             elif message.startswith("shard lease ") and message.endswith(" deleted"):
                 # A clean stop deletes the Lease once every reconcile has ended.
@@ -110,6 +113,11 @@ class Replica:
         for name, began in [*opened.items(), *closing.items()]:
             found.setdefault(name, []).append((began, stop))
         return found
+
+
+def _sent(line: dict[str, Any]) -> float:
+    """When the Lease write a `shard view published` line reports was sent."""
+    return dt.datetime.fromisoformat(line["sent"]).timestamp()
 
 
 def _mutations(host: Any) -> Counter[str]:

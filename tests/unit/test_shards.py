@@ -1,9 +1,12 @@
 """kube.shards without an API server to reach: a member whose Lease was never written acts on
-nothing, and stops at its renew deadline."""
+nothing, and stops at its renew deadline; a published view says when its write was sent."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import logging
+import time
 from typing import Any
 
 import pytest
@@ -47,3 +50,37 @@ def test_a_member_that_never_wrote_its_lease_acts_on_nothing() -> None:
     member = asyncio.run(scenario())
     assert member.lost and member.published is None
     assert not member.serving and started == []
+
+
+def test_a_published_view_says_when_its_write_was_sent(caplog: pytest.LogCaptureFixture) -> None:
+    """The `shard view published` line comes after the write landed, on a busy event loop
+    long after another replica may have read it; its `sent` field is no later than the write
+    itself reached the API (what tests/e2e/test_sharding.py orders the replicas by)."""
+    reached: list[float] = []
+
+    class Api:
+        def create_namespaced_lease(self, namespace: str, lease: k8s.V1Lease) -> k8s.V1Lease:
+            reached.append(time.time())
+            lease.metadata.resource_version = "1"
+            return lease
+
+        def list_namespaced_lease(self, namespace: str, **_: Any) -> k8s.V1LeaseList:
+            return k8s.V1LeaseList(items=[])
+
+    member = ShardMembership(
+        ShardConfig(namespace="ops", ring="r", identity="m", lease_seconds=3,
+                    renew_deadline_seconds=1, retry_seconds=0.2),
+        Api(),  # type: ignore[arg-type]
+    )  # fmt: skip
+    member.members = ("m",)
+
+    async def rounds() -> None:
+        # The first round begins the view and drains towards it; a later one publishes it.
+        while member.published is None:
+            await member.round()
+
+    with caplog.at_level(logging.INFO, logger="takoform_operator.shards"):
+        asyncio.run(asyncio.wait_for(rounds(), 10))
+    [line] = [r for r in caplog.records if r.getMessage() == "shard view published: m"]
+    sent = dt.datetime.fromisoformat(line.sent).timestamp()  # type: ignore[attr-defined]
+    assert sent <= reached[0] <= line.created

@@ -366,11 +366,14 @@ class ShardMembership:
         view = self.pending[-1] if self.pending and drained else self.published
         wrote = False
         if view is not None:
+            # Before the write: no other replica can have read it earlier (`sent` in the log).
+            sent = time.time()
             try:
                 await self._call(lambda: self.write(view))
                 wrote = True
                 if view != self.published:
-                    logger.info("shard view published: %s", ", ".join(view))
+                    logger.info("shard view published: %s", ", ".join(view),
+                                extra={"sent": _log_time(sent)})  # fmt: skip
                 self.published = view
                 if self.pending and view == self.pending[-1]:
                     self.pending.clear()
@@ -446,6 +449,11 @@ def _note(what: str, body: Mapping[str, Any]) -> None:
         metadata = body.get("metadata") or {}
         logger.debug("%s %s/%s", what, metadata.get("namespace"), metadata.get("name"),
                      extra=log_fields(body))  # fmt: skip
+
+
+def _log_time(seconds: float) -> str:
+    """As the JSON log writes a line's own time (milliseconds, truncated), so the two compare."""
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat(timespec="milliseconds")
 
 
 def _version_of(lease: Any) -> str | None:
