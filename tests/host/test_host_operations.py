@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,13 +27,26 @@ pytestmark = pytest.mark.host
 
 @pytest.fixture(scope="module")
 def slow_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A host whose mutations take 0.6 s to commit: long enough to look inside the window."""
+    """A host whose mutations take 0.6 s to commit (held open by `held` where a test looks inside
+    the window)."""
     from processes import HostProcess
 
     host = HostProcess(tmp_path_factory.mktemp("slow-host"), commit_delay=0.6)
     host.start()
     yield host
     host.stop()
+
+
+@contextlib.contextmanager
+def held(host: Any) -> Iterator[None]:
+    """Nothing commits inside: the window stays open however slowly this machine answers (a
+    0.6 s delay alone closed it between a 202 and the next read under load). Leaving it lets
+    what is due commit."""
+    host.set_faults(stuckOperations=True)
+    try:
+        yield
+    finally:
+        host.set_faults(stuckOperations=False)
 
 
 @pytest.fixture
@@ -44,22 +58,24 @@ def client(reference_host: Any) -> Iterator[httpx.Client]:
 def test_create_is_invisible_until_its_operation_commits(slow_host: Any) -> None:
     with slow_host.api() as client:
         space, ref = new_space(client), form_ref(client)
-        accepted = create(client, space, ref, "logs")
-        assert accepted.status_code == 202, accepted.text
-        record = accepted.json()
-        assert accepted.headers["location"] == f"{API}/operations/{record['id']}"
-        assert record["state"] == "running" and record["verb"] == "create"
-        assert record["formRef"] == ref and record["space"] == space and record["name"] == "logs"
-        assert record["error"] is None and record["settledAt"] is None
-        uid = record["resourceUid"]
-        assert uid  # assigned at acceptance (H-31)
-        # the window: the resource does not exist yet, the record says running (H-20)
-        assert error_code(read(client, space, ref, "logs")) == "resource_not_found"
-        assert client.get(accepted.headers["location"]).json()["state"] == "running"
-        # a second create for the name is refused, naming the running operation (H-26)
-        second = create(client, space, ref, "logs", Idempotency_Key="another")
-        assert second.status_code == 409
-        assert second.json()["error"]["details"]["operationId"] == record["id"]
+        with held(slow_host):
+            accepted = create(client, space, ref, "logs")
+            assert accepted.status_code == 202, accepted.text
+            record = accepted.json()
+            assert accepted.headers["location"] == f"{API}/operations/{record['id']}"
+            assert record["state"] == "running" and record["verb"] == "create"
+            assert record["formRef"] == ref and record["space"] == space
+            assert record["name"] == "logs"
+            assert record["error"] is None and record["settledAt"] is None
+            uid = record["resourceUid"]
+            assert uid  # assigned at acceptance (H-31)
+            # the window: the resource does not exist yet, the record says running (H-20)
+            assert error_code(read(client, space, ref, "logs")) == "resource_not_found"
+            assert client.get(accepted.headers["location"]).json()["state"] == "running"
+            # a second create for the name is refused, naming the running operation (H-26)
+            second = create(client, space, ref, "logs", Idempotency_Key="another")
+            assert second.status_code == 409
+            assert second.json()["error"]["details"]["operationId"] == record["id"]
         settled = wait_settled(client, record["id"])
         assert settled["state"] == "succeeded" and settled["error"] is None
         assert settled["resourceUid"] == uid and settled["settledAt"]
@@ -75,23 +91,25 @@ def test_update_and_delete_are_invisible_until_committed(slow_host: Any) -> None
         wait_settled(client, create(client, space, ref, "logs").json()["id"])
         path, q = resource_path(space, ref, "logs"), query(ref)
         spec = {**BUCKET_SPEC, "sizeGiB": 20}
-        update = client.put(
-            path, params=q, json={"spec": spec}, headers={"Takoform-Expected-Generation": "1"}
-        )
-        assert update.status_code == 202
-        assert update.json()["resultGeneration"] == "2"
-        during = read(client, space, ref, "logs").json()
-        assert during["spec"]["sizeGiB"] == 10 and during["metadata"]["generation"] == "1"
-        busy = client.delete(path, params=q)
-        assert busy.status_code == 409
-        assert busy.json()["error"]["details"]["operationId"] == update.json()["id"]
+        with held(slow_host):
+            update = client.put(
+                path, params=q, json={"spec": spec}, headers={"Takoform-Expected-Generation": "1"}
+            )
+            assert update.status_code == 202
+            assert update.json()["resultGeneration"] == "2"
+            during = read(client, space, ref, "logs").json()
+            assert during["spec"]["sizeGiB"] == 10 and during["metadata"]["generation"] == "1"
+            busy = client.delete(path, params=q)
+            assert busy.status_code == 409
+            assert busy.json()["error"]["details"]["operationId"] == update.json()["id"]
         wait_settled(client, update.json()["id"])
         after = read(client, space, ref, "logs").json()
         assert after["spec"]["sizeGiB"] == 20 and after["metadata"]["generation"] == "2"
         assert after["status"]["observedGeneration"] == "2"
-        delete = client.delete(path, params=q)
-        assert delete.status_code == 202
-        assert read(client, space, ref, "logs").status_code == 200
+        with held(slow_host):
+            delete = client.delete(path, params=q)
+            assert delete.status_code == 202
+            assert read(client, space, ref, "logs").status_code == 200
         assert wait_settled(client, delete.json()["id"])["state"] == "succeeded"
         assert error_code(read(client, space, ref, "logs")) == "resource_not_found"
 
