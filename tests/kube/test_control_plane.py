@@ -95,6 +95,29 @@ def test_new_namespace_gets_default_service_account(
     assert read.metadata.uid == sa["metadata"]["uid"]
 
 
+def test_get_object_reads_what_kubectl_reads(
+    kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str
+) -> None:
+    """The tests' waits read objects over a kept connection (KubeCluster.get_object): by every
+    name kubectl takes for the kind, the same object kubectl gets, and None where it finds
+    none."""
+    kube_cluster.apply(
+        json.dumps({
+            "apiVersion": "storage.takoform.io/v1", "kind": "Bucket", "metadata": {"name": "b"},
+            "spec": {"space": "s", "parameters": {"region": "eu-west-1", "sizeGiB": 1}},
+        }),
+        namespace=kube_namespace,
+    )  # fmt: skip
+    by_kubectl = kube_cluster.kubectl_json("get", "bucket", "b", namespace=kube_namespace)
+    for kind in ("bucket", "Bucket", "buckets", "buckets.storage.takoform.io", "tkbucket"):
+        assert kube_cluster.get_object(kind, "b", kube_namespace) == by_kubectl, kind
+    assert kube_cluster.get_object("bucket", "absent", kube_namespace) is None
+    account = kube_cluster.get_object("serviceaccount", "default", kube_namespace)
+    assert account["metadata"]["namespace"] == kube_namespace
+    # A kind it does not know goes through kubectl.
+    assert kube_cluster.get_object("namespace", kube_namespace)["status"]["phase"] == "Active"
+
+
 # --- CRDs --------------------------------------------------------------------------------------
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -80,10 +79,8 @@ def serving(operator: Operator) -> bool:
 
 
 def cr_status(cluster: Any, namespace: str, name: str, kind: str = "bucket") -> dict[str, Any]:
-    found = cluster.kubectl("get", kind, name, "-o", "json", namespace=namespace, check=False)
-    if found.returncode != 0:
-        return {}
-    return dict(json.loads(found.stdout).get("status") or {})
+    found = cluster.get_object(kind, name, namespace)
+    return dict((found or {}).get("status") or {})
 
 
 def condition_of(status: dict[str, Any], kind: str) -> dict[str, Any]:
