@@ -15,7 +15,7 @@ import pytest
 pytest_plugins = ["fixtures_kube", "fixtures_host", "fixtures_helm"]
 
 
-# -- parallel workers (`make test` runs pytest-xdist: `-n 6`) -------------------------------------
+# -- parallel workers (`make test` runs pytest-xdist: `-n 4`) -------------------------------------
 #
 # Each worker is its own pytest session: its own control plane, reference host and operators, so
 # tests on different workers share nothing but the machine. The scheduler below hands out whole
