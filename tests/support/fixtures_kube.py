@@ -142,8 +142,9 @@ def _resources() -> dict[str, tuple[str, str, bool]]:
             if not crd or crd.get("kind") != "CustomResourceDefinition":
                 continue
             spec, names = crd["spec"], crd["spec"]["names"]
-            served = next(v["name"] for v in spec["versions"] if v.get("storage"))
-            where = (f"/apis/{spec['group']}/{served}", names["plural"],
+            # Each CRD of ours serves one version, the one kubectl reads.
+            version = next(v["name"] for v in spec["versions"] if v.get("storage"))
+            where = (f"/apis/{spec['group']}/{version}", names["plural"],
                      spec["scope"] == "Namespaced")  # fmt: skip
             for alias in [
                 names["kind"].lower(),
