@@ -26,6 +26,7 @@ from takoform_operator.kube.discovery import wait_until_served, watched_kinds
 from takoform_operator.kube.echoes import OwnWrites
 from takoform_operator.kube.handlers import Runtime, register
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
+from takoform_operator.kube.index_readiness import install as install_index_readiness
 from takoform_operator.kube.json_seam import install as install_json_seam
 from takoform_operator.kube.leader import LeaderElector, LeaseConfig, LostLease, coordination_api
 from takoform_operator.kube.secrets import KubernetesSecretReader
@@ -83,6 +84,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     health = Health(watch_failure_seconds=settings.watch_failure_seconds)
     echoes = OwnWrites()
     install_json_seam(functools.partial(_unreadable, metrics), health.requested, echoes.echo)
+    install_index_readiness()
     if settings.health_port:
         await health.start(settings.bind_address, settings.health_port)
         logger.info("health on %s:%d/healthz,/readyz", settings.bind_address, settings.health_port)
