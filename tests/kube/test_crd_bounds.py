@@ -5,8 +5,8 @@ The one bound no CRD schema can express, the keys of a Bucket's labels (their ty
 between definitions), is the chart's ValidatingAdmissionPolicy, applied here as helm renders it.
 The largest Bucket the API server accepts under the bounds is printed (run with -s to see it).
 
-Bodies go to the API server as raw bytes (`kubectl create --raw`), so nothing on the client side
-parses, prunes or refuses them first.
+Bodies go to the API server as raw bytes (`KubeCluster.create_raw`, what `kubectl create --raw`
+sends), so nothing on the client side parses, prunes or refuses them first.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,16 +35,15 @@ LONGEST_KEY = f"{PREFIX}/{'n' * 63}"
 
 
 def _post(
-    kube: KubeCluster, tmp_path: Path, crd: dict[str, Any], namespace: str, body: str | bytes
+    kube: KubeCluster, crd: dict[str, Any], namespace: str | None, body: str | bytes
 ) -> tuple[bool, str]:
-    """POST `body` as a CR of `crd` in `namespace`: (accepted, the API server's answer)."""
-    path = tmp_path / f"{uuid.uuid4().hex}.json"
-    path.write_bytes(body.encode() if isinstance(body, str) else body)
+    """POST `body` as a CR of `crd` (in `namespace`, None: cluster-scoped): (accepted, the API
+    server's answer)."""
     group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
     version = crd["spec"]["versions"][0]["name"]
-    url = f"/apis/{group}/{version}/namespaces/{namespace}/{plural}"
-    done = kube.kubectl("create", "--raw", url, "-f", str(path), check=False, timeout=120)
-    return done.returncode == 0, (done.stdout + done.stderr)
+    where = f"/namespaces/{namespace}" if namespace else ""
+    url = f"/apis/{group}/{version}{where}/{plural}"
+    return kube.create_raw(url, body.encode() if isinstance(body, str) else body)
 
 
 def _crd(crds: list[Any], kind: str) -> dict[str, Any]:
@@ -80,12 +78,12 @@ def _deep(depth: int) -> str:
 
 @pytest.mark.parametrize("kind", ["Bucket", "Volume"])
 def test_deeply_nested_labels_are_refused(
-    kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str, tmp_path: Path, kind: str
+    kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str, kind: str
 ) -> None:
     crd = _crd(kube_crds, kind)
     spec = _bucket("LABELS") if kind == "Bucket" else _volume("LABELS")
     body = json.dumps(_cr(crd, spec)).replace('"LABELS"', _deep(5000))
-    accepted, answer = _post(kube_cluster, tmp_path, crd, kube_namespace, body)
+    accepted, answer = _post(kube_cluster, crd, kube_namespace, body)
     assert not accepted, answer
     assert "must be of type string" in answer, answer
 
@@ -119,16 +117,13 @@ def test_labels_beyond_the_kubernetes_label_limits_are_refused(
     kube_cluster: KubeCluster,
     kube_crds: list[Any],
     kube_namespace: str,
-    tmp_path: Path,
     kind: str,
     labels: Any,
     says: str,
 ) -> None:
     crd = _crd(kube_crds, kind)
     spec = _bucket(labels) if kind == "Bucket" else _volume(labels)
-    accepted, answer = _post(
-        kube_cluster, tmp_path, crd, kube_namespace, json.dumps(_cr(crd, spec))
-    )
+    accepted, answer = _post(kube_cluster, crd, kube_namespace, json.dumps(_cr(crd, spec)))
     assert not accepted, answer[:2000]
     assert says in answer, answer[:2000]
 
@@ -161,7 +156,7 @@ def _set(document: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 
 
 def test_a_1mb_string_in_any_spec_field_of_any_crd_is_refused(
-    kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str, tmp_path: Path
+    kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str
 ) -> None:
     tried = 0
     for crd in kube_crds:
@@ -170,28 +165,13 @@ def test_a_1mb_string_in_any_spec_field_of_any_crd_is_refused(
         for path, value in _sized_fields(spec_schema, ()):
             body = _cr(crd, {})
             _set(body["spec"], path, value)
-            if namespaced:
-                accepted, answer = _post(
-                    kube_cluster, tmp_path, crd, kube_namespace, json.dumps(body)
-                )
-            else:
-                accepted, answer = _post_cluster(kube_cluster, tmp_path, crd, json.dumps(body))
+            namespace = kube_namespace if namespaced else None
+            accepted, answer = _post(kube_cluster, crd, namespace, json.dumps(body))
             where = f"{crd['spec']['names']['kind']} spec.{'.'.join(path)}"
             assert not accepted, f"{where} accepted a 1 MB string"
             assert "Too long" in answer or "at most" in answer, f"{where}: {answer[:1000]}"
             tried += 1
     assert tried > 60, tried
-
-
-def _post_cluster(
-    kube: KubeCluster, tmp_path: Path, crd: dict[str, Any], body: str
-) -> tuple[bool, str]:
-    path = tmp_path / f"{uuid.uuid4().hex}.json"
-    path.write_text(body)
-    group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
-    url = f"/apis/{group}/{crd['spec']['versions'][0]['name']}/{plural}"
-    done = kube.kubectl("create", "--raw", url, "-f", str(path), check=False, timeout=120)
-    return done.returncode == 0, (done.stdout + done.stderr)
 
 
 def _largest_bucket(labels: Any) -> dict[str, Any]:
@@ -217,7 +197,7 @@ def _largest_bucket(labels: Any) -> dict[str, Any]:
 
 
 def test_a_bucket_at_the_bounds_is_accepted_and_its_size_is_measured(
-    kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str, tmp_path: Path
+    kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str
 ) -> None:
     crd = _crd(kube_crds, "Bucket")
     convention = BOUNDS.conventions["labels"]
@@ -232,7 +212,7 @@ def test_a_bucket_at_the_bounds_is_accepted_and_its_size_is_measured(
     for shape, labels in (("map", as_map), ("list", as_list)):
         name = f"largest-{shape}"
         body = json.dumps(_cr(crd, _largest_bucket(labels), name))
-        accepted, answer = _post(kube_cluster, tmp_path, crd, kube_namespace, body)
+        accepted, answer = _post(kube_cluster, crd, kube_namespace, body)
         assert accepted, answer[:3000]
         stored = kube_cluster.kubectl(
             "get", f"buckets.storage.takoform.io/{name}", "-o", "json", namespace=kube_namespace
@@ -242,7 +222,7 @@ def test_a_bucket_at_the_bounds_is_accepted_and_its_size_is_measured(
     # One step past the bounds is refused: a 65th label, a 64-character value.
     over = {**as_map, "one-more": "v"}
     accepted, answer = _post(
-        kube_cluster, tmp_path, crd, kube_namespace, json.dumps(_cr(crd, _largest_bucket(over)))
+        kube_cluster, crd, kube_namespace, json.dumps(_cr(crd, _largest_bucket(over)))
     )
     assert not accepted and "Too many" in answer, answer[:2000]
     print(
@@ -279,7 +259,6 @@ def test_a_bucket_label_key_beyond_the_label_limits_is_refused_by_the_chart_poli
     kube_cluster: KubeCluster,
     kube_crds: list[Any],
     kube_namespace: str,
-    tmp_path: Path,
     bounds_policy: Any,
 ) -> None:
     crd = _crd(kube_crds, "Bucket")
@@ -288,7 +267,7 @@ def test_a_bucket_label_key_beyond_the_label_limits_is_refused_by_the_chart_poli
 
     # The policy takes effect within moments of being created: await the first refusal.
     def refused() -> bool:
-        accepted, answer = _post(kube_cluster, tmp_path, crd, kube_namespace, json.dumps(long_key))
+        accepted, answer = _post(kube_cluster, crd, kube_namespace, json.dumps(long_key))
         if accepted:
             kube_cluster.kubectl(
                 "delete", "buckets.storage.takoform.io", long_key["metadata"]["name"],
@@ -299,12 +278,12 @@ def test_a_bucket_label_key_beyond_the_label_limits_is_refused_by_the_chart_poli
     wait_until(refused, "the bounds policy refusing a 10,000-character label key")
     for labels in ({"-bad": "v"}, {LONGEST_KEY + "x": "v"}):
         accepted, answer = _post(
-            kube_cluster, tmp_path, crd, kube_namespace, json.dumps(_cr(crd, _bucket(labels)))
+            kube_cluster, crd, kube_namespace, json.dumps(_cr(crd, _bucket(labels)))
         )
         assert not accepted and message in answer, answer[:2000]
     # At the bounds, and in the list shape of definition 2.0.0, still accepted.
     for labels in ({LONGEST_KEY: "v" * 63}, ["team=data"]):
         accepted, answer = _post(
-            kube_cluster, tmp_path, crd, kube_namespace, json.dumps(_cr(crd, _bucket(labels)))
+            kube_cluster, crd, kube_namespace, json.dumps(_cr(crd, _bucket(labels)))
         )
         assert accepted, answer[:2000]

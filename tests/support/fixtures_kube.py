@@ -122,6 +122,22 @@ class KubeCluster:
         found["metadata"].pop("managedFields", None)  # as kubectl shows it
         return found
 
+    def create_raw(self, path: str, body: bytes) -> tuple[bool, str]:
+        """POST `body` to the API path as it is, nothing parsed or refused on the client side
+        (`kubectl create --raw`): (created, the API server's answer). Over the kept HTTPS
+        connection when the kubeconfig has certificate files, else through kubectl."""
+        client = _http_client(self.kubeconfig, self.server) if self.server else None
+        if client is None:
+            raw = self.scratch / f"raw-{uuid.uuid4().hex}.json"
+            raw.write_bytes(body)
+            done = self.kubectl("create", "--raw", path, "-f", str(raw), check=False, timeout=120)
+            raw.unlink()
+            return done.returncode == 0, done.stdout + done.stderr
+        answer = client.post(
+            path, content=body, headers={"Content-Type": "application/json"}, timeout=120
+        )
+        return answer.is_success, answer.text
+
     def api_client(self) -> Any:
         """A `kubernetes` (Python client) ApiClient for this cluster."""
         from kubernetes import config
