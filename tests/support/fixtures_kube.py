@@ -296,14 +296,38 @@ def namespaces(kube_cluster: KubeCluster) -> Iterator[Callable[[str], str]]:
 
 def drop_namespace(cluster: KubeCluster, name: str) -> None:
     """Delete a test's namespace (without waiting) and the TakoformBindings its CRs hold:
-    bindings are cluster-scoped, and a CR left in a namespace still terminating (its operator
-    gone, its finalizer kept) would otherwise make another test's CR of the same host resource
-    name AlreadyManaged."""
+    bindings are cluster-scoped, and a CR left in a namespace still terminating would otherwise
+    make another test's CR of the same host resource name AlreadyManaged. The finalizers of the
+    CRs go first: their operator is gone, and a namespace kept terminating by them is retried
+    by the namespace controller (a list and a delete of every namespaced kind) for as long as
+    the control plane runs."""
+    release_finalizers(cluster, name)
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
     cluster.kubectl(
         "delete", "takoformbindings", "-l", f"takoform.io/namespace={name}", "--wait=false",
         check=False,
     )  # fmt: skip
+
+
+def release_finalizers(cluster: KubeCluster, namespace: str) -> None:
+    """Remove the finalizers of the project's CRs in `namespace` (over the kept connection;
+    nothing where the kubeconfig has no certificate files)."""
+    client = _http_client(cluster.kubeconfig, cluster.server) if cluster.server else None
+    if client is None:
+        return
+    prefixes = {(prefix, plural) for prefix, plural, namespaced in _resources().values()
+                if namespaced and plural != "serviceaccounts"}  # fmt: skip
+    for prefix, plural in sorted(prefixes):
+        listed = client.get(f"{prefix}/namespaces/{namespace}/{plural}")
+        if listed.status_code != 200:
+            continue
+        for item in listed.json().get("items", []):
+            if item["metadata"].get("finalizers"):
+                client.patch(
+                    f"{prefix}/namespaces/{namespace}/{plural}/{item['metadata']['name']}",
+                    content=b'{"metadata":{"finalizers":null}}',
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )
 
 
 def crd_files(crd_dir: Path = REPO / "crds") -> Sequence[Path]:
