@@ -219,6 +219,10 @@ def main() -> int:
             for mode in args.modes.split(","):
                 print(f"... {mode} N={n}", file=sys.stderr, flush=True)
                 results.append(measure(kube, host, workdir, mode, n, args))
+                r = results[-1]
+                print(f"    all Ready in {r.seconds:.1f} s ({r.n / r.seconds:.1f} CRs/s), CPU "
+                      f"{r.cpu_seconds:.1f} s; handover {r.handover}, duplicates {r.duplicates}",
+                      file=sys.stderr, flush=True)  # fmt: skip
     finally:
         if host is not None:
             host.stop()
