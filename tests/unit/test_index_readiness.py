@@ -36,14 +36,23 @@ async def test_waiters_wait_for_the_last_toggle_and_are_woken_once() -> None:
     toggles, condition = _readiness()
     blocker = await toggles.make_toggle(name="orchestration blocker")
     objects = [await toggles.make_toggle(name=f"binding {i}") for i in range(300)]
-    waiting = [asyncio.create_task(toggles.wait_for(True)) for _ in range(300)]
-    await asyncio.sleep(0)
+    all_waiting = asyncio.Event()
+    started = 0
+
+    async def waiter() -> None:
+        nonlocal started
+        started += 1
+        if started == 300:
+            all_waiting.set()  # the others wait already; this one does before we run again
+        await toggles.wait_for(True)
+
+    waiting = [asyncio.create_task(waiter()) for _ in range(300)]
+    await all_waiting.wait()
     await toggles.drop_toggle(blocker)
     for toggle in objects[:-1]:
         await toggles.drop_toggle(toggle)
-    await asyncio.sleep(0)
-    assert not any(task.done() for task in waiting), "complete only after the last toggle"
     assert not toggles.is_on()
+    assert condition.notified == 0, "no waiter woken while a toggle is left"
     await toggles.drop_toggle(objects[-1])
     await asyncio.wait_for(asyncio.gather(*waiting), timeout=10)
     assert condition.notified == 1  # kopf's own set: 602 wake-ups of all 300 waiters
