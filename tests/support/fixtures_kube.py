@@ -110,7 +110,7 @@ class KubeCluster:
         on every worker. Other kinds, and a cluster whose kubeconfig holds no client
         certificate files (an existing cluster), go through kubectl."""
         path = _object_path(kind, name, namespace)
-        client = _http_client(self.kubeconfig, self.server) if path and self.server else None
+        client = self.http() if path else None
         if client is None:
             found = self.kubectl("get", kind, name, "-o", "json", namespace=namespace, check=False)
             return json.loads(found.stdout) if found.returncode == 0 else None
@@ -122,11 +122,16 @@ class KubeCluster:
         found["metadata"].pop("managedFields", None)  # as kubectl shows it
         return found
 
+    def http(self) -> httpx.Client | None:
+        """The kept HTTPS client of this cluster (None: the kubeconfig has no certificate
+        files, as with an existing cluster; use kubectl then)."""
+        return _http_client(self.kubeconfig, self.server) if self.server else None
+
     def create_raw(self, path: str, body: bytes) -> tuple[bool, str]:
         """POST `body` to the API path as it is, nothing parsed or refused on the client side
         (`kubectl create --raw`): (created, the API server's answer). Over the kept HTTPS
         connection when the kubeconfig has certificate files, else through kubectl."""
-        client = _http_client(self.kubeconfig, self.server) if self.server else None
+        client = self.http()
         if client is None:
             raw = self.scratch / f"raw-{uuid.uuid4().hex}.json"
             raw.write_bytes(body)
@@ -312,7 +317,7 @@ def drop_namespace(cluster: KubeCluster, name: str) -> None:
 def release_finalizers(cluster: KubeCluster, namespace: str) -> None:
     """Remove the finalizers of the project's CRs in `namespace` (over the kept connection;
     nothing where the kubeconfig has no certificate files)."""
-    client = _http_client(cluster.kubeconfig, cluster.server) if cluster.server else None
+    client = cluster.http()
     if client is None:
         return
     prefixes = {(prefix, plural) for prefix, plural, namespaced in _resources().values()
