@@ -119,11 +119,9 @@ MUTATIONS = (
     ),
     Mutation(
         "Orphan deletes the host resource",
-        f"{CORE}/decide.py",
-        "if desired.deletion_policy is DeletionPolicy.ORPHAN:\n"
-        '            return Decision(finalized(settled, "orphaned"))',
-        "if desired.deletion_policy is None:\n"
-        '            return Decision(finalized(settled, "orphaned"))',
+        f"{CORE}/policy.py",
+        "        desired.deletion_policy is DeletionPolicy.ORPHAN\n        or desired.management",
+        "        desired.deletion_policy is None\n        or desired.management",
     ),
     Mutation(
         "a vanished bound resource keeps its old uid",

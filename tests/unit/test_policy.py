@@ -100,6 +100,27 @@ async def test_a_paused_cr_sends_nothing_not_even_a_read(
 
 
 @pytest.mark.parametrize("state", STATES.values(), ids=STATES.keys())
+@pytest.mark.parametrize(
+    "releasing",
+    [
+        desired(deleting=True, deletion_policy=DeletionPolicy.ORPHAN),
+        desired(deleting=True, management=OBSERVE),
+    ],
+    ids=["Orphan", "Observe"],
+)
+async def test_a_deletion_that_leaves_the_host_resource_sends_nothing(
+    state: State, releasing: Desired
+) -> None:
+    """Whatever was recorded (a bound uid, a running operation), an Orphan or Observe deletion
+    finishes at once without a single host call, not even the read that would find the resource
+    still there."""
+    host = NoCalls()
+    outcome = await _reconcile(releasing, state, host)
+    assert host.calls == []
+    assert outcome.finalized and outcome.state == state
+
+
+@pytest.mark.parametrize("state", STATES.values(), ids=STATES.keys())
 async def test_a_paused_deletion_waits_unless_it_needs_no_host_call(state: State) -> None:
     host = NoCalls()
     waiting = await _reconcile(desired(paused=True, deleting=True), state, host)

@@ -26,7 +26,6 @@ from .plan import Plan, importing
 from .registry import Registry
 from .remedies import Remedy, kubectl_object, release_command
 from .state import (
-    DeletionPolicy,
     Desired,
     HostCondition,
     OperationView,
@@ -166,8 +165,7 @@ def _decide_bound(
         )
     target = Target(resource.space, resource.form_ref, resource.name)
     if desired.deleting:
-        if desired.deletion_policy is DeletionPolicy.ORPHAN:
-            return Decision(finalized(settled, "orphaned"))
+        # Orphan and Observe deletions never get here: policy.hold let them go before planning.
         delete = Delete(target, resource.uid, delete_key(desired, settled, resource.uid))
         return Decision(
             _with_events(waiting(settled, Reason.DELETE_PENDING, "deleting"), events), delete
