@@ -42,6 +42,10 @@ from takoform_operator.version import build_info, describe
 logger = logging.getLogger("takoform_operator")
 
 
+#: Objects per page of kopf's initial lists (kubectl pages its lists by 500 too).
+LIST_PAGE = 500
+
+
 class NoDiffBase(kopf.DiffBaseStorage):
     """kopf keeps no diff-base: it calls no change handlers here (the loops read the CR
     itself), yet builds one per watch event (a deep copy of the whole body) and compares it
@@ -70,6 +74,10 @@ def kopf_settings(namespace: str | None) -> kopf.OperatorSettings:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="takoform.io")
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.level = logging.WARNING  # our own Events say what matters
+    # kopf starts a worker for each listed object without yielding to the event loop, so one
+    # unpaged list of every CR (or binding) held the loop for seconds at start; a page is now
+    # the most it holds at once.
+    settings.watching.chunk_size = LIST_PAGE
     return settings
 
 

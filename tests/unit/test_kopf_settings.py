@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import kopf
+import pytest
 from kopf._cogs.structs import bodies, diffs
 
-from takoform_operator.main import kopf_settings
+from takoform_operator.main import LIST_PAGE, kopf_settings
 
 
 def _body() -> bodies.Body:
@@ -40,3 +44,36 @@ def test_kopf_builds_no_diff_base_and_finds_no_difference() -> None:
     patch = kopf.Patch()
     storage.store(body=body, patch=patch, essence=new)
     assert not patch, "no annotation is written"
+
+
+async def test_initial_lists_are_read_page_by_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    # kopf starts a worker for each listed object without yielding to the event loop: the
+    # operator's settings make it ask for pages, so a page is the most it handles at once.
+    from kopf._cogs.clients import api, fetching
+    from kopf._cogs.structs import references
+
+    total = 2 * LIST_PAGE + 7
+    asked: list[dict[str, list[str]]] = []
+
+    async def get(url: str, **_: Any) -> dict[str, Any]:
+        query = parse_qs(urlsplit(url).query)
+        asked.append(query)
+        start = int(query.get("continue", ["0"])[0])
+        end = min(total, start + int(query["limit"][0]))
+        items = [{"metadata": {"name": f"b{i}"}} for i in range(start, end)]
+        more = str(end) if end < total else ""
+        return {"items": items, "metadata": {"resourceVersion": "7", "continue": more}}
+
+    monkeypatch.setattr(api, "get", get)
+    bucket = references.Resource("storage.takoform.io", "v1", "buckets", namespaced=True)
+    pages = [
+        len(chunk)
+        async for chunk, _ in fetching.fetch_objs(
+            settings=kopf_settings(None),
+            resource=bucket,
+            namespace=None,
+            logger=logging.getLogger(),
+        )
+    ]
+    assert pages == [LIST_PAGE, LIST_PAGE, 7]
+    assert [q["limit"] for q in asked] == [[str(LIST_PAGE)]] * 3
