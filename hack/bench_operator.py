@@ -299,6 +299,18 @@ def _ready(item: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+async def ready_now(kube: Kube, namespace: str) -> set[str]:
+    """The CRs Ready at this moment (one list per kind), keyed as watch_ready keys them."""
+    ready: set[str] = set()
+    async with kube.client() as client:
+        for kind, plural, api_version, _ in LINES:
+            answer = await client.get(f"/apis/{api_version}/namespaces/{namespace}/{plural}")
+            answer.raise_for_status()
+            items = answer.json()["items"]
+            ready |= {f"{kind}/{i['metadata']['name']}" for i in items if _ready(i)}
+    return ready
+
+
 async def watch_ready(kube: Kube, namespace: str, n: int, seen: dict[str, float],
                       timeout: float) -> None:  # fmt: skip
     """Record when each CR is first seen Ready, from one list and then a watch per kind, until

@@ -175,7 +175,7 @@ def _rebalance(kube: Any, host: Any, namespace: str, items: list[dict[str, Any]]
     victim.proc.wait(timeout=30)
     killed_at = time.monotonic()
     # The watch above stopped at N/2: CRs Ready since then, before the kill, waited for nothing.
-    seen.update(dict.fromkeys(asyncio.run(_ready_now(kube, namespace)) - set(seen), killed_at))
+    seen.update(dict.fromkeys(asyncio.run(bench.ready_now(kube, namespace)) - set(seen), killed_at))
     view = view_of(members)
     orphaned = {
         f"{item['kind']}/{item['metadata']['name']}"
@@ -196,18 +196,6 @@ def _rebalance(kube: Any, host: Any, namespace: str, items: list[dict[str, Any]]
         handover=(waited[0], waited[-1]) if waited else (0.0, 0.0),
         duplicates=duplicate_mutations(host),
     )
-
-
-async def _ready_now(kube: Any, namespace: str) -> set[str]:
-    """The CRs Ready at this moment (one list per kind), as KIND/NAME."""
-    ready: set[str] = set()
-    async with kube.client() as client:
-        for kind, plural, api_version, _ in bench.LINES:
-            answer = await client.get(f"/apis/{api_version}/namespaces/{namespace}/{plural}")
-            answer.raise_for_status()
-            items = answer.json()["items"]
-            ready |= {f"{kind}/{i['metadata']['name']}" for i in items if bench._ready(i)}
-    return ready
 
 
 def main() -> int:
