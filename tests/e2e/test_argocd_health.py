@@ -161,7 +161,8 @@ def test_real_statuses_as_argo_cd_and_flux_see_them(
         last: list[dict[str, Any]] = []
 
         def probe() -> dict[str, Any] | None:
-            body: dict[str, Any] = kube_cluster.kubectl_json("get", "bucket", name, namespace=ns)
+            body: dict[str, Any] = kube_cluster.get_object("bucket", name, ns)
+            assert body is not None, f"{name} is gone"
             last[:] = [body]
             return body if test(body) else None
 

@@ -59,11 +59,7 @@ def _host_resource(host: Any, kind: str, name: str, status: dict[str, Any]) -> d
 
 
 def _secret(cluster: KubeCluster, namespace: str, name: str) -> dict[str, Any] | None:
-    found = cluster.kubectl("get", "secret", name, "-o", "json", namespace=namespace, check=False)
-    if found.returncode != 0:
-        assert "NotFound" in found.stderr, found.stderr
-        return None
-    secret: dict[str, Any] = json.loads(found.stdout)
+    secret: dict[str, Any] | None = cluster.get_object("secret", name, namespace)
     return secret
 
 

@@ -28,7 +28,8 @@ def host_requests(host: HostProcess) -> list[str]:
 
 
 def host_ready(cluster: KubeCluster, name: str) -> dict[str, Any]:
-    found = cluster.kubectl_json("get", "takoformhost", name)
+    found = cluster.get_object("takoformhost", name)
+    assert found is not None, f"TakoformHost {name} is gone"
     return dict(condition_of(found.get("status") or {}, "Ready"))
 
 

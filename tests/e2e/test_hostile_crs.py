@@ -136,19 +136,15 @@ def _conditions(cluster: KubeCluster, namespace: str, name: str) -> list[dict[st
 def test_hostile_crs_stay_their_own_problem(
     operator: tuple[Operator, Any, str],
     kube_cluster: KubeCluster,
-    tmp_path: Path,
     fields: list[tuple[str, str]],
 ) -> None:
     running, _host, namespace = operator
     accepted: list[tuple[str, str]] = []
     for field, raw in fields:
         name = f"hostile-{next(_names)}"
-        where = tmp_path / f"{name}.json"
-        where.write_text(hostile_bucket(name, field, raw))
         url = f"/apis/storage.takoform.io/v1/namespaces/{namespace}/buckets"
-        created = kube_cluster.kubectl("create", "--raw", url, "-f", str(where), check=False)
-        where.unlink()
-        if created.returncode == 0:
+        created, _ = kube_cluster.create_raw(url, hostile_bucket(name, field, raw).encode())
+        if created:
             accepted.append((name, field))
     ordinary = f"ordinary-{next(_names)}"
     kube_cluster.apply(bucket(ordinary, 3), namespace=namespace)

@@ -73,10 +73,8 @@ class Bindings:
         return binding
 
     def get(self, name: str) -> dict[str, Any] | None:
-        found = self.cluster.kubectl(
-            "get", "takoformbinding", name, "-o", "json", "--ignore-not-found"
-        ).stdout
-        return json.loads(found) if found.strip() else None
+        found: dict[str, Any] | None = self.cluster.get_object("takoformbinding", name)
+        return found
 
 
 @pytest.fixture

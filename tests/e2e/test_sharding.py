@@ -181,8 +181,9 @@ def test_replicas_share_the_crs_and_hand_them_over_without_acting_twice(
     def edit(name: str, size: int) -> int:
         """A spec change (a new generation) the CR's replica must act on; its generation."""
         kube_cluster.apply(_bucket(name, size=size), namespace=kube_namespace)
-        found = kube_cluster.kubectl("get", "bucket", name, "-o", "json", namespace=kube_namespace)
-        return int(json.loads(found.stdout)["metadata"]["generation"])
+        found = kube_cluster.get_object("bucket", name, kube_namespace)
+        assert found is not None, f"{name} is gone"
+        return int(found["metadata"]["generation"])
 
     def reconciled(name: str) -> bool:
         status = cr_status(kube_cluster, kube_namespace, name)

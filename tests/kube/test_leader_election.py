@@ -91,10 +91,8 @@ def replicas(
 
 
 def _holder(cluster: KubeCluster, namespace: str) -> str | None:
-    found = cluster.kubectl("get", "lease", LEASE, "-o", "json", namespace=namespace, check=False)
-    if found.returncode != 0:
-        return None
-    return json.loads(found.stdout)["spec"].get("holderIdentity")
+    found = cluster.get_object("lease", LEASE, namespace)
+    return found["spec"].get("holderIdentity") if found else None
 
 
 def _bucket(name: str) -> str:
@@ -106,8 +104,8 @@ def _bucket(name: str) -> str:
 
 
 def _status(cluster: KubeCluster, namespace: str, name: str) -> dict[str, Any]:
-    found = cluster.kubectl("get", "bucket", name, "-o", "json", namespace=namespace, check=False)
-    return dict(json.loads(found.stdout).get("status") or {}) if found.returncode == 0 else {}
+    found = cluster.get_object("bucket", name, namespace) or {}
+    return dict(found.get("status") or {})
 
 
 def _ready(cluster: KubeCluster, namespace: str, name: str) -> bool:

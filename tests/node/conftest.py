@@ -101,12 +101,9 @@ def second_node(node_cluster: NodeCluster, operator_image: Path) -> Iterator[Nod
 def node_namespace(node_cluster: NodeCluster) -> Iterator[str]:
     name = f"t-node-{uuid.uuid4().hex[:8]}"
     kube = node_cluster.kube
-    kube.kubectl("create", "namespace", name)
+    kube.create_namespace(name)
     wait_until(
-        lambda: (
-            kube.kubectl("get", "serviceaccount", "default", namespace=name, check=False).returncode
-            == 0
-        ),
+        lambda: kube.get_object("serviceaccount", "default", name) is not None,
         f"the default ServiceAccount in {name}",
     )
     yield name

@@ -44,10 +44,9 @@ class Installed:
         return self.node.kube.kubectl(*args, namespace=self.namespace, check=check)
 
     def pods(self) -> list[dict[str, Any]]:
-        found = self.node.kube.kubectl_json(
-            "get", "pods", "-l", "app.kubernetes.io/instance=" + RELEASE, namespace=self.namespace
+        return self.node.kube.list_objects(
+            "pods", self.namespace, selector="app.kubernetes.io/instance=" + RELEASE
         )
-        return list(found["items"])
 
     def ready_pod(self, timeout: float = 60) -> dict[str, Any]:
         """The one Ready operator pod (waiting for it: a busy machine can delay a probe)."""
@@ -176,10 +175,8 @@ def _bucket(name: str) -> str:
 
 
 def _bucket_ready(installed: Installed, name: str) -> bool:
-    found = installed.kubectl("get", "bucket", name, "-o", "json", check=False)
-    if found.returncode != 0:
-        return False
-    conditions = (json.loads(found.stdout).get("status") or {}).get("conditions", [])
+    found = installed.node.kube.get_object("bucket", name, installed.namespace) or {}
+    conditions = (found.get("status") or {}).get("conditions", [])
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
@@ -253,7 +250,7 @@ def test_liveness_probe_restarts_a_stopped_operator(installed: Installed) -> Non
     os.kill(pid, signal.SIGSTOP)
 
     def restarted() -> bool:
-        found = installed.node.kube.kubectl_json("get", "pod", name, namespace=installed.namespace)
+        found = installed.node.kube.get_object("pod", name, installed.namespace)
         statuses = found["status"].get("containerStatuses", [])
         return bool(statuses) and statuses[0]["restartCount"] >= 1 and _ready(found)
 

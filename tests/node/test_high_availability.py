@@ -45,16 +45,14 @@ class Release:
         return self.node.kube.kubectl(*args, namespace=self.namespace, check=check)
 
     def pods(self) -> list[dict[str, Any]]:
-        found = self.node.kube.kubectl_json(
-            "get", "pods", "-l", f"app.kubernetes.io/instance={RELEASE}", namespace=self.namespace
+        found = self.node.kube.list_objects(
+            "pods", self.namespace, selector=f"app.kubernetes.io/instance={RELEASE}"
         )
-        return [p for p in found["items"] if not p["metadata"].get("deletionTimestamp")]
+        return [p for p in found if not p["metadata"].get("deletionTimestamp")]
 
     def holder(self) -> str | None:
-        found = self.kubectl("get", "lease", LEASE, "-o", "json", check=False)
-        if found.returncode != 0:
-            return None
-        return json.loads(found.stdout)["spec"].get("holderIdentity")
+        found = self.node.kube.get_object("lease", LEASE, self.namespace)
+        return found["spec"].get("holderIdentity") if found else None
 
     @contextmanager
     def diagnosed(self) -> Iterator[None]:
@@ -91,8 +89,8 @@ def _bucket(name: str) -> str:
 
 
 def _status(release: Release, name: str) -> dict[str, Any]:
-    found = release.kubectl("get", "bucket", name, "-o", "json", check=False)
-    return dict(json.loads(found.stdout).get("status") or {}) if found.returncode == 0 else {}
+    found = release.node.kube.get_object("bucket", name, release.namespace) or {}
+    return dict(found.get("status") or {})
 
 
 def _bucket_ready(release: Release, name: str) -> bool:
@@ -260,7 +258,7 @@ def _container_pid(release: Release, pod: dict[str, Any]) -> int:
 
 
 def _restarted_and_ready(release: Release, name: str) -> bool:
-    found = release.node.kube.kubectl_json("get", "pod", name, namespace=release.namespace)
+    found = release.node.kube.get_object("pod", name, release.namespace)
     statuses = found["status"].get("containerStatuses", [])
     return bool(statuses) and statuses[0]["restartCount"] >= 1 and _ready(found)
 

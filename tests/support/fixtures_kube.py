@@ -59,6 +59,7 @@ class KubeCluster:
     existing: bool  # True when TAKOFORM_USE_EXISTING_CLUSTER=1 (not started by us)
     scratch: Path  # a private temporary directory (e.g. for token kubeconfigs)
     _token_configs: dict[str, Path] = field(default_factory=dict, repr=False)
+    _discovered: Served | None = field(default=None, repr=False)
 
     def kubectl(
         self,
@@ -99,28 +100,113 @@ class KubeCluster:
         """kubectl ... -o json, parsed."""
         return json.loads(self.kubectl(*args, "-o", "json", namespace=namespace).stdout)
 
-    def apply(self, manifest: str, namespace: str | None = None) -> str:
-        """kubectl apply -f - with the given YAML/JSON text; returns kubectl's output."""
-        return self.kubectl("apply", "-f", "-", namespace=namespace, input=manifest).stdout
+    def apply(self, manifest: str, namespace: str | None = None) -> None:
+        """Apply YAML/JSON text (one object, several, or a List) as `kubectl apply --server-side
+        --force-conflicts` does: each object a server-side apply under kubectl's field manager,
+        over the kept HTTPS connection (a kubectl process costs about 70 ms of CPU, and the
+        suite applies hundreds of manifests on each worker). Objects without a namespace go to
+        `namespace`, else `default`. A refused object fails the test with the API server's
+        message. Without certificate files (an existing cluster), or for a kind the API server
+        does not serve, kubectl applies the manifest."""
+        client = self.http()
+        objects = _objects(manifest)
+        paths = [self._apply_path(obj, namespace) for obj in objects] if client else []
+        if client is None or None in paths:
+            self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                         namespace=namespace, input=manifest)  # fmt: skip
+            return
+        for obj, path in zip(objects, paths, strict=True):
+            answer = client.patch(
+                f"{path}/{obj['metadata']['name']}",
+                params={"fieldManager": "kubectl", "force": "true"},
+                content=json.dumps(obj).encode(),
+                headers={"Content-Type": "application/apply-patch+yaml"},
+            )
+            if not answer.is_success:
+                raise AssertionError(
+                    f"apply {obj.get('kind')}/{obj['metadata']['name']}: {answer.status_code} "
+                    f"{_message(answer)}"
+                )
 
     def get_object(self, kind: str, name: str, namespace: str | None = None) -> Any:
         """One object, as `kubectl get KIND NAME -o json` gives it, or None when it does not
-        exist. The project's CRDs and ServiceAccounts are read over one kept HTTPS connection:
-        a kubectl process costs about 80 ms of CPU, and a wait polls several times a second,
-        on every worker. Other kinds, and a cluster whose kubeconfig holds no client
-        certificate files (an existing cluster), go through kubectl."""
-        path = _object_path(kind, name, namespace)
-        client = self.http() if path else None
-        if client is None:
+        exist. Read over the kept HTTPS connection: a kubectl process costs about 70 ms of CPU,
+        and a wait polls several times a second, on every worker. A cluster whose kubeconfig
+        holds no client certificate files (an existing cluster) is read through kubectl."""
+        client, path = self.http(), self._collection(kind, namespace)
+        if client is None or path is None:
             found = self.kubectl("get", kind, name, "-o", "json", namespace=namespace, check=False)
             return json.loads(found.stdout) if found.returncode == 0 else None
-        answer = client.get(path)
+        answer = client.get(f"{path}/{name}")
         if answer.status_code == 404:
             return None
         answer.raise_for_status()
         found = answer.json()
         found["metadata"].pop("managedFields", None)  # as kubectl shows it
         return found
+
+    def list_objects(
+        self, kind: str, namespace: str | None = None, selector: str | None = None
+    ) -> list[Any]:
+        """The objects of a kind (`kubectl get KIND [-l SELECTOR] -o json`'s items), over the
+        kept connection as get_object reads one."""
+        client, path = self.http(), self._collection(kind, namespace)
+        if client is None or path is None:
+            where = ["-l", selector] if selector else []
+            return list(self.kubectl_json("get", kind, *where, namespace=namespace)["items"])
+        answer = client.get(path, params={"labelSelector": selector} if selector else None)
+        answer.raise_for_status()
+        items = list(answer.json()["items"])
+        for item in items:
+            item["metadata"].pop("managedFields", None)
+        return items
+
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
+        """Delete one object without waiting for it to go (`kubectl delete --wait=false`); an
+        object that is not there is no error."""
+        client, path = self.http(), self._collection(kind, namespace)
+        if client is None or path is None:
+            self.kubectl("delete", kind, name, "--wait=false", "--ignore-not-found",
+                         namespace=namespace)  # fmt: skip
+            return
+        answer = client.delete(f"{path}/{name}")
+        if answer.status_code not in (200, 202, 404):
+            raise AssertionError(f"delete {kind}/{name}: {answer.status_code} {_message(answer)}")
+
+    def create_namespace(self, name: str) -> None:
+        """`kubectl create namespace NAME`."""
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        self.apply(json.dumps(namespace))
+
+    def _collection(self, kind: str, namespace: str | None) -> str | None:
+        """The API path of a kind's objects (in `namespace` for a namespaced kind) by any name
+        kubectl takes for it, or None (not served; namespaced and no namespace given)."""
+        served = self.served()
+        found = served.by_name.get(kind.lower())
+        if found is None and served.by_name:
+            self._discovered = None  # a CRD added since the last look: look once more
+            found = self.served().by_name.get(kind.lower())
+        return _path(found, namespace) if found else None
+
+    def _apply_path(self, obj: dict[str, Any], namespace: str | None) -> str | None:
+        """The API path of the collection `obj` is applied to, or None for a kind not served."""
+        key = (obj.get("apiVersion", ""), obj.get("kind", ""))
+        found = self.served().by_kind.get(key)
+        if found is None:
+            self._discovered = None
+            found = self.served().by_kind.get(key)
+        own = obj["metadata"].get("namespace")
+        if own and namespace and own != namespace:
+            raise AssertionError(f"{obj['kind']}/{obj['metadata']['name']} names namespace "
+                                 f"{own!r}, applied to {namespace!r}")  # fmt: skip
+        return _path(found, own or namespace or "default") if found else None
+
+    def served(self) -> Served:
+        """What the API server serves, from its discovery (once, and again for a new kind)."""
+        client = self.http()
+        if self._discovered is None and client is not None:
+            self._discovered = _discover(client)
+        return self._discovered or Served({}, {})
 
     def http(self) -> httpx.Client | None:
         """The kept HTTPS client of this cluster (None: the kubeconfig has no certificate
@@ -150,43 +236,68 @@ class KubeCluster:
         return config.new_client_from_config(config_file=str(self.kubeconfig))
 
 
-@functools.cache
-def _resources() -> dict[str, tuple[str, str, bool]]:
-    """Every name kubectl takes for a kind of ours (kind, singular, plural, short names, and
-    plural.group) -> (API path prefix, plural, namespaced)."""
-    found: dict[str, tuple[str, str, bool]] = {
-        "serviceaccount": ("/api/v1", "serviceaccounts", True),
-        "sa": ("/api/v1", "serviceaccounts", True),
-    }
-    for path in crd_files():
-        for crd in yaml.safe_load_all(path.read_text()):
-            if not crd or crd.get("kind") != "CustomResourceDefinition":
-                continue
-            spec, names = crd["spec"], crd["spec"]["names"]
-            # Each CRD of ours serves one version, the one kubectl reads.
-            version = next(v["name"] for v in spec["versions"] if v.get("storage"))
-            where = (f"/apis/{spec['group']}/{version}", names["plural"],
-                     spec["scope"] == "Namespaced")  # fmt: skip
-            for alias in [
-                names["kind"].lower(),
-                names.get("singular"),
-                names["plural"],
-                f"{names['plural']}.{spec['group']}",
-                *names.get("shortNames", []),
-            ]:
-                if alias:
-                    found.setdefault(alias, where)
+def _objects(manifest: str) -> list[dict[str, Any]]:
+    """The objects of a manifest: its YAML/JSON documents, a List's items each on its own."""
+    found: list[dict[str, Any]] = []
+    for doc in yaml.safe_load_all(manifest):
+        if not doc:
+            continue
+        found.extend(doc["items"] if doc.get("kind", "").endswith("List") else [doc])
     return found
 
 
-def _object_path(kind: str, name: str, namespace: str | None) -> str | None:
-    known = _resources().get(kind.lower())
-    if known is None or (known[2] and not namespace):
-        return None
-    prefix, plural, namespaced = known
-    if namespaced:
-        return f"{prefix}/namespaces/{namespace}/{plural}/{name}"
-    return f"{prefix}/{plural}/{name}"
+def _message(answer: httpx.Response) -> str:
+    try:
+        return str(answer.json().get("message", answer.text))
+    except ValueError:
+        return answer.text
+
+
+#: Where a kind's objects are: (API path prefix, plural, namespaced).
+Resource = tuple[str, str, bool]
+
+
+@dataclass(frozen=True)
+class Served:
+    """The API server's discovery: each kind by its apiVersion and kind, and by every name
+    kubectl takes for it (kind, singular, plural, short names, plural.group)."""
+
+    by_kind: dict[tuple[str, str], Resource]
+    by_name: dict[str, Resource]
+
+
+def _discover(client: httpx.Client) -> Served:
+    groups = client.get("/apis")
+    groups.raise_for_status()
+    versions = ["v1", *(v["groupVersion"] for g in groups.json()["groups"] for v in g["versions"])]
+    by_kind: dict[tuple[str, str], Resource] = {}
+    by_name: dict[str, Resource] = {}
+    for version in versions:
+        prefix = "/api/v1" if version == "v1" else f"/apis/{version}"
+        listed = client.get(prefix)
+        if listed.status_code != 200:  # an aggregated API that is not there
+            continue
+        group = version.rpartition("/")[0]
+        for resource in listed.json()["resources"]:
+            plural = resource["name"]
+            if "/" in plural:  # a subresource
+                continue
+            where = (prefix, plural, bool(resource["namespaced"]))
+            by_kind.setdefault((version, resource["kind"]), where)
+            names = [resource["kind"].lower(), resource.get("singularName"), plural,
+                     *resource.get("shortNames", [])]  # fmt: skip
+            if group:
+                names.append(f"{plural}.{group}")
+            for name in filter(None, names):
+                by_name.setdefault(name, where)  # the first group listed wins, as in kubectl
+    return Served(by_kind, by_name)
+
+
+def _path(resource: Resource, namespace: str | None) -> str | None:
+    prefix, plural, namespaced = resource
+    if not namespaced:
+        return f"{prefix}/{plural}"
+    return f"{prefix}/namespaces/{namespace}/{plural}" if namespace else None
 
 
 @functools.cache
@@ -273,7 +384,7 @@ def _namespace_name(test_name: str) -> str:
 def kube_namespace(kube_cluster: KubeCluster, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace for one test; deleted (without waiting) afterwards."""
     name = _namespace_name(request.node.name)
-    kube_cluster.kubectl("create", "namespace", name)
+    kube_cluster.create_namespace(name)
     # Pods need the namespace's `default` ServiceAccount (the controller-manager creates it).
     wait_until(
         lambda: kube_cluster.get_object("serviceaccount", "default", name) is not None,
@@ -290,7 +401,7 @@ def namespaces(kube_cluster: KubeCluster) -> Iterator[Callable[[str], str]]:
 
     def make(prefix: str) -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        kube_cluster.kubectl("create", "namespace", name)
+        kube_cluster.create_namespace(name)
         made.append(name)
         return name
 
@@ -307,11 +418,17 @@ def drop_namespace(cluster: KubeCluster, name: str) -> None:
     by the namespace controller (a list and a delete of every namespaced kind) for as long as
     the control plane runs."""
     release_finalizers(cluster, name)
-    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
-    cluster.kubectl(
-        "delete", "takoformbindings", "-l", f"takoform.io/namespace={name}", "--wait=false",
-        check=False,
-    )  # fmt: skip
+    cluster.delete("namespace", name)
+    selector = f"takoform.io/namespace={name}"
+    client, bindings = cluster.http(), cluster.served().by_name.get("takoformbindings")
+    if client is None or bindings is None:
+        cluster.kubectl("delete", "takoformbindings", "-l", selector, "--wait=false", check=False)
+        return
+    client.delete(f"{bindings[0]}/{bindings[1]}", params={"labelSelector": selector})
+
+
+#: The API groups of the project's kinds (takoform.io, storage.takoform.io, ...).
+GROUPS = "takoform.io"
 
 
 def release_finalizers(cluster: KubeCluster, namespace: str) -> None:
@@ -320,8 +437,11 @@ def release_finalizers(cluster: KubeCluster, namespace: str) -> None:
     client = cluster.http()
     if client is None:
         return
-    prefixes = {(prefix, plural) for prefix, plural, namespaced in _resources().values()
-                if namespaced and plural != "serviceaccounts"}  # fmt: skip
+    prefixes = {
+        (prefix, plural)
+        for prefix, plural, namespaced in cluster.served().by_kind.values()
+        if namespaced and prefix.startswith("/apis/") and prefix.split("/")[2].endswith(GROUPS)
+    }
     for prefix, plural in sorted(prefixes):
         listed = client.get(f"{prefix}/namespaces/{namespace}/{plural}")
         if listed.status_code != 200:
@@ -353,17 +473,24 @@ def apply_crds(cluster: KubeCluster, files: Sequence[Path], timeout: int = 60) -
     this session (`make crds-upgrade`'s field manager, in tests/helm)."""
     names: list[str] = []
     for path in files:
-        applied = cluster.kubectl_json(
-            "apply", "--server-side", "--force-conflicts", "-f", str(path)
-        )
-        items = applied["items"] if applied.get("kind") == "List" else [applied]
-        for obj in items:
+        manifest = path.read_text()
+        for obj in _objects(manifest):
             assert obj["kind"] == "CustomResourceDefinition", f"{path}: {obj['kind']}"
             names.append(obj["metadata"]["name"])
-    if names:
-        crds = [f"crd/{n}" for n in names]
-        cluster.kubectl("wait", "--for=condition=Established", f"--timeout={timeout}s", *crds)
-    return [cluster.kubectl_json("get", "crd", n) for n in names]
+        cluster.apply(manifest)
+
+    def established(name: str) -> Any:
+        crd = cluster.get_object("crd", name)
+        conditions = (crd or {}).get("status", {}).get("conditions", [])
+        ready = any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+        return crd if ready else None
+
+    return [
+        waiting.wait_for(
+            lambda n=n: established(n), f"CRD {n} Established", timeout=timeout, interval=0.2
+        )
+        for n in names
+    ]
 
 
 @pytest.fixture(scope="session")

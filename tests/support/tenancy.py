@@ -43,7 +43,7 @@ def granted(
     try:
         yield name
     finally:
-        cluster.kubectl("delete", "takoformspacegrant", name, "--wait=false", check=False)
+        cluster.delete("takoformspacegrant", name)
 
 
 #: The annotation that opts a Secret in as the credential of the hosts it names.
@@ -138,7 +138,5 @@ def binding_of(
         group, version, kind = kind.split("/")
         api_version = f"{group}/{version}"
     identity = Identity(space, FormLine(api_version, kind), name, host)
-    found = cluster.kubectl(
-        "get", "takoformbinding", identity.binding_name(), "-o", "json", check=False
-    )
-    return json.loads(found.stdout) if found.returncode == 0 else None
+    found: dict[str, Any] | None = cluster.get_object("takoformbinding", identity.binding_name())
+    return found
