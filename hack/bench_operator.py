@@ -17,8 +17,9 @@ benchmark's own creates are subtracted), the steady state over several poll inte
 writes, host mutations, host reads per CR), the operator's peak RSS, CPU seconds (in all, and
 per CR until all were Ready) and event-loop lag. Then, in the same run, a minimal asyncio
 script brings N fresh CRs to the same end state (host resource created and settled, one status
-write per CR) with the same concurrency: the overhead ratio is the operator's time divided by
-the script's.
+write per CR) with the same concurrency, once for each mode measured: all CRs created before it
+starts (backlog), or created at the stream's rate while it runs (stream). The overhead ratio is
+the operator's time divided by the script's in the same mode.
 
     .venv/bin/python hack/bench_operator.py [--sizes 100,1000,5000] [--modes backlog,stream,tenants]
 
@@ -277,8 +278,10 @@ def _path(item: dict[str, Any], namespace: str) -> str:
 
 
 async def create_all(kube: Kube, namespace: str, items: list[dict[str, Any]], rate: float | None,
-                     created: dict[str, float]) -> None:  # fmt: skip
-    """POST every CR (at `rate` per second when given), recording when each was created."""
+                     created: dict[str, float],
+                     arrived: asyncio.Queue[dict[str, Any]] | None = None) -> None:  # fmt: skip
+    """POST every CR (at `rate` per second when given), recording when each was created (and
+    handing it to `arrived`, when given, as soon as its create is answered)."""
     async with kube.client() as client:
         slots = asyncio.Semaphore(CONCURRENCY)
         start = time.monotonic()
@@ -290,6 +293,8 @@ async def create_all(kube: Kube, namespace: str, items: list[dict[str, Any]], ra
                 answer = await client.post(_path(item, namespace), json=item)
                 answer.raise_for_status()
                 created[f"{item['kind']}/{item['metadata']['name']}"] = time.monotonic()
+                if arrived is not None:
+                    arrived.put_nowait(item)
 
         await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))
 
@@ -571,13 +576,18 @@ def report_tenants(rows: list[TenantsRow]) -> None:
 # -- the minimal script ------------------------------------------------------------------------
 
 
-async def minimal(kube: Kube, host: Host, n: int) -> float:
+async def minimal(kube: Kube, host: Host, n: int, rate: float | None = None) -> float:
     """The same end state with nothing but asyncio and two HTTP clients: create each host
-    resource, wait for its operation, read it, write the CR's status once."""
+    resource, wait for its operation, read it, write the CR's status once. Without `rate` the
+    CRs exist before it starts (backlog); with it they are created at that rate while it runs
+    (stream), each taken up once its create is answered, and the time counts from the first
+    create, as the operator's stream row does."""
     namespace = f"bench-minimal-{n}-{int(time.time())}"
     create_namespace(kube, namespace)
     items = manifests(n, namespace)
-    await create_all(kube, namespace, items, None, {})
+    arrived: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    if rate is None:
+        await create_all(kube, namespace, items, None, {}, arrived)
     refs: dict[str, dict[str, str]] = {}
     async with (
         httpx.AsyncClient(
@@ -591,41 +601,57 @@ async def minimal(kube: Kube, host: Host, n: int) -> float:
         for item in (await hosts.get("/v1alpha3/forms")).json()["items"]:
             ref = item["formRef"]
             refs.setdefault(f"{ref['apiVersion']} {ref['kind']}", ref)
-        slots = asyncio.Semaphore(CONCURRENCY)
         start = time.monotonic()
 
         async def one(item: dict[str, Any]) -> None:
-            async with slots:
-                ref = refs[f"{item['apiVersion']} {item['kind']}"]
-                group, version = item["apiVersion"].split("/")
-                name = item["metadata"]["name"]
-                form = f"/v1alpha3/spaces/{SPACE}/forms/{group}/{version}/{item['kind']}"
-                path = f"{form}/resources/{name}"
-                exact = {k: ref[k] for k in ("definitionVersion", "schemaDigest")}
-                body = {"spec": item["spec"]["parameters"]}
-                answer = await hosts.put(
-                    path, params=exact, json=body, headers={"If-None-Match": "*"}
-                )
-                answer.raise_for_status()
-                operation = answer.json()["id"]
-                delay = 0.05
-                while (await hosts.get(f"/v1alpha3/operations/{operation}")).json()[
-                    "state"
-                ] == "running":
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 1.0)
-                resource = (await hosts.get(path, params=exact)).json()
-                status = {"status": {"uid": resource["metadata"]["uid"], "conditions": [
-                    {"type": "Ready", "status": "True", "reason": "Available",
-                     "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}  # fmt: skip
-                patch = await api.patch(
-                    _path(item, namespace) + f"/{item['metadata']['name']}/status",
-                    json=status, headers={"Content-Type": "application/merge-patch+json"},
-                )  # fmt: skip
-                patch.raise_for_status()
+            ref = refs[f"{item['apiVersion']} {item['kind']}"]
+            group, version = item["apiVersion"].split("/")
+            name = item["metadata"]["name"]
+            form = f"/v1alpha3/spaces/{SPACE}/forms/{group}/{version}/{item['kind']}"
+            path = f"{form}/resources/{name}"
+            exact = {k: ref[k] for k in ("definitionVersion", "schemaDigest")}
+            body = {"spec": item["spec"]["parameters"]}
+            answer = await hosts.put(path, params=exact, json=body, headers={"If-None-Match": "*"})
+            answer.raise_for_status()
+            operation = answer.json()["id"]
+            delay = 0.05
+            while (await hosts.get(f"/v1alpha3/operations/{operation}")).json()[
+                "state"
+            ] == "running":
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            resource = (await hosts.get(path, params=exact)).json()
+            status = {"status": {"uid": resource["metadata"]["uid"], "conditions": [
+                {"type": "Ready", "status": "True", "reason": "Available",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}  # fmt: skip
+            patch = await api.patch(
+                _path(item, namespace) + f"/{item['metadata']['name']}/status",
+                json=status, headers={"Content-Type": "application/merge-patch+json"},
+            )  # fmt: skip
+            patch.raise_for_status()
 
-        await asyncio.gather(*(one(item) for item in items))
-        return time.monotonic() - start
+        failures: list[BaseException] = []
+
+        async def worker() -> None:  # CONCURRENCY of them: the operator's reconcile slots
+            while True:
+                item = await arrived.get()
+                try:
+                    await one(item)
+                except Exception as exc:  # reported after the run; the others go on
+                    failures.append(exc)
+                finally:
+                    arrived.task_done()
+
+        workers = [asyncio.create_task(worker()) for _ in range(CONCURRENCY)]
+        if rate is not None:
+            await create_all(kube, namespace, items, rate, {}, arrived)
+        await arrived.join()
+        seconds = time.monotonic() - start
+        for task in workers:
+            task.cancel()
+        if failures:
+            raise failures[0]
+        return seconds
 
 
 # -- main --------------------------------------------------------------------------------------
@@ -677,13 +703,15 @@ def main() -> int:
                 print(f"... {mode} N={n}", file=sys.stderr, flush=True)
                 rows.append(measure(kube, host, workdir, mode, n, args))
                 print(f"    {progress(rows[-1])}", file=sys.stderr, flush=True)
-            if not args.no_minimal and rows:
-                print(f"... minimal script N={n}", file=sys.stderr, flush=True)
-                baseline = asyncio.run(minimal(kube, host, n))
+            measured = sorted({row.mode for row in rows if row.n == n})
+            for mode in [] if args.no_minimal else measured:
+                print(f"... minimal script N={n} ({mode})", file=sys.stderr, flush=True)
+                rate = args.rate if mode == "stream" else None
+                baseline = asyncio.run(minimal(kube, host, n, rate))
                 print(f"    all done in {baseline:.1f} s", file=sys.stderr, flush=True)
                 for row in rows:
                     if row.n == n:
-                        row.extra["minimal_seconds"] = baseline
+                        row.extra[f"minimal_{mode}_seconds"] = baseline
         if rows:
             report(rows)
         if tenants:
@@ -712,7 +740,7 @@ def report(rows: list[Row]) -> None:
     )
     print(header)
     for row in rows:
-        minimal_s = row.extra.get("minimal_seconds", float("nan"))
+        minimal_s = row.extra.get(f"minimal_{row.mode}_seconds", float("nan"))
         api_per = sum(row.api_writes.values()) / row.n
         host_per = sum(row.host.values()) / row.n
         reads = row.steady_host_reads / row.n
@@ -730,11 +758,15 @@ def report(rows: list[Row]) -> None:
         hosts = ", ".join(f"{k} {v / row.n:.2f}" for k, v in sorted(row.host.items()))
         print(f"{row.mode} N={row.n}: API writes per CR: {writes}")
         print(f"{row.mode} N={row.n}: host requests per CR: {hosts}")
+        if row.mode == "stream" and "minimal_backlog_seconds" in row.extra:
+            backlog = row.extra["minimal_backlog_seconds"]
+            print(f"stream N={row.n}: ratio to the backlog minimal script ({backlog:.1f} s): "
+                  f"{row.seconds / backlog:.2f}")  # fmt: skip
     print(
         "\nsteady W/M/R: API writes, host mutations and host reads per CR over the steady "
-        "polls; ratio: the operator's all-Ready time / the minimal script's; CPU s: the "
-        "operator's CPU from its start to the end of the steady polls; CPU/CR: its CPU from "
-        "its start until all were Ready, per CR."
+        "polls; ratio: the operator's all-Ready time / the minimal script's in the same mode; "
+        "CPU s: the operator's CPU from its start to the end of the steady polls; CPU/CR: its "
+        "CPU from its start until all were Ready, per CR."
     )
 
 
