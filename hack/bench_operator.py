@@ -277,6 +277,19 @@ def _path(item: dict[str, Any], namespace: str) -> str:
     return f"/apis/{item['apiVersion']}/namespaces/{namespace}/{_plural(item['kind'])}"
 
 
+async def patiently(client: httpx.AsyncClient, method: str, path: str, **kwargs: Any
+                    ) -> httpx.Response:  # fmt: skip
+    """A request that waits out the API server's 429s (flow control, or a kind's watch cache
+    still starting: "storage is (re)initializing") as client-go does, then must succeed."""
+    for _ in range(60):
+        answer = await client.request(method, path, **kwargs)
+        if answer.status_code != 429:
+            break
+        await asyncio.sleep(float(answer.headers.get("Retry-After") or 1))
+    answer.raise_for_status()
+    return answer
+
+
 async def create_all(kube: Kube, namespace: str, items: list[dict[str, Any]], rate: float | None,
                      created: dict[str, float],
                      arrived: asyncio.Queue[dict[str, Any]] | None = None) -> None:  # fmt: skip
@@ -290,8 +303,7 @@ async def create_all(kube: Kube, namespace: str, items: list[dict[str, Any]], ra
             if rate:
                 await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
             async with slots:
-                answer = await client.post(_path(item, namespace), json=item)
-                answer.raise_for_status()
+                await patiently(client, "POST", _path(item, namespace), json=item)
                 created[f"{item['kind']}/{item['metadata']['name']}"] = time.monotonic()
                 if arrived is not None:
                     arrived.put_nowait(item)
@@ -309,9 +321,8 @@ async def ready_now(kube: Kube, namespace: str) -> set[str]:
     ready: set[str] = set()
     async with kube.client() as client:
         for kind, plural, api_version, _ in LINES:
-            answer = await client.get(f"/apis/{api_version}/namespaces/{namespace}/{plural}")
-            answer.raise_for_status()
-            items = answer.json()["items"]
+            path = f"/apis/{api_version}/namespaces/{namespace}/{plural}"
+            items = (await patiently(client, "GET", path)).json()["items"]
             ready |= {f"{kind}/{i['metadata']['name']}" for i in items if _ready(i)}
     return ready
 
@@ -328,9 +339,7 @@ async def watch_ready(kube: Kube, namespace: str, n: int, seen: dict[str, float]
         version = ""
         while len(seen) < n:
             if not version:  # first, and after the watch's version expired: list again
-                answer = await client.get(path)
-                answer.raise_for_status()
-                listed = answer.json()
+                listed = (await patiently(client, "GET", path)).json()
                 version = listed["metadata"]["resourceVersion"]
                 record(kind, listed["items"])
             left = max(1, int(deadline - time.monotonic()))
@@ -504,8 +513,8 @@ async def _names(client: httpx.AsyncClient, namespace: str, ready: bool = True) 
     """The CRs of `namespace` that are Ready (ready=False: that have any status)."""
     found = set()
     for kind, plural, api_version, _ in LINES:
-        answer = await client.get(f"/apis/{api_version}/namespaces/{namespace}/{plural}")
-        for item in answer.json()["items"]:
+        path = f"/apis/{api_version}/namespaces/{namespace}/{plural}"
+        for item in (await patiently(client, "GET", path)).json()["items"]:
             if _ready(item) if ready else item.get("status"):
                 found.add(f"{kind}/{item['metadata']['name']}")
     return found
