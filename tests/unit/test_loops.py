@@ -284,3 +284,38 @@ async def test_an_edit_that_landed_just_before_our_write_wakes_the_loop() -> Non
     loops.seen("u-1", _body(2, metadata={"resourceVersion": "11"}))  # the edit's event, late
     assert len(recorder.runs) == 2
     await loops.close()
+
+
+async def test_a_loop_keeps_nothing_of_the_watch_event_that_started_it() -> None:
+    """kopf runs a handler in a context holding that event's cause (its body, patch and logger),
+    and an asyncio task or timer keeps the context it was started in for its whole life. A
+    loop started from the handler's context would keep every CR's first event alive for as
+    long as the CR is managed; only the first context the loops see (kopf's settings and Event
+    queue, which the reconciles need) is kept."""
+    import contextvars
+    import gc
+    import weakref
+
+    class Cause:
+        pass
+
+    cause_var: contextvars.ContextVar[Cause] = contextvars.ContextVar("cause_var")
+    recorder = _Recorder()
+    loops = _loops(recorder)
+
+    def handle(uid: str) -> weakref.ref[Cause]:
+        cause = Cause()
+        cause_var.set(cause)  # as kopf does, in the copied context of one handler call
+        loops.seen(uid, {**_body(), "metadata": {**_body()["metadata"], "uid": uid}})
+        return weakref.ref(cause)
+
+    contextvars.copy_context().run(handle, "u-first")
+    await recorder.next_run()
+    later = contextvars.copy_context().run(handle, "u-later")
+    await recorder.next_run()
+    turn = loops._loops["u-later"].task  # its turn ends in a timer for the next look
+    if turn is not None:
+        await asyncio.wait_for(turn, TIMEOUT)
+    gc.collect()
+    assert later() is None, "the loop of u-later keeps its first watch event's cause alive"
+    await loops.close()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -128,6 +129,12 @@ class ReconcileLoops:
         self._finalizer = finalizer
         self._loops: dict[str, _Loop] = {}
         self._triggers: dict[str, Trigger] = {}
+        # The context the reconciles run in: the first one a body arrives in (kopf's settings
+        # and Event queue, which Events need). A task or timer keeps the context it starts in
+        # for its whole life, and kopf runs each handler in a context holding that event's
+        # cause (its body, patch, logger): taken afresh per event, a loop would keep its CR's
+        # first event alive for as long as the CR is managed.
+        self._context: contextvars.Context | None = None
 
     def __len__(self) -> int:
         return len(self._loops)
@@ -136,6 +143,8 @@ class ReconcileLoops:
         """A watch event (or the listing at start-up) delivered this body. One older than the
         body the loop holds (its echo lags behind a write of ours) is dropped: a reconcile of it
         would decide from a status without what was just recorded."""
+        if self._context is None:
+            self._context = contextvars.copy_context()
         loop = self._loops.get(uid)
         if loop is not None and older(resource_version(body), resource_version(loop.body)):
             return
@@ -218,7 +227,9 @@ class ReconcileLoops:
             loop.timer.cancel()
             loop.timer = None
         loop.task = asyncio.get_running_loop().create_task(
-            self._turns(uid, loop), name=f"reconcile {uid}"
+            self._turns(uid, loop),
+            name=f"reconcile {uid}",
+            context=self._context.copy() if self._context is not None else None,
         )
 
     def _host_of(self, body: Mapping[str, Any]) -> str:
