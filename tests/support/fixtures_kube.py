@@ -181,25 +181,27 @@ class KubeCluster:
     def _collection(self, kind: str, namespace: str | None) -> str | None:
         """The API path of a kind's objects (in `namespace` for a namespaced kind) by any name
         kubectl takes for it, or None (not served; namespaced and no namespace given)."""
-        served = self.served()
-        found = served.by_name.get(kind.lower())
-        if found is None and served.by_name:
-            self._discovered = None  # a CRD added since the last look: look once more
-            found = self.served().by_name.get(kind.lower())
+        found = self._resource(lambda served: served.by_name.get(kind.lower()))
         return _path(found, namespace) if found else None
 
     def _apply_path(self, obj: dict[str, Any], namespace: str | None) -> str | None:
         """The API path of the collection `obj` is applied to, or None for a kind not served."""
         key = (obj.get("apiVersion", ""), obj.get("kind", ""))
-        found = self.served().by_kind.get(key)
-        if found is None:
-            self._discovered = None
-            found = self.served().by_kind.get(key)
+        found = self._resource(lambda served: served.by_kind.get(key))
         own = obj["metadata"].get("namespace")
         if own and namespace and own != namespace:
             raise AssertionError(f"{obj['kind']}/{obj['metadata']['name']} names namespace "
                                  f"{own!r}, applied to {namespace!r}")  # fmt: skip
         return _path(found, own or namespace or "default") if found else None
+
+    def _resource(self, lookup: Callable[[Served], Resource | None]) -> Resource | None:
+        """What `lookup` finds in the discovery; on a miss, discovery is read once more (a CRD
+        added since the last look)."""
+        found = lookup(self.served())
+        if found is None and self._discovered is not None:
+            self._discovered = None
+            found = lookup(self.served())
+        return found
 
     def served(self) -> Served:
         """What the API server serves, from its discovery (once, and again for a new kind)."""
@@ -420,11 +422,11 @@ def drop_namespace(cluster: KubeCluster, name: str) -> None:
     release_finalizers(cluster, name)
     cluster.delete("namespace", name)
     selector = f"takoform.io/namespace={name}"
-    client, bindings = cluster.http(), cluster.served().by_name.get("takoformbindings")
+    client, bindings = cluster.http(), cluster._collection("takoformbindings", None)
     if client is None or bindings is None:
         cluster.kubectl("delete", "takoformbindings", "-l", selector, "--wait=false", check=False)
         return
-    client.delete(f"{bindings[0]}/{bindings[1]}", params={"labelSelector": selector})
+    client.delete(bindings, params={"labelSelector": selector})
 
 
 #: The API groups of the project's kinds (takoform.io, storage.takoform.io, ...).
