@@ -122,6 +122,33 @@ async def test_a_loop_that_returns_none_ends_and_a_stopped_loop_never_runs_again
     assert len(recorder.runs) == 2
 
 
+async def test_a_loop_stopped_while_queued_never_runs_and_its_turn_goes_to_the_next() -> None:
+    gate = asyncio.Event()
+    ran: list[str] = []
+
+    async def run(body: Mapping[str, Any]) -> float:
+        ran.append(body["metadata"]["uid"])
+        await gate.wait()
+        return 3600.0
+
+    before = asyncio.all_tasks()
+    loops = ReconcileLoops(run, concurrency=2, watched_annotations=(), finalizer=FINALIZER)
+    for uid in ("u-0", "u-1", "u-2", "u-3"):
+        loops.seen(uid, _body(metadata={"uid": uid}))
+    assert loops.slots.free == 0 and loops.slots.waiting() == 2
+    loops.stop("u-2")  # the CR went away while queued
+    gate.set()
+
+    async def settled() -> None:  # every reconcile ended, the ones granted meanwhile too
+        while running := asyncio.all_tasks() - before - {asyncio.current_task()}:
+            await asyncio.wait(running)
+
+    await asyncio.wait_for(settled(), TIMEOUT)
+    assert loops.slots.free == 2 and loops.slots.waiting() == 0
+    assert ran == ["u-0", "u-1", "u-3"]
+    await loops.close()
+
+
 async def test_a_namespace_change_wakes_only_the_loops_of_that_namespace() -> None:
     # A namespace relabelled or deleted can change only its own CRs' grants: the CRs of every
     # other namespace must not be woken (each wake is a host read for a Ready CR).
@@ -164,18 +191,25 @@ async def test_a_watch_event_older_than_our_own_write_neither_wakes_nor_replaces
     await loops.close()
 
 
-async def test_idle_loops_hold_no_task_and_still_come_back_on_time_or_when_woken() -> None:
-    # Thousands of settled CRs wait at once: each must cost a timer, not a task.
+async def test_queued_and_idle_loops_hold_no_task_and_still_come_back_on_time_or_when_woken() -> (
+    None
+):
+    # Thousands of CRs are due at once, or settled: each must cost a queue entry or a timer, not
+    # a task; only the reconciles running in a slot hold one.
     recorder = _Recorder()
     loops = _loops(recorder)
     before = asyncio.all_tasks()
     for i in range(50):
         loops.seen(f"u-{i}", _body(metadata={"uid": f"u-{i}"}))
-    started = asyncio.all_tasks() - before
-    assert len(started) == 50
-    await asyncio.wait(started, timeout=TIMEOUT)  # every CR ran once and went idle
-    assert len(recorder.runs) == 50
+    assert len(asyncio.all_tasks() - before) == loops.slots.capacity == 2
+    assert loops.slots.waiting() == 48
+    while len(recorder.runs) < 50:  # every CR runs once, in turn, and goes idle
+        await recorder.next_run()
+    last = asyncio.all_tasks() - before  # the last run, returning
+    if last:
+        await asyncio.wait(last, timeout=TIMEOUT)
     assert asyncio.all_tasks() == before
+    assert loops.slots.waiting() == 0 and loops.slots.free == 2
     recorder.delay = 0.01
     loops.wake("u-7")
     await recorder.next_run()

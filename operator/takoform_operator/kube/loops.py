@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -91,14 +92,18 @@ def host_named(body: Mapping[str, Any]) -> str | None:
 
 
 class _Loop:
-    """A CR's loop. Between two reconciles it holds no task, only a timer: thousands of idle
-    CRs cost a timer each, not a task, a coroutine and a waiter each."""
+    """A CR's loop. Between two reconciles it holds no task, only a timer, and while it waits for
+    a slot only an entry in the slots' queue: thousands of CRs idle or due at once cost a timer or
+    an entry each, not a task, coroutines and a waiter each."""
+
+    __slots__ = ("body", "kicked", "queued", "task", "timer")
 
     def __init__(self, body: Mapping[str, Any]) -> None:
         self.body = body
-        self.task: asyncio.Task[None] | None = None  # a reconcile running or waiting for a slot
+        self.task: asyncio.Task[None] | None = None  # its reconcile, running in a slot
         self.timer: asyncio.TimerHandle | None = None  # the next reconcile, when idle
-        self.kicked = False  # woken while its task ran: run again right after
+        self.kicked = False  # woken while its reconcile ran: queue again right after
+        self.queued = False  # waiting for a slot (the run it waits for takes the latest body)
 
 
 class ReconcileLoops:
@@ -217,20 +222,37 @@ class ReconcileLoops:
                 await task
 
     def _start(self, uid: str, loop: _Loop) -> None:
-        """Reconcile now: a task if none runs, else one more run right after the current one."""
+        """Reconcile now: queue for a slot if not queued or running, else one more run right after
+        the current one."""
         if self._loops.get(uid) is not loop:
             return
         if loop.task is not None:
             loop.kicked = True
             return
+        if loop.queued:
+            return
         if loop.timer is not None:
             loop.timer.cancel()
             loop.timer = None
+        loop.queued = True
+        host = self._host_of(loop.body)
+        self.slots.request(
+            namespace_of(loop.body), host, functools.partial(self._granted, uid, loop, host)
+        )
+
+    def _granted(self, uid: str, loop: _Loop, host: str) -> bool:
+        """Its turn came: the reconcile starts, holding the slot (False: the loop was stopped
+        while queued, the slot goes to the next)."""
+        loop.queued = False
+        if self._loops.get(uid) is not loop:
+            return False
+        loop.kicked = False  # a wake while queued is served by this run
         loop.task = asyncio.get_running_loop().create_task(
-            self._turns(uid, loop),
+            self._turn(uid, loop, host),
             name=f"reconcile {uid}",
             context=self._context.copy() if self._context is not None else None,
         )
+        return True
 
     def _host_of(self, body: Mapping[str, Any]) -> str:
         return host_named(body) or self._default_host() or ""
@@ -249,26 +271,22 @@ class ReconcileLoops:
             )
             return self._failed_step_delay
 
-    async def _turns(self, uid: str, loop: _Loop) -> None:
-        """Reconcile until no kick is left, then leave a timer for the next look."""
+    async def _turn(self, uid: str, loop: _Loop, host: str) -> None:
+        """One reconcile in the slot it was granted, then a timer for the next look, or straight
+        back into the queue when woken meanwhile."""
         try:
-            while self._loops.get(uid) is loop:
-                body = loop.body
-                async with self.slots.slot(namespace_of(body), self._host_of(body)):
-                    loop.kicked = False  # a wake while waiting for the slot is served by this run
-                    delay = await self._step(uid, loop)
-                if delay is None:
-                    if self._loops.get(uid) is loop:
-                        self._loops.pop(uid, None)
-                    return
-                if not loop.kicked:
-                    if self._loops.get(uid) is loop:
-                        loop.timer = asyncio.get_running_loop().call_later(
-                            delay, self._start, uid, loop
-                        )
-                    return
+            delay = await self._step(uid, loop)
         finally:
             loop.task = None
+            self.slots.release(host)
+        if self._loops.get(uid) is not loop:
+            return
+        if delay is None:
+            self._loops.pop(uid, None)
+        elif loop.kicked:
+            self._start(uid, loop)
+        else:
+            loop.timer = asyncio.get_running_loop().call_later(delay, self._start, uid, loop)
 
     def stop_many(self, uids: list[str]) -> list[asyncio.Task[None]]:
         """Stop these loops at once; returns their reconciles in flight, which go on to their

@@ -17,6 +17,10 @@ the queues are served round robin, one slot per turn, the way fq_codel serves fl
   `shared()` says there is more than one host to share the slots with: with a single host it
   would keep slots free for nobody.
 
+A request waits as an entry in its queue, not as a task: `request` takes a function called
+when its turn comes (thousands of CRs due at once cost an entry each), `slot` is the same for a
+coroutine that awaits its turn.
+
 A slot is a turn of one reconcile, nothing more: a host that asks to be called back later
 (Retry-After) is answered by the CR's back-off, outside any slot. With `fair=False` every
 request goes to one queue with no host cap: the FIFO order of a plain semaphore (for
@@ -32,6 +36,10 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+
+#: A request for a slot, called when its turn comes with the slot held for it until released;
+#: False when nobody takes it any more (its CR was stopped meanwhile): the slot goes on.
+Grant = Callable[[], bool]
 
 
 class FairSlots:
@@ -54,8 +62,8 @@ class FairSlots:
         self._shared = shared
         self._free = capacity
         self._held: dict[str, int] = {}
-        #: namespace -> host -> waiters in arrival order; a namespace in a ring may have none.
-        self._queues: dict[str, dict[str, deque[asyncio.Future[None]]]] = {}
+        #: namespace -> host -> requests in arrival order; a namespace in a ring may have none.
+        self._queues: dict[str, dict[str, deque[Grant]]] = {}
         #: Namespaces that had nothing queued, served first, in the order they came.
         self._new: dict[str, None] = {}
         #: Namespaces served since they came, in the order of their next turn.
@@ -72,27 +80,52 @@ class FairSlots:
     def waiting(self) -> int:
         return sum(len(q) for hosts in self._queues.values() for q in hosts.values())
 
+    def request(self, namespace: str, host: str, grant: Grant) -> None:
+        """Queue a request for one slot for a CR of `namespace` on `host`: `grant` is called
+        when its turn comes (at once when a slot is free), and the slot is held from then until
+        `release(host)`."""
+        namespace, host = self._keys(namespace, host)
+        self._enqueue(namespace, host, grant)
+        self._dispatch()
+
+    def release(self, host: str) -> None:
+        """Give back a slot that a request's grant took."""
+        self._release(self._host(host))
+
     @contextlib.asynccontextmanager
     async def slot(self, namespace: str, host: str) -> AsyncIterator[None]:
         """Hold one slot for a reconcile of a CR of `namespace` on `host`."""
-        namespace, host = (namespace, self._host(host)) if self.fair else ("", "")
+        namespace, host = self._keys(namespace, host)
         await self._acquire(namespace, host)
         try:
             yield
         finally:
             self._release(host)
 
+    def _keys(self, namespace: str, host: str) -> tuple[str, str]:
+        return (namespace, host) if self.fair else ("", "")
+
     def _host(self, host: str) -> str:
         return host if self.fair else ""
 
-    async def _acquire(self, namespace: str, host: str) -> None:
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def _enqueue(self, namespace: str, host: str, grant: Grant) -> None:
         hosts = self._queues.get(namespace)
         if hosts is None:
             hosts = self._queues[namespace] = {}
         if namespace not in self._new and namespace not in self._old:
             self._new[namespace] = None
-        hosts.setdefault(host, deque()).append(waiter)
+        hosts.setdefault(host, deque()).append(grant)
+
+    async def _acquire(self, namespace: str, host: str) -> None:
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def grant() -> bool:
+            if waiter.done():  # cancelled while queued, its task not run yet
+                return False
+            waiter.set_result(None)
+            return True
+
+        self._enqueue(namespace, host, grant)
         self._dispatch()
         try:
             await waiter  # a waiter granted at once is done: no suspension
@@ -100,7 +133,7 @@ class FairSlots:
             if waiter.done() and not waiter.cancelled():
                 self._release(host)  # granted, but its task was cancelled before it ran
             else:
-                self._forget(namespace, host, waiter)
+                self._forget(namespace, host, grant)
             raise
 
     def _release(self, host: str) -> None:
@@ -112,13 +145,13 @@ class FairSlots:
             del self._held[host]
         self._dispatch()
 
-    def _forget(self, namespace: str, host: str, waiter: asyncio.Future[None]) -> None:
-        """A waiter cancelled before its turn leaves its queue (its namespace keeps its place)."""
+    def _forget(self, namespace: str, host: str, grant: Grant) -> None:
+        """A request cancelled before its turn leaves its queue (its namespace keeps its place)."""
         queue = (self._queues.get(namespace) or {}).get(host)
         if queue is None:
             return
         with contextlib.suppress(ValueError):
-            queue.remove(waiter)
+            queue.remove(grant)
         if not queue:
             del self._queues[namespace][host]
 
@@ -128,7 +161,7 @@ class FairSlots:
 
     def _grant_one(self) -> bool:
         """Serve the first namespace, new ones first, that waits on a host below its cap.
-        False when none does (every waiter's host is at its cap, or nobody waits)."""
+        False when none does (every request's host is at its cap, or nobody waits)."""
         cap = self.per_host if self.per_host < self.capacity and self._shared() else self.capacity
         for ring in (self._new, self._old):
             for namespace in list(ring):
@@ -144,15 +177,13 @@ class FairSlots:
                 if host is None:
                     continue
                 queue = hosts.pop(host)
-                waiter = queue.popleft()
+                grant = queue.popleft()
                 if queue:
                     hosts[host] = queue  # this host's next turn comes after the others'
                 del ring[namespace]
                 self._old[namespace] = None
-                if waiter.done():  # cancelled while queued, its task not run yet
-                    return True
-                self._free -= 1
-                self._held[host] = self._held.get(host, 0) + 1
-                waiter.set_result(None)
+                if grant():  # it only schedules its reconcile: nothing has run yet
+                    self._free -= 1
+                    self._held[host] = self._held.get(host, 0) + 1
                 return True
         return False
