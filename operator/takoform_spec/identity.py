@@ -22,7 +22,7 @@ _KIND = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class FormLine:
     """A Form line: apiVersion + kind. Keys DefaultCreates; never enough to address state."""
 
@@ -55,7 +55,7 @@ def plural_of(kind: str) -> str:
     return lower + "s"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class FormRef:
     """The exact Form identity. The package digest is deliberately not a member (0011)."""
 

@@ -40,7 +40,7 @@ _NAME_PREFIX = "tb-"
 NAMESPACE_LABEL = "takoform.io/namespace"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class Identity:
     """A host resource as ownership sees it: never two CRs for one of these."""
 
@@ -72,7 +72,7 @@ class Phase(StrEnum):
     LOST = "Lost"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClaimRef:
     """A CR, as a binding names it. `uid` empty: any CR of that namespace and name (an admin's
     pre-binding, like a PersistentVolume's claimRef without uid)."""
@@ -101,7 +101,7 @@ class ClaimRef:
         return cls(str(doc["namespace"]), str(doc["name"]), str(doc.get("uid") or ""))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Binding:
     """One TakoformBinding: the identity, who holds it and what was recorded when it was bound."""
 

@@ -45,7 +45,7 @@ class StateUnreadable(TakoformError):
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Pending:
     """A host operation that was accepted and has not been seen settled."""
 
@@ -53,7 +53,7 @@ class Pending:
     verb: Verb
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Requested:
     """The CR's identity fields as they were when its target was recorded (before anything was
     sent). Once recorded they are immutable: a CR whose spec asks for other values is Blocked."""
@@ -90,7 +90,7 @@ def _pin_text(pin: tuple[str, str] | None) -> str | None:
     return None if pin is None else f"{pin[0]} {pin[1]}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class State:
     """The CR status minus conditions.
 
@@ -154,7 +154,7 @@ class State:
         return replace(self, pending=pending)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Desired:
     """What the CR asks for, plus the CR facts the idempotency keys are derived from."""
 
@@ -193,7 +193,7 @@ class OpState(StrEnum):
     NOT_FOUND = ErrorCode.OPERATION_NOT_FOUND.value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OperationView:
     """What the host said about a pending operation (one consultation, never a poll)."""
 
@@ -209,7 +209,7 @@ class OperationView:
     error_message: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HostCondition:
     """One condition of the host resource's own status (docs/host-api.md H-17)."""
 
@@ -221,7 +221,7 @@ class HostCondition:
     host_reason: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResourceView:
     """A representation the host served under the exact FormRef it was asked for."""
 

@@ -39,7 +39,7 @@ FAILED_STEP_DELAY = 30.0
 Run = Callable[[Mapping[str, Any]], Awaitable[float | None]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Trigger:
     """The facts of a CR body that call for a reconcile when they change."""
 
