@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import logging
 import os
 import signal
@@ -156,6 +157,10 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
             stop_flag=stop_flag,
         )
 
+    # What exists now (modules, classes, settings) lives as long as the process: keep it out of
+    # every full collection, whose pause grows with the objects it scans (docs/performance.md).
+    gc.collect()
+    gc.freeze()
     health.ready = True
     lag_watch = asyncio.create_task(watch_loop_lag(metrics))
     try:
