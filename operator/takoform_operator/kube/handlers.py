@@ -14,7 +14,6 @@ reconcile replays the same idempotency key (docs/crash-safety.md).
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
 import random
@@ -54,6 +53,7 @@ from takoform_operator.kube.connection_secrets import (
     SecretWriteFailed,
     secret_name_of,
 )
+from takoform_operator.kube.cr_locks import CrLocks
 from takoform_operator.kube.cr_reconcile import reconcile_and_persist
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION, log_fields
 from takoform_operator.kube.loops import ReconcileLoops, host_named
@@ -87,7 +87,8 @@ class Runtime:
     clock: Callable[[], datetime.datetime] = field(
         default=lambda: datetime.datetime.now(datetime.UTC)
     )
-    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    #: Serialise each CR's reconciles (its loop's and its delete handler's).
+    locks: CrLocks = field(default_factory=CrLocks)
     loops: ReconcileLoops | None = None
     #: CR uid -> how many reconciles in a row found it waiting on a pending operation.
     pending_looks: dict[str, int] = field(default_factory=dict)
@@ -150,8 +151,7 @@ async def reconcile_cr(
     """Reconcile one CR and write its status; serialised per CR. Returns the outcome and the
     body as written. Raises StatusWriteFailed (and BindingError)."""
     uid = str(body["metadata"]["uid"])
-    lock = runtime.locks.setdefault(uid, asyncio.Lock())
-    async with lock:
+    async with runtime.locks.held(uid):
         started = runtime.clock()
         persisted = await reconcile_and_persist(
             body,
@@ -425,7 +425,6 @@ def register(
             if shards is not None:
                 shards.drop(uid)
             loops.stop(uid)
-            runtime.locks.pop(uid, None)
             runtime.pending_looks.pop(uid, None)
             runtime.failures.pop(uid, None)
             runtime.contending.discard(uid)
