@@ -1,16 +1,18 @@
 """kopf's indexed readiness with kube.index_readiness installed: complete once at start, then
 never incomplete again; its waiters are woken once, when it is complete, not at every toggle
 dropped (kopf's own set wakes every waiter at every toggle made or dropped: with a new
-TakoformBinding per CR, about half the operator's CPU at 5,000 CRs)."""
+TakoformBinding per CR, about half the operator's CPU at 5,000 CRs), and a batch at a time, not
+all in one turn of the event loop."""
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from typing import Any
 
 from kopf._cogs.aiokits.aiotoggles import ToggleSet
 
-from takoform_operator.kube.index_readiness import install
+from takoform_operator.kube.index_readiness import RELEASE_BATCH, install
 
 install()
 
@@ -18,11 +20,27 @@ install()
 class CountingCondition(asyncio.Condition):
     def __init__(self) -> None:
         super().__init__()
-        self.notified = 0
+        self.notified = 0  # waiters woken, each wake-up counted
 
-    def notify_all(self) -> None:
-        self.notified += 1
-        super().notify_all()
+    def notify(self, n: int = 1) -> None:  # notify_all calls it too
+        self.notified += min(n, len(self._waiters))
+        super().notify(n)
+
+
+class Turns:
+    """Counts the turns of the event loop, to see how much ran in each."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._loop = asyncio.get_running_loop()
+        self._handle = self._loop.call_soon(self._tick)
+
+    def _tick(self) -> None:
+        self.count += 1
+        self._handle = self._loop.call_soon(self._tick)
+
+    def stop(self) -> None:
+        self._handle.cancel()
 
 
 def _readiness() -> tuple[ToggleSet, CountingCondition]:
@@ -32,12 +50,13 @@ def _readiness() -> tuple[ToggleSet, CountingCondition]:
     return toggles, condition
 
 
-async def test_waiters_wait_for_the_last_toggle_and_are_woken_once() -> None:
+async def test_waiters_wait_for_the_last_toggle_and_are_woken_once_a_batch_per_turn() -> None:
     toggles, condition = _readiness()
     blocker = await toggles.make_toggle(name="orchestration blocker")
     objects = [await toggles.make_toggle(name=f"binding {i}") for i in range(300)]
     all_waiting = asyncio.Event()
     started = 0
+    let_go: list[int] = []  # the loop turn in which each waiter went on
 
     async def waiter() -> None:
         nonlocal started
@@ -45,7 +64,9 @@ async def test_waiters_wait_for_the_last_toggle_and_are_woken_once() -> None:
         if started == 300:
             all_waiting.set()  # the others wait already; this one does before we run again
         await toggles.wait_for(True)
+        let_go.append(turns.count)
 
+    turns = Turns()
     waiting = [asyncio.create_task(waiter()) for _ in range(300)]
     await all_waiting.wait()
     await toggles.drop_toggle(blocker)
@@ -55,7 +76,11 @@ async def test_waiters_wait_for_the_last_toggle_and_are_woken_once() -> None:
     assert condition.notified == 0, "no waiter woken while a toggle is left"
     await toggles.drop_toggle(objects[-1])
     await asyncio.wait_for(asyncio.gather(*waiting), timeout=10)
-    assert condition.notified == 1  # kopf's own set: 602 wake-ups of all 300 waiters
+    turns.stop()
+    assert condition.notified == 300  # each once; kopf's own set: 602 wake-ups of all 300
+    per_turn = Counter(let_go)
+    assert max(per_turn.values()) == RELEASE_BATCH < 300
+    assert len(per_turn) == -(-300 // RELEASE_BATCH)
 
 
 async def test_once_complete_a_new_objects_toggle_makes_nobody_wait() -> None:

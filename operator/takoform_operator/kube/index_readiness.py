@@ -13,7 +13,10 @@ find the set still incomplete. Measured with 5,000 CRs: about half of the operat
 
 Installed (idempotent), the set of kopf's `all` kind (the indexed readiness; the pause set is an
 `any`) wakes its waiters only when it becomes complete, and stays complete from then on: toggles
-made afterwards are not counted, as kopf intends. Which kinds are indexed does not change while
+made afterwards are not counted, as kopf intends. Its waiters are then let go `RELEASE_BATCH` at
+a time, one batch per turn of the event loop: at start-up the event of every listed CR waits
+here, and each one let go runs on (kopf's processing, the watch handler) without yielding, so
+5,000 let go at once held the loop for a second. Which kinds are indexed does not change while
 the operator runs (they are fixed at start, kube.discovery), so nothing that must wait is let
 through. The TakoformBinding cache needs no more than that: a binding the cache does not know
 yet costs one refused create and a fresh read (kube.bindings).
@@ -21,9 +24,24 @@ yet costs one refused create and a fresh read (kube.bindings).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 _LATCHED = "_takoform_complete_once"
+_RELEASING = "_takoform_releasing"
+
+#: Waiters let go per turn of the event loop once the set is complete.
+RELEASE_BATCH = 64
+
+
+async def _release(condition: Any) -> None:
+    """Wake the condition's waiters, RELEASE_BATCH per turn of the event loop."""
+    while True:
+        async with condition:
+            if not condition._waiters:
+                return
+            condition.notify(RELEASE_BATCH)
+        await asyncio.sleep(0)  # the batch just woken runs before the next is
 
 
 class _Installed:
@@ -69,7 +87,8 @@ def install() -> None:
             self._toggles.discard(toggle)
             if self.is_on():
                 setattr(self, _LATCHED, True)
-                condition.notify_all()
+                release = asyncio.get_running_loop().create_task(_release(condition))
+                setattr(self, _RELEASING, release)  # held: asyncio keeps only a weak reference
 
     ToggleSet.make_toggle = make_toggle  # type: ignore[method-assign]
     ToggleSet.drop_toggle = drop_toggle  # type: ignore[method-assign]
