@@ -83,6 +83,29 @@ async def test_waiters_wait_for_the_last_toggle_and_are_woken_once_a_batch_per_t
     assert len(per_turn) == -(-300 // RELEASE_BATCH)
 
 
+async def test_the_release_ends_though_a_waiter_it_woke_waits_on() -> None:
+    # A toggle's own waiters share the set's condition: woken, one whose toggle is still off
+    # waits again. The release lets go the waiters it found, a batch per turn, and ends.
+    toggles, _ = _readiness()
+    other = await toggles.make_toggle(name="a toggle someone waits on")
+    waiting = asyncio.Event()
+
+    async def wait_on(waitable: Any) -> None:
+        waiting.set()
+        await waitable.wait_for(True)
+
+    stuck = asyncio.create_task(wait_on(other))
+    await waiting.wait()
+    waiting.clear()
+    indexed = asyncio.create_task(wait_on(toggles))
+    await waiting.wait()
+    await toggles.drop_toggle(other)  # the set is complete: its waiters are let go
+    await asyncio.wait_for(indexed, timeout=10)
+    await asyncio.wait_for(toggles._takoform_releasing, timeout=10)  # type: ignore[attr-defined]
+    assert not stuck.done()
+    stuck.cancel()
+
+
 async def test_once_complete_a_new_objects_toggle_makes_nobody_wait() -> None:
     toggles, _ = _readiness()
     blocker = await toggles.make_toggle(name="orchestration blocker")

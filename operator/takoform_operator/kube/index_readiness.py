@@ -34,13 +34,13 @@ _RELEASING = "_takoform_releasing"
 RELEASE_BATCH = 64
 
 
-async def _release(condition: Any) -> None:
-    """Wake the condition's waiters, RELEASE_BATCH per turn of the event loop."""
-    while True:
+async def _release(condition: Any, waiting: int) -> None:
+    """Wake the `waiting` waiters the condition had when the set became complete, RELEASE_BATCH
+    per turn of the event loop (so many turns and no more, whatever they do once awake)."""
+    while waiting > 0:
         async with condition:
-            if not condition._waiters:
-                return
             condition.notify(RELEASE_BATCH)
+        waiting -= RELEASE_BATCH
         await asyncio.sleep(0)  # the batch just woken runs before the next is
 
 
@@ -87,7 +87,8 @@ def install() -> None:
             self._toggles.discard(toggle)
             if self.is_on():
                 setattr(self, _LATCHED, True)
-                release = asyncio.get_running_loop().create_task(_release(condition))
+                waiting = len(condition._waiters)
+                release = asyncio.get_running_loop().create_task(_release(condition, waiting))
                 setattr(self, _RELEASING, release)  # held: asyncio keeps only a weak reference
 
     ToggleSet.make_toggle = make_toggle  # type: ignore[method-assign]
