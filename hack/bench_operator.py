@@ -612,6 +612,17 @@ async def minimal(kube: Kube, host: Host, n: int, rate: float | None = None) -> 
             refs.setdefault(f"{ref['apiVersion']} {ref['kind']}", ref)
         start = time.monotonic()
 
+        async def read(path: str, **kwargs: Any) -> httpx.Response:
+            # A kept connection the host closed as it was reused fails the read; the operator's
+            # host client retries such a read too (TAKOFORM_HOST_READ_RETRIES).
+            for attempt in range(3):
+                try:
+                    return await hosts.get(path, **kwargs)
+                except httpx.TransportError:
+                    if attempt == 2:
+                        raise
+            raise AssertionError("unreachable")
+
         async def one(item: dict[str, Any]) -> None:
             ref = refs[f"{item['apiVersion']} {item['kind']}"]
             group, version = item["apiVersion"].split("/")
@@ -624,12 +635,10 @@ async def minimal(kube: Kube, host: Host, n: int, rate: float | None = None) -> 
             answer.raise_for_status()
             operation = answer.json()["id"]
             delay = 0.05
-            while (await hosts.get(f"/v1alpha3/operations/{operation}")).json()[
-                "state"
-            ] == "running":
+            while (await read(f"/v1alpha3/operations/{operation}")).json()["state"] == "running":
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
-            resource = (await hosts.get(path, params=exact)).json()
+            resource = (await read(path, params=exact)).json()
             status = {"status": {"uid": resource["metadata"]["uid"], "conditions": [
                 {"type": "Ready", "status": "True", "reason": "Available",
                  "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}  # fmt: skip
