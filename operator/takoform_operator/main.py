@@ -21,11 +21,12 @@ from takoform_operator.health import Health
 from takoform_operator.host_client.client import HostClient, RequestObserver, TokenSource
 from takoform_operator.host_client.pool import HostPool, SecretReader, SecretToken, observer_of
 from takoform_operator.host_client.token_file import FileToken
+from takoform_operator.kube.binding_watch import BindingWatch
 from takoform_operator.kube.bindings import BindingBook
 from takoform_operator.kube.connection_secrets import HttpSecretStore
 from takoform_operator.kube.discovery import wait_until_served, watched_kinds
 from takoform_operator.kube.echoes import OwnWrites
-from takoform_operator.kube.handlers import Runtime, register
+from takoform_operator.kube.handlers import Runtime, register, wake_contenders
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
 from takoform_operator.kube.index_readiness import install as install_index_readiness
 from takoform_operator.kube.json_seam import install as install_json_seam
@@ -113,13 +114,14 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         observe=metrics.host_request,
     )
     book = TenancyBook(pool)
-    writer = HttpCrWriter(max_connections=settings.max_concurrent_reconciles, echoes=echoes)
+    # One connection per reconcile slot, and one for the TakoformBinding watch.
+    writer = HttpCrWriter(max_connections=settings.max_concurrent_reconciles + 1, echoes=echoes)
     runtime = Runtime(
         registry=registry,
         settings=settings,
         writer=writer,
         metrics=metrics,
-        bindings=BindingBook(writer.client, echoes=echoes),
+        bindings=BindingBook(writer.client),
         tenancy=book,
         secrets=HttpSecretStore(writer.client),
     )
@@ -145,17 +147,36 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         implicit,
     )
 
+    binding_watch = BindingWatch(
+        runtime.bindings,
+        writer.client,
+        lambda: wake_contenders(runtime),
+        requested=health.requested,
+        unreadable=functools.partial(_unreadable_binding, metrics),
+        page=LIST_PAGE,
+    )
+
+    async def watch_bindings() -> None:
+        await writer.connected.wait()  # kopf logs in as it starts (_login)
+        await binding_watch.run()
+
     async def lead(stop_flag: asyncio.Event | threading.Event | None) -> None:
         # kopf resolves the watched kinds once: none may be missing for a moment (kube.discovery).
         await asyncio.to_thread(wait_until_served, watched_kinds(registry))
-        await kopf.operator(
-            registry=kopf_registry,
-            settings=kopf_settings(settings.namespace),
-            standalone=True,
-            clusterwide=settings.namespace is None,
-            namespaces=[settings.namespace] if settings.namespace else (),
-            stop_flag=stop_flag,
-        )
+        bindings = asyncio.create_task(watch_bindings(), name="binding watch")
+        try:
+            await kopf.operator(
+                registry=kopf_registry,
+                settings=kopf_settings(settings.namespace),
+                standalone=True,
+                clusterwide=settings.namespace is None,
+                namespaces=[settings.namespace] if settings.namespace else (),
+                stop_flag=stop_flag,
+            )
+        finally:
+            bindings.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await bindings
 
     # What exists now (modules, classes, settings) lives as long as the process: keep it out of
     # every full collection, whose pause grows with the objects it scans (docs/performance.md).
@@ -202,6 +223,10 @@ def _unreadable(metrics: Metrics, found: dict[str, str], why: str) -> None:
         extra={"cr": labels},
     )
     metrics.unreadable.labels(**labels).inc()
+
+
+def _unreadable_binding(metrics: Metrics, why: str) -> None:
+    _unreadable(metrics, {"kind": "TakoformBinding"}, why)
 
 
 async def watch_loop_lag(metrics: Metrics, interval: float = 0.1) -> None:

@@ -1,12 +1,20 @@
 """The binding cache the watch feeds (kube.bindings.BindingBook): the newest body of each binding,
-and which CR holds which; a late watch event never undoes what the operator just wrote."""
+and which CR holds which; a late watch event never undoes what the operator just wrote. And the
+watch's handling of the API server's lines and listings (kube.binding_watch); the same on the
+real API server: tests/kube/test_binding_watch.py."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from dataclasses import replace
 from typing import Any
 
+import httpx
+import pytest
+
 from takoform_operator.core.binding import Binding, ClaimRef, Identity, Phase
+from takoform_operator.kube.binding_watch import BindingWatch, Expired, Refused, apply_event
 from takoform_operator.kube.bindings import BindingBook
 from takoform_spec.identity import FormLine
 
@@ -56,3 +64,83 @@ def test_an_object_under_a_name_that_is_not_its_identitys_binds_nothing() -> Non
     unreadable = {"metadata": {"name": "tb-x", "resourceVersion": "4"}, "spec": {"phase": "?"}}
     book.observe(unreadable)
     assert book.held_by("cr-1") is None
+
+
+def test_a_listing_forgets_what_it_no_longer_names_unless_the_book_saw_it_later() -> None:
+    book = _book()
+    old = Binding(IDENTITY, Phase.BOUND, OWNER)
+    written = Binding(replace(IDENTITY, name="new"), Phase.BOUND, ClaimRef("team-a", "n", "cr-2"))
+    book.observe(_body(old, "5"))
+    book.observe(_body(written, "12"))  # our write, after the listing was read at 10
+    assert book.retain(set(), "10")
+    assert book.held_by("cr-1") is None, "deleted while nobody watched"
+    assert book.held_by("cr-2") is not None, "newer than the listing: kept"
+    assert not book.retain({written.name}, "12")
+
+
+def test_watch_lines_reach_the_book_and_a_gone_version_means_listing_again() -> None:
+    book = _book()
+    bound = Binding(IDENTITY, Phase.BOUND, OWNER)
+    assert apply_event(book, {"type": "ADDED", "object": _body(bound, "5")}) == ("5", True)
+    assert apply_event(book, {"type": "MODIFIED", "object": _body(bound, "5")}) == ("5", False)
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}
+    assert apply_event(book, bookmark) == ("9", False)
+    assert apply_event(book, {"type": "DELETED", "object": _body(bound, "10")}) == ("10", True)
+    assert book.held_by("cr-1") is None
+    gone = {"type": "ERROR", "object": {"code": 410, "message": "too old resource version"}}
+    with pytest.raises(Expired):
+        apply_event(book, gone)
+    with pytest.raises(Refused):
+        apply_event(book, {"type": "ERROR", "object": {"code": 500, "message": "etcd"}})
+    with pytest.raises(Refused):
+        apply_event(book, ["not", "an", "event"])
+
+
+def test_the_watch_lists_again_after_a_gone_version_and_forgets_what_went_meanwhile() -> None:
+    """Against recorded API server answers: list (2 pages), a watch that ends in 410, a new
+    listing without one of the bindings; the book follows, `changed` is called, and each
+    request's outcome goes to the health check."""
+    first = Binding(IDENTITY, Phase.BOUND, OWNER)
+    second = Binding(replace(IDENTITY, name="b"), Phase.BOUND, ClaimRef("team-a", "b", "cr-2"))
+    listings = [
+        [{"items": [_body(first, "3")], "metadata": {"continue": "t1"}},
+         {"items": [_body(second, "4")], "metadata": {"resourceVersion": "4"}}],
+        [{"items": [_body(second, "4")], "metadata": {"resourceVersion": "20"}}],
+    ]  # fmt: skip
+    requests: list[str] = []
+    book = BindingBook(lambda: client)
+    watch: BindingWatch
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        params = request.url.params
+        requests.append(str(request.url.query, "ascii"))
+        if params.get("watch") == "true":
+            if len(listings[0]) == 0 and params["resourceVersion"] == "4":
+                line = {"type": "ERROR", "object": {"code": 410, "message": "too old"}}
+                return httpx.Response(200, content=json.dumps(line).encode() + b"\n")
+            raise asyncio.CancelledError  # the second watch: the test is over
+        listing = listings[0] if listings[0] else listings[1]
+        return httpx.Response(200, json=listing.pop(0))
+
+    client = httpx.AsyncClient(base_url="https://api", transport=httpx.MockTransport(answer))
+    changes: list[bool] = []
+    health: list[bool] = []
+    watch = BindingWatch(
+        book, lambda: client, lambda: changes.append(True),
+        requested=lambda path, ok: health.append(ok), page=1,
+    )  # fmt: skip
+
+    async def run() -> None:
+        with pytest.raises(asyncio.CancelledError):
+            await watch.run()
+
+    asyncio.run(run())
+    assert [q.split("&")[0] for q in requests] == [
+        "limit=1", "limit=1", "watch=true", "limit=1", "watch=true",
+    ]  # fmt: skip
+    assert "continue=t1" in requests[1]
+    assert "resourceVersion=20" in requests[4], "the second watch starts at the new listing"
+    assert book.listed.is_set()
+    assert book.held_by("cr-1") is None, "gone from the second listing"
+    assert book.held_by("cr-2") is not None
+    assert len(changes) == 2 and health == [True, True, True]

@@ -1,13 +1,15 @@
 """The TakoformBindings on the API server (binding_port.BindingPort), with a watch cache.
 
-Reads answer from the cache the watch feeds (kopf's index: complete before any CR is reconciled)
-and from our own writes; every write goes to the API server with the resourceVersion read, so a
-stale cache costs one refused write and a fresh GET, never a second owner. `create` is the lock.
+Reads answer from the cache the watch feeds (kube.binding_watch: complete before any CR is
+reconciled) and from our own writes; every write goes to the API server with the
+resourceVersion read, so a stale cache costs one refused write and a fresh GET, never a second
+owner. `create` is the lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import asyncio
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import httpx
@@ -23,7 +25,6 @@ from takoform_operator.core.binding import (
     binding_from_json,
 )
 from takoform_operator.core.tenancy import GROUP, VERSION
-from takoform_operator.kube.echoes import OwnWrites
 from takoform_operator.kube.freshness import older, resource_version
 
 _COLLECTION = f"/apis/{GROUP}/{VERSION}/{BINDING_PLURAL}"
@@ -32,18 +33,15 @@ _COLLECTION = f"/apis/{GROUP}/{VERSION}/{BINDING_PLURAL}"
 class BindingBook:
     """The bindings this process knows, by name and by the CR uid that holds each."""
 
-    def __init__(
-        self, client: Callable[[], httpx.AsyncClient], echoes: OwnWrites | None = None
-    ) -> None:
-        """`echoes`: where each write's answer is recorded, so that its watch echo, which
-        would be observed again to no effect, is dropped (kube.echoes)."""
+    def __init__(self, client: Callable[[], httpx.AsyncClient]) -> None:
         self._client = client
-        self._echoes = echoes
         self._by_name: dict[str, Binding] = {}
         #: owner CR uid -> the name of the binding Bound to it (a CR holds at most one).
         self._held: dict[str, str] = {}
         #: binding name -> the newest resourceVersion seen (a late watch event is dropped).
         self._versions: dict[str, str] = {}
+        #: Set once every binding of the cluster was listed into the book.
+        self.listed = asyncio.Event()
 
     # -- the watch ---------------------------------------------------------------------------
 
@@ -51,8 +49,9 @@ class BindingBook:
         """A binding as the watch delivered it; True when it changed what the cache held."""
         name = str((body.get("metadata") or {}).get("name") or "")
         version = resource_version(body)
-        if older(version, self._versions.get(name, "")):
-            return False
+        known = self._versions.get(name, "")
+        if older(version, known) or (version and version == known):
+            return False  # late, or what the book holds already (the echo of our own write)
         try:
             binding = binding_from_json(body)
         except InvalidBinding:
@@ -71,6 +70,20 @@ class BindingBook:
             return False
         self._versions.pop(name, None)
         return self._store(name, None) is not None
+
+    def retain(self, names: Collection[str], version: str) -> bool:
+        """A complete listing at `version` named only `names`: forget the others, unless the
+        book saw them at a later version (written after the listing was read). True when the
+        book changed."""
+        gone = [
+            name
+            for name, seen in self._versions.items()
+            if name not in names and not older(version, seen)
+        ]
+        for name in gone:
+            self._versions.pop(name, None)
+            self._store(name, None)
+        return bool(gone)
 
     # -- BindingPort ---------------------------------------------------------------------------
 
@@ -157,10 +170,8 @@ class BindingBook:
     def _written(self, answer: httpx.Response, binding: Binding) -> Binding:
         if answer.status_code not in (200, 201):
             raise BindingError(_refused("write", binding.name, answer))
-        written = answer.json()
-        self.observe(written)
-        if self._echoes is not None:
-            self._echoes.wrote(written)
+        # Its watch echo, the same resourceVersion, is then passed over (`observe`).
+        self.observe(answer.json())
         return self._by_name.get(binding.name) or binding
 
 

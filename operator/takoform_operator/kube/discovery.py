@@ -30,7 +30,8 @@ Kind = tuple[str, str, str]
 
 
 def watched_kinds(registry: Registry) -> list[Kind]:
-    """Every kind the handlers watch: each Form line's, the bindings', hosts' and grants'."""
+    """Every kind the operator watches: each Form line's, the bindings' (kube.binding_watch),
+    hosts' and grants'."""
     lines = [(line.group, line.version, line.plural) for line in registry.lines()]
     own = [(GROUP, VERSION, plural) for plural in (BINDING_PLURAL, HOST_PLURAL, GRANT_PLURAL)]
     return [*lines, *own]

@@ -1,11 +1,12 @@
 """The watch echo of the operator's own writes, recognised and dropped before kopf sees it.
 
-Each write of the operator (a CR's finalizer or status, a TakoformBinding) comes back on the
-watch as an event carrying exactly the object the API server answered the write with: the same
-uid, the same resourceVersion, the same content. The writer has applied that answer already (a
-CR's loop holds it, kube.loops; the binding book observed it, kube.bindings), so the echo
-brings nothing, yet kopf would decode it, run its per-object machinery and call a handler that
-compares it with what it holds: three of the four events a new CR brings. The writers record
+Each write of the operator to a CR (its finalizer or status) comes back on the watch as an
+event carrying exactly the object the API server answered the write with: the same uid, the
+same resourceVersion, the same content. The writer has applied that answer already (the CR's
+loop holds it, kube.loops), so the echo brings nothing, yet kopf would decode it, run its
+per-object machinery and call a handler that compares it with what it holds: three of the four
+events a new CR brings. (TakoformBindings have a watch of their own, kube.binding_watch, which
+passes its echoes over by their resourceVersion.) The writers record
 what they wrote (`wrote`) and the watch's line reader (kube.json_seam) drops a line that is
 the echo of one (`echo`).
 

@@ -25,7 +25,6 @@ import kopf
 
 from takoform_operator.binding_port import BindingError
 from takoform_operator.core.backoff import backoff_delay, doubled
-from takoform_operator.core.binding import BINDING_PLURAL
 from takoform_operator.core.conditions import ConditionType, Reason, transitions
 from takoform_operator.core.connection import (
     ConnectionSecret,
@@ -151,6 +150,8 @@ async def reconcile_cr(
     """Reconcile one CR and write its status; serialised per CR. Returns the outcome and the
     body as written. Raises StatusWriteFailed (and BindingError)."""
     uid = str(body["metadata"]["uid"])
+    # Who owns what is decided from the complete binding cache (kube.binding_watch).
+    await runtime.bindings.listed.wait()
     async with runtime.locks.held(uid):
         started = runtime.clock()
         persisted = await reconcile_and_persist(
@@ -448,7 +449,6 @@ def register(
 
     _register_tenancy(runtime.tenancy, loops, kopf_registry)
 
-    _register_bindings(runtime, kopf_registry)
     for line in runtime.registry.lines():
         group, version, plural = line.group, line.version, line.plural
         kopf.on.event(group, version, plural, id="watch", registry=kopf_registry)(watch)
@@ -460,6 +460,7 @@ async def _note_vanished(runtime: Runtime, body: Mapping[str, Any]) -> None:
     namespace was force-deleted): the binding is Lost, remembering the host uid the CR's last
     status recorded, and is handed to nobody automatically (core.ownership)."""
     uid = str(body["metadata"]["uid"])
+    await runtime.bindings.listed.wait()
     binding = runtime.bindings.held_by(uid)
     if binding is None:
         return
@@ -484,27 +485,11 @@ async def _note_vanished(runtime: Runtime, body: Mapping[str, Any]) -> None:
     )
 
 
-def _register_bindings(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
-    """The binding cache, complete before any CR is reconciled (a kopf index), kept by the watch;
-    a binding that changes wakes the CRs whose identity another CR held."""
-
-    def wake_contenders() -> None:
-        if runtime.loops is not None:
-            for uid in list(runtime.contending):
-                runtime.loops.wake(uid)
-
-    # Async: kopf runs a sync handler in a worker thread (see _register_tenancy).
-    async def index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
-        if runtime.bindings.observe(body):
-            wake_contenders()
-        return {}
-
-    async def event(type: str | None, body: kopf.Body, **_: Any) -> None:
-        if type == "DELETED" and runtime.bindings.forget(body):
-            wake_contenders()
-
-    kopf.index(GROUP, VERSION, BINDING_PLURAL, id="bindings", registry=kopf_registry)(index)
-    kopf.on.event(GROUP, VERSION, BINDING_PLURAL, id="gone-bindings", registry=kopf_registry)(event)
+def wake_contenders(runtime: Runtime) -> None:
+    """A binding changed: wake the CRs whose identity another CR held (kube.binding_watch)."""
+    if runtime.loops is not None:
+        for uid in list(runtime.contending):
+            runtime.loops.wake(uid)
 
 
 def _register_tenancy(

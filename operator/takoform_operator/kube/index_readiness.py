@@ -1,15 +1,16 @@
 """kopf's "indexed" readiness, kept to what kopf promises: complete once, at start.
 
-The operator feeds its caches of hosts, grants, namespaces and TakoformBindings from kopf
-indexes, so that they are complete before any CR is reconciled. kopf holds every watch event of
-every kind until its indexes are complete, through one set of toggles: one per indexed kind
-until its listing is over, and one per indexed object until its index handler ran. kopf means to
-stop adding objects' toggles once the set has been complete once, but each watcher only checks
-that when a new object arrives, and only at that instant. The operator creates a TakoformBinding
-for every CR it brings up, so under a backlog a new binding nearly always arrives while the
-previous one's toggle is still there: the set never counts as complete again, every CR's events
-wait on it, and every toggle dropped wakes every waiting event (asyncio's notify_all), each to
-find the set still incomplete. Measured with 5,000 CRs: about half of the operator's CPU.
+The operator feeds its caches of hosts, grants and namespaces from kopf indexes, so that they
+are complete before any CR is reconciled. kopf holds every watch event of every kind until its
+indexes are complete, through one set of toggles: one per indexed kind until its listing is
+over, and one per indexed object until its index handler ran. kopf means to stop adding
+objects' toggles once the set has been complete once, but each watcher only checks that when a
+new object arrives, and only at that instant. When TakoformBindings were a kopf index too (they
+have a watch of their own since, kube.binding_watch), the operator created one for every CR it
+brought up, so under a backlog a new binding nearly always arrived while the previous one's
+toggle was still there: the set never counted as complete again, every CR's events waited on
+it, and every toggle dropped woke every waiting event (asyncio's notify_all), each to find the
+set still incomplete. Measured with 5,000 CRs: about half of the operator's CPU.
 
 Installed (idempotent), the set of kopf's `all` kind (the indexed readiness; the pause set is an
 `any`) wakes its waiters only when it becomes complete, and stays complete from then on: toggles
@@ -18,8 +19,7 @@ a time, one batch per turn of the event loop: at start-up the event of every lis
 here, and each one let go runs on (kopf's processing, the watch handler) without yielding, so
 5,000 let go at once held the loop for a second. Which kinds are indexed does not change while
 the operator runs (they are fixed at start, kube.discovery), so nothing that must wait is let
-through. The TakoformBinding cache needs no more than that: a binding the cache does not know
-yet costs one refused create and a fresh read (kube.bindings).
+through.
 """
 
 from __future__ import annotations

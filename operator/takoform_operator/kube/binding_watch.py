@@ -1,0 +1,186 @@
+"""The TakoformBinding cache's list and watch, outside kopf.
+
+Bindings are cluster-scoped: every operator process lists every binding of the cluster, however
+few CRs it serves. Through kopf each listed binding cost a worker, a stream, its raw event, a
+Body, a Patch and loggers while it was processed, and a memory kept for as long as the binding
+lived: about 29 KiB of peak RSS per binding, and full garbage collections over all of it at
+start-up (docs/performance.md). Here a binding costs its entry in the book (kube.bindings): the
+list is read a page at a time, the watch a line at a time, and nothing else is kept.
+
+The book is complete once the first listing is read (`BindingBook.listed`); reconciles wait for
+that (kube.handlers), as they waited for kopf's index before. After that the watch keeps it
+current, from the listing's resourceVersion on; a watch that ends is started again from the
+last version seen, and a version the API server no longer has (410 Gone) is a fresh listing,
+which also forgets the bindings deleted meanwhile. A stale book is safe either way: every
+binding write carries the resourceVersion read and `create` is the lock, so a binding the book
+does not know yet costs one refused write and a fresh read, never a second owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from takoform_operator.core.binding import BINDING_PLURAL
+from takoform_operator.core.tenancy import GROUP, VERSION
+from takoform_operator.kube.bindings import BindingBook
+from takoform_operator.kube.freshness import resource_version
+from takoform_operator.kube.json_seam import LIST_LIMIT, WATCH_LIMIT, safe_loads
+
+logger = logging.getLogger(__name__)
+
+COLLECTION = f"/apis/{GROUP}/{VERSION}/{BINDING_PLURAL}"
+#: The API server ends each watch after this long; it is then started again from the last
+#: version seen (a quiet cluster sends a bookmark before that, so the version stays recent).
+WATCH_SECONDS = 300
+#: A connection that delivered nothing (not even a bookmark) for this long is given up.
+_READ_SECONDS = WATCH_SECONDS + 60
+
+
+class Expired(Exception):
+    """The version the watch was to start from is gone (410): list again."""
+
+
+class Refused(Exception):
+    """The API server answered a list or watch with an error."""
+
+
+def apply_event(book: BindingBook, event: Any) -> tuple[str | None, bool]:
+    """One decoded watch line applied to `book`: (the version to resume from, or None when the
+    line has none; whether the book changed). Raises Expired (410) and Refused (any other
+    ERROR)."""
+    if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+        raise Refused(f"not a watch event: {str(event)[:200]}")
+    kind, body = event.get("type"), event["object"]
+    if kind == "ERROR":
+        if body.get("code") == 410:
+            raise Expired(str(body.get("message") or "resource version too old"))
+        raise Refused(f"{body.get('code')} {body.get('message') or body.get('reason')}")
+    version = resource_version(body) or None
+    if kind in ("ADDED", "MODIFIED"):
+        return version, book.observe(body)
+    if kind == "DELETED":
+        return version, book.forget(body)
+    return version, False  # BOOKMARK: only its version
+
+
+class BindingWatch:
+    """Lists, then watches, the TakoformBindings into `book`; `changed` is called whenever the
+    book changed (a binding came, went, or changed hands)."""
+
+    def __init__(
+        self,
+        book: BindingBook,
+        client: Callable[[], httpx.AsyncClient],
+        changed: Callable[[], None],
+        *,
+        requested: Callable[[str, bool], None] = lambda path, ok: None,
+        unreadable: Callable[[str], None] = lambda why: None,
+        page: int = 500,
+        retry_seconds: float = 1.0,
+        retry_cap_seconds: float = 30.0,
+    ) -> None:
+        """`requested(path, ok)`: each list and watch as it succeeded or failed (the health
+        check's watch failures); `unreadable(why)`: a watch line that could not be decoded
+        (skipped: the book keeps what it had, and a write against that is refused and read
+        afresh)."""
+        self._book = book
+        self._client = client
+        self._changed = changed
+        self._requested = requested
+        self._unreadable = unreadable
+        self._page = page
+        self._retry = retry_seconds
+        self._retry_cap = retry_cap_seconds
+
+    async def run(self) -> None:
+        """List and watch until cancelled; API trouble is retried with back-off."""
+        version: str | None = None
+        failures = 0
+        while True:
+            try:
+                if version is None:
+                    version = await self.list_all()
+                version = await self.watch_from(version)
+                failures = 0
+            except Expired as exc:
+                logger.info("TakoformBinding watch expired (%s): listing again", exc)
+                version = None
+            except (httpx.HTTPError, Refused, ValueError) as exc:
+                self._requested(COLLECTION, False)
+                delay = min(self._retry * 2**failures, self._retry_cap)
+                failures += 1
+                logger.warning(
+                    "TakoformBinding list/watch failed (%s); again in %.0f s", exc, delay
+                )
+                await asyncio.sleep(delay)
+
+    async def list_all(self) -> str:
+        """Read every binding into the book, a page at a time; forget those the listing no
+        longer has. Returns the listing's resourceVersion. Raises Expired when a page's
+        continue token expired."""
+        names: set[str] = set()
+        token = ""
+        changed = False
+        while True:
+            params = {"limit": str(self._page)}
+            if token:
+                params["continue"] = token
+            answer = await self._client().get(COLLECTION, params=params)
+            if answer.status_code == 410:
+                raise Expired("the listing's continue token expired")
+            if answer.status_code != 200:
+                raise Refused(f"list: {answer.status_code} {answer.text[:200]}")
+            page = safe_loads(answer.content, LIST_LIMIT)
+            for item in page.get("items") or ():
+                if isinstance(item, dict):
+                    names.add(str((item.get("metadata") or {}).get("name") or ""))
+                    changed = self._book.observe(item) or changed
+            metadata = page.get("metadata") or {}
+            token = str(metadata.get("continue") or "")
+            if not token:
+                version = str(metadata.get("resourceVersion") or "")
+                break
+        changed = self._book.retain(names, version) or changed
+        self._requested(COLLECTION, True)
+        self._book.listed.set()
+        if changed:
+            self._changed()
+        return version
+
+    async def watch_from(self, version: str) -> str:
+        """Watch from `version` until the API server ends the watch; returns the last version
+        seen. Raises Expired (410)."""
+        params = {
+            "watch": "true",
+            "resourceVersion": version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(WATCH_SECONDS),
+        }
+        timeout = httpx.Timeout(30.0, read=_READ_SECONDS)
+        async with self._client().stream(
+            "GET", COLLECTION, params=params, timeout=timeout
+        ) as answer:
+            if answer.status_code == 410:
+                raise Expired("the watch's resourceVersion is gone")
+            if answer.status_code != 200:
+                await answer.aread()
+                raise Refused(f"watch: {answer.status_code} {answer.text[:200]}")
+            self._requested(COLLECTION, True)
+            async for line in answer.aiter_lines():
+                if not line.strip():
+                    continue
+                try:
+                    event = safe_loads(line, WATCH_LIMIT)
+                except ValueError as exc:
+                    self._unreadable(str(exc))
+                    continue
+                seen, changed = apply_event(self._book, event)
+                version = seen or version
+                if changed:
+                    self._changed()
+        return version
