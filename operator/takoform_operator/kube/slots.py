@@ -125,8 +125,7 @@ class FairSlots:
             waiter.set_result(None)
             return True
 
-        self._enqueue(namespace, host, grant)
-        self._dispatch()
+        self.request(namespace, host, grant)  # keys already mapped: mapped again to themselves
         try:
             await waiter  # a waiter granted at once is done: no suspension
         except asyncio.CancelledError:
