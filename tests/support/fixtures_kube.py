@@ -483,7 +483,8 @@ def apply_crds(cluster: KubeCluster, files: Sequence[Path], timeout: int = 60) -
 
     def established(name: str) -> Any:
         crd = cluster.get_object("crd", name)
-        conditions = (crd or {}).get("status", {}).get("conditions", [])
+        # A CRD just created can show `conditions: null` for a moment.
+        conditions = ((crd or {}).get("status") or {}).get("conditions") or []
         ready = any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
         return crd if ready else None
 
