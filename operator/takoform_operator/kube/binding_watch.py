@@ -3,7 +3,7 @@
 Bindings are cluster-scoped: every operator process lists every binding of the cluster, however
 few CRs it serves. Through kopf each listed binding cost a worker, a stream, its raw event, a
 Body, a Patch and loggers while it was processed, and a memory kept for as long as the binding
-lived: about 29 KiB of peak RSS per binding, and full garbage collections over all of it at
+lived: about 23 KiB of peak RSS per binding, and full garbage collections over all of it at
 start-up (docs/performance.md). Here a binding costs its entry in the book (kube.bindings): the
 list is read a page at a time, the watch a line at a time, and nothing else is kept.
 
