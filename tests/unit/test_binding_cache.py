@@ -6,6 +6,7 @@ real API server: tests/kube/test_binding_watch.py."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from dataclasses import replace
 from typing import Any
@@ -14,9 +15,10 @@ import httpx
 import pytest
 
 from takoform_operator.core.binding import Binding, ClaimRef, Identity, Phase
+from takoform_operator.core.state import Requested
 from takoform_operator.kube.binding_watch import BindingWatch, Expired, Refused, apply_event
 from takoform_operator.kube.bindings import BindingBook
-from takoform_spec.identity import FormLine
+from takoform_spec.identity import FormLine, FormRef
 
 IDENTITY = Identity("team-a", FormLine("storage.takoform.io/v1", "Bucket"), "logs", "prod")
 OWNER = ClaimRef("team-a", "logs", "cr-1")
@@ -64,6 +66,43 @@ def test_an_object_under_a_name_that_is_not_its_identitys_binds_nothing() -> Non
     unreadable = {"metadata": {"name": "tb-x", "resourceVersion": "4"}, "spec": {"phase": "?"}}
     book.observe(unreadable)
     assert book.held_by("cr-1") is None
+
+
+def test_the_book_answers_every_field_of_what_it_was_given() -> None:
+    book = _book()
+    ref = FormRef("storage.takoform.io/v1", "Bucket", "1.2.0", "sha256:" + "ab" * 32)
+    full = Binding(
+        IDENTITY,
+        Phase.BOUND,
+        OWNER,
+        form_ref=ref,
+        requested=Requested("team-a", "logs", ("1.2.0", "sha256:" + "ab" * 32), "{}", "prod"),
+        uid="h-7",
+    )
+    book.observe(_body(full, "5"))
+    assert book.held_by("cr-1") == replace(full, resource_version="5")
+    lost = replace(full.lost("h-8"), requested=Requested("team-a", "logs"))
+    book.observe(_body(lost, "6"))
+    assert asyncio.run(book.get(IDENTITY)) == replace(lost, resource_version="6")
+    assert book.held_by("cr-1") is None
+
+
+def test_thousands_of_bindings_are_nothing_for_the_garbage_collector_to_walk() -> None:
+    """Every operator process keeps every binding of the cluster; a full collection's pause
+    grows with the objects it walks (docs/performance.md)."""
+    book = _book()
+    ref = FormRef("storage.takoform.io/v1", "Bucket", "1.2.0", "sha256:" + "ab" * 32)
+    gc.collect()
+    tracked = len(gc.get_objects())
+    for i in range(2_000):
+        claim = ClaimRef("team-a", f"cr-{i}", f"uid-{i}")
+        binding = Binding(
+            replace(IDENTITY, name=f"r-{i}"), Phase.BOUND, claim, ref, Requested("team-a", f"r-{i}")
+        )
+        book.observe(_body(binding, str(10 + i)))
+    gc.collect()
+    assert len(gc.get_objects()) - tracked < 100  # six dataclass instances per binding before
+    assert book.held_by("uid-1999") is not None
 
 
 def test_a_listing_forgets_what_it_no_longer_names_unless_the_book_saw_it_later() -> None:

@@ -9,8 +9,9 @@ owner. `create` is the lock.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import httpx
 
@@ -24,10 +25,18 @@ from takoform_operator.core.binding import (
     Phase,
     binding_from_json,
 )
+from takoform_operator.core.state import Requested
 from takoform_operator.core.tenancy import GROUP, VERSION
 from takoform_operator.kube.freshness import older, resource_version
+from takoform_spec.identity import FormLine, FormRef
 
 _COLLECTION = f"/apis/{GROUP}/{VERSION}/{BINDING_PLURAL}"
+
+#: A binding as the book keeps it: nested tuples of strings (`_pack`). The book holds every
+#: binding of the cluster, however few CRs this process serves; as dataclasses each would be six
+#: objects that every full collection of the garbage collector walks, while a tuple of strings is
+#: no longer tracked once the collector has seen it (docs/performance.md).
+_Record: TypeAlias = tuple[Any, ...]
 
 
 class BindingBook:
@@ -35,7 +44,7 @@ class BindingBook:
 
     def __init__(self, client: Callable[[], httpx.AsyncClient]) -> None:
         self._client = client
-        self._by_name: dict[str, Binding] = {}
+        self._by_name: dict[str, _Record] = {}
         #: owner CR uid -> the name of the binding Bound to it (a CR holds at most one).
         self._held: dict[str, str] = {}
         #: binding name -> the newest resourceVersion seen (a late watch event is dropped).
@@ -61,7 +70,7 @@ class BindingBook:
         before = self._by_name.get(name)
         self._versions[name] = version
         self._store(name, binding)
-        return before != binding
+        return before != (None if binding is None else _pack(binding))
 
     def forget(self, body: Mapping[str, Any]) -> bool:
         """The watch saw it deleted; True when the cache held it."""
@@ -88,10 +97,10 @@ class BindingBook:
     # -- BindingPort ---------------------------------------------------------------------------
 
     async def get(self, identity: Identity) -> Binding | None:
-        return self._by_name.get(identity.binding_name())
+        return self._read(identity.binding_name())
 
     def held_by(self, cr_uid: str) -> Binding | None:
-        binding = self._by_name.get(self._held.get(cr_uid, ""))
+        binding = self._read(self._held.get(cr_uid, ""))
         return binding if binding is not None and binding.owned_by(cr_uid) else None
 
     async def create(self, binding: Binding) -> Binding:
@@ -146,9 +155,14 @@ class BindingBook:
         else:
             raise BindingError(_refused("read", name, answer))
 
+    def _read(self, name: str) -> Binding | None:
+        record = self._by_name.get(name)
+        return None if record is None else _unpack(record)
+
     def _store(self, name: str, binding: Binding | None) -> Binding | None:
         """Hold `binding` under `name` (None: drop it); returns what was held before."""
-        before = self._by_name.pop(name, None)
+        before = self._read(name)
+        self._by_name.pop(name, None)
         if (
             before is not None
             and before.claim is not None
@@ -156,7 +170,7 @@ class BindingBook:
         ):
             del self._held[before.claim.uid]
         if binding is not None:
-            self._by_name[name] = binding
+            self._by_name[name] = _pack(binding)
             if binding.phase is Phase.BOUND and binding.claim is not None and binding.claim.uid:
                 self._held[binding.claim.uid] = name
         return before
@@ -172,7 +186,61 @@ class BindingBook:
             raise BindingError(_refused("write", binding.name, answer))
         # Its watch echo, the same resourceVersion, is then passed over (`observe`).
         self.observe(answer.json())
-        return self._by_name.get(binding.name) or binding
+        return self._read(binding.name) or binding
+
+
+def _pack(binding: Binding) -> _Record:
+    identity, ref, requested = binding.identity, binding.form_ref, binding.requested
+    return (
+        (identity.space, identity.line.api_version, identity.line.kind, identity.name),
+        identity.host,
+        binding.phase.value,
+        _pack_claim(binding.claim),
+        None
+        if ref is None
+        else (ref.api_version, ref.kind, ref.definition_version, ref.schema_digest),
+        None
+        if requested is None
+        else (
+            requested.space,
+            requested.name,
+            requested.pin,
+            requested.import_id,
+            requested.host_ref,
+        ),
+        binding.uid,
+        _pack_claim(binding.last_owner),
+        binding.resource_version,
+    )
+
+
+def _unpack(record: _Record) -> Binding:
+    (space, api_version, kind, name), host, phase, claim, ref, requested = record[:6]
+    uid, last_owner, resource_version = record[6:]
+    return Binding(
+        identity=Identity(space, _form_line(api_version, kind), name, host),
+        phase=_PHASES[phase],
+        claim=_unpack_claim(claim),
+        form_ref=None if ref is None else _form_ref(*ref),
+        requested=None if requested is None else Requested(*requested),
+        uid=uid,
+        last_owner=_unpack_claim(last_owner),
+        resource_version=resource_version,
+    )
+
+
+def _pack_claim(claim: ClaimRef | None) -> tuple[str, str, str] | None:
+    return None if claim is None else (claim.namespace, claim.name, claim.uid)
+
+
+def _unpack_claim(packed: tuple[str, str, str] | None) -> ClaimRef | None:
+    return None if packed is None else ClaimRef(*packed)
+
+
+_PHASES = {phase.value: phase for phase in Phase}
+# A cluster has a few Form lines and exact refs: the bindings' share one object each.
+_form_line = functools.lru_cache(maxsize=256)(FormLine)
+_form_ref = functools.lru_cache(maxsize=256)(FormRef)
 
 
 def _refused(verb: str, name: str, answer: httpx.Response) -> str:
