@@ -67,10 +67,9 @@ class BindingBook:
             binding = None
         if binding is not None and binding.name != name:
             binding = None  # a hand-made object under another name binds nothing
-        before = self._by_name.get(name)
         self._versions[name] = version
-        self._store(name, binding)
-        return before != (None if binding is None else _pack(binding))
+        before = self._store(name, binding)
+        return before != self._by_name.get(name)
 
     def forget(self, body: Mapping[str, Any]) -> bool:
         """The watch saw it deleted; True when the cache held it."""
@@ -159,16 +158,12 @@ class BindingBook:
         record = self._by_name.get(name)
         return None if record is None else _unpack(record)
 
-    def _store(self, name: str, binding: Binding | None) -> Binding | None:
-        """Hold `binding` under `name` (None: drop it); returns what was held before."""
-        before = self._read(name)
-        self._by_name.pop(name, None)
-        if (
-            before is not None
-            and before.claim is not None
-            and self._held.get(before.claim.uid) == name
-        ):
-            del self._held[before.claim.uid]
+    def _store(self, name: str, binding: Binding | None) -> _Record | None:
+        """Hold `binding` under `name` (None: drop it); returns the record held before."""
+        before = self._by_name.pop(name, None)
+        claim = None if before is None else _unpack(before).claim
+        if claim is not None and self._held.get(claim.uid) == name:
+            del self._held[claim.uid]
         if binding is not None:
             self._by_name[name] = _pack(binding)
             if binding.phase is Phase.BOUND and binding.claim is not None and binding.claim.uid:
