@@ -24,6 +24,13 @@ def build_info() -> dict[str, str]:
     }
 
 
+def user_agent() -> str:
+    """`takoform-operator/0.1.0`: how the operator names itself to the API server, which takes
+    the part before the slash as the field manager of its writes (`managedFields`, audit logs),
+    instead of the client library's name."""
+    return f"takoform-operator/{_version_of('takoform-operator')}"
+
+
 def describe() -> str:
     """`takoform-operator 0.1.0 (python 3.12.3, kopf 1.45.2)`."""
     info = build_info()

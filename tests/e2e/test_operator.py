@@ -221,6 +221,43 @@ def test_orphan_policy_leaves_the_host_resource(
     assert _host_read(host, "kept", digest).status_code == 200
 
 
+FIELD_MANAGER_LEASE = "takoform-e2e-field-manager"
+
+
+@pytest.mark.operator_settings(
+    POLL_READY_SECONDS="2", LEADER_ELECTION="true", LEASE_NAME=FIELD_MANAGER_LEASE
+)
+def test_every_write_names_the_operator_as_its_field_manager(
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
+) -> None:
+    """`managedFields` (and audit logs) say who wrote what: the finalizer, the status and the
+    binding (the operator's own HTTP client) and its Lease (the official client) are written by
+    `takoform-operator`, never by the name of a client library."""
+    _running, _host, namespace = operator
+    kube_cluster.apply(_bucket("named"), namespace=namespace)
+    wait_until(lambda: is_ready(kube_cluster, namespace, "named"), "Bucket named Ready", timeout=60)
+
+    def managers(*args: str, namespace: str | None = None) -> dict[str, set[str]]:
+        found = kube_cluster.kubectl_json(*args, "--show-managed-fields", namespace=namespace)
+        by_manager: dict[str, set[str]] = {}
+        for entry in found["metadata"]["managedFields"]:
+            fields = by_manager.setdefault(entry["manager"], set())
+            fields |= set(entry.get("fieldsV1", {})) | {f"sub:{entry.get('subresource', '')}"}
+        return by_manager
+
+    bucket = managers("get", "bucket", "named", namespace=namespace)
+    assert "f:metadata" in bucket["takoform-operator"], bucket  # the finalizer
+    assert "sub:status" in bucket["takoform-operator"], bucket
+    bindings = kube_cluster.kubectl_json("get", "takoformbindings")["items"]
+    ours = [b for b in bindings if (b["spec"].get("claimRef") or {}).get("namespace") == namespace]
+    assert len(ours) == 1, bindings
+    assert set(managers("get", "takoformbinding", ours[0]["metadata"]["name"])) == {
+        "takoform-operator"
+    }
+    lease = managers("get", "lease", FIELD_MANAGER_LEASE, namespace="default")
+    assert set(lease) == {"takoform-operator"}, lease
+
+
 @pytest.fixture
 def prometheus(
     operator: tuple[Operator, Any, str],

@@ -16,7 +16,7 @@ Which of our modules may import which (same-layer imports are always allowed):
                                                            version
     host_client  takoform_operator.host_client             spec, core, host_port, service
     kube         takoform_operator.kube                    spec, core, host_port, binding_port,
-                                                           service, settings, metrics
+                                                           service, settings, metrics, version
     build        takoform_operator.generator,              spec, catalog, core
                  takoform_operator.generator_crd,
                  takoform_operator.generator_docs,
@@ -93,6 +93,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
                 "settings",
                 "metrics",
                 "http_transport",
+                "version",
             }
         ),
     ),

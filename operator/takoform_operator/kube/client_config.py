@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from kubernetes import config as k8s_config
 
+from takoform_operator.version import user_agent
 from takoform_spec.errors import TakoformError
 
 
@@ -37,3 +39,13 @@ def load_kube_config() -> None:
             f"cannot use the Kubernetes configuration ({where}): {reason}; set KUBECONFIG to a "
             "valid kubeconfig file, or run in a pod with a ServiceAccount"
         ) from None
+
+
+def api_client() -> Any:
+    """A client of the loaded configuration that names the operator (version.user_agent), for
+    the official client's API classes; each gets its own, as they would by default."""
+    from kubernetes import client as k8s  # its models cost a second to import: only when used
+
+    client = k8s.ApiClient()
+    client.user_agent = user_agent()
+    return client

@@ -21,7 +21,7 @@ from kubernetes import client as k8s
 from takoform_operator.core.binding import BINDING_PLURAL
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.tenancy import GRANT_PLURAL, GROUP, HOST_PLURAL, VERSION
-from takoform_operator.kube.client_config import load_kube_config
+from takoform_operator.kube.client_config import api_client, load_kube_config
 
 logger = logging.getLogger("takoform_operator.discovery")
 
@@ -70,7 +70,7 @@ def wait_until_served(
     are served)."""
     wanted = sorted(set(kinds))
     load_kube_config()
-    served = _served_by(k8s.CustomObjectsApi())
+    served = _served_by(k8s.CustomObjectsApi(api_client()))
     deadline = time.monotonic() + timeout
     said = False
     while True:

@@ -26,7 +26,7 @@ from takoform_operator.host_port import (
     SecretNotFound,
     SecretNotOptedIn,
 )
-from takoform_operator.kube.client_config import load_kube_config
+from takoform_operator.kube.client_config import api_client, load_kube_config
 from takoform_spec.host_api import ErrorCode
 from takoform_spec.identity import FormRef
 
@@ -113,7 +113,7 @@ class HostStatusWriter:
 
         if api is None:
             load_kube_config()
-            api = k8s.CustomObjectsApi()
+            api = k8s.CustomObjectsApi(api_client())
         self._api = api
 
     async def write(self, name: str, status: Mapping[str, Any]) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from takoform_operator.kube.client_config import load_kube_config
+from takoform_operator.kube.client_config import api_client, load_kube_config
 
 logger = logging.getLogger("takoform_operator.leader")
 
@@ -190,4 +190,4 @@ class _suppress_all:
 
 def coordination_api() -> k8s.CoordinationV1Api:
     load_kube_config()
-    return k8s.CoordinationV1Api()
+    return k8s.CoordinationV1Api(api_client())

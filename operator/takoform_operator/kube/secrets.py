@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from takoform_operator.host_port import HostUnavailable, StoredSecret
-from takoform_operator.kube.client_config import load_kube_config
+from takoform_operator.kube.client_config import api_client, load_kube_config
 
 
 class KubernetesSecretReader:
@@ -28,7 +28,7 @@ class KubernetesSecretReader:
 
     def _read(self, name: str) -> Any:
         if self._api is None:
-            self._api = k8s.CoreV1Api()
+            self._api = k8s.CoreV1Api(api_client())
         return self._api.read_namespaced_secret(name, self.namespace)
 
     async def read(self, name: str) -> StoredSecret | None:

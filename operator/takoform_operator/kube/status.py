@@ -17,6 +17,7 @@ import httpx
 from takoform_operator.http_transport import CookielessClient, Urls, pooled_transport
 from takoform_operator.kube.echoes import OwnWrites
 from takoform_operator.kube.json_seam import OBJECT_LIMIT, safe_loads
+from takoform_operator.version import user_agent
 
 
 class StatusWriteFailed(Exception):
@@ -178,7 +179,9 @@ class HttpCrWriter:
         key = connection.private_key_path or self._file(connection.private_key_data)
         if certificate:
             cert = (certificate, key) if key else certificate
-        headers = {"Authorization": f"Bearer {connection.token}"} if connection.token else {}
+        headers = {"User-Agent": user_agent()}
+        if connection.token:
+            headers["Authorization"] = f"Bearer {connection.token}"
         return CookielessClient(
             base_url=connection.server,
             verify=verify,
