@@ -19,7 +19,13 @@ per CR until all were Ready) and event-loop lag. Then, in the same run, a minima
 script brings N fresh CRs to the same end state (host resource created and settled, one status
 write per CR) with the same concurrency, once for each mode measured: all CRs created before it
 starts (backlog), or created at the stream's rate while it runs (stream). The overhead ratio is
-the operator's time divided by the script's in the same mode.
+the operator's time divided by the script's in the same mode. Each row also prints the whole
+stack's CPU per CR (API server, etcd, host, and the operator or the script): on a machine the
+stack saturates, that sum decides the wall time.
+
+The operator and the script authenticate as the chart's ServiceAccount, with its RBAC and a
+bound token, as the installed operator does (`--credentials certificate`: the admin's client
+certificate instead).
 
     .venv/bin/python hack/bench_operator.py [--sizes 100,1000,5000] [--modes backlog,stream,tenants]
 
@@ -45,6 +51,7 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from ssl import SSLContext
 from typing import Any
 
 import httpx
@@ -81,6 +88,14 @@ class Kube:
     kubectl: Path
     server: str
     ssl: ssl.SSLContext
+    #: The cluster's CA only: with a client certificate, it would authenticate instead of a token.
+    ca: SSLContext
+    #: What the operator and the minimal script authenticate with: the admin's kubeconfig (its
+    #: client certificate), or, after `run_as_service_account`, the chart's ServiceAccount.
+    operator_kubeconfig: Path
+    operator_token: str | None = None
+    #: The control plane's processes by name (kube-apiserver, etcd, ...): their CPU is counted.
+    pids: dict[str, int] = field(default_factory=dict)
 
     def run(self, *args: str, stdin: str | None = None) -> str:
         proc = subprocess.run(
@@ -94,10 +109,13 @@ class Kube:
             raise SystemExit(f"kubectl {' '.join(args)}: {proc.stderr}")
         return proc.stdout
 
-    def client(self) -> httpx.AsyncClient:
+    def client(self, *, as_operator: bool = False) -> httpx.AsyncClient:
+        """The admin's client; `as_operator`: with the operator's credential instead."""
+        token = self.operator_token if as_operator else None
         return httpx.AsyncClient(
             base_url=self.server,
-            verify=self.ssl,
+            verify=self.ca if token else self.ssl,
+            headers={"Authorization": f"Bearer {token}"} if token else None,
             limits=httpx.Limits(max_connections=CONCURRENCY * 2),
             timeout=60,
         )
@@ -126,7 +144,61 @@ def kube_from(cluster: Any) -> Kube:
     cluster_doc = config["clusters"][0]["cluster"]
     context = ssl.create_default_context(cafile=cluster_doc["certificate-authority"])
     context.load_cert_chain(user["client-certificate"], user["client-key"])
-    return Kube(cluster.kubeconfig, cluster.tools.kubectl, cluster_doc["server"], context)
+    ca = ssl.create_default_context(cafile=cluster_doc["certificate-authority"])
+    return Kube(
+        cluster.kubeconfig, cluster.tools.kubectl, cluster_doc["server"], context, ca,
+        operator_kubeconfig=cluster.kubeconfig, pids=cluster.pids,
+    )  # fmt: skip
+
+
+def cpu_seconds_of(pid: int) -> float:
+    """A process's user and system CPU so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stack_cpu(kube: Kube, host: Host) -> Counter[str]:
+    """CPU seconds so far of what serves both the operator and the minimal script: the API
+    server, etcd and the reference host. On a saturated machine their work per CR, not only the
+    client's, decides the wall time (docs/performance.md, "The 1,000 row")."""
+    return Counter(
+        {
+            "API server": cpu_seconds_of(kube.pids["kube-apiserver"]),
+            "etcd": cpu_seconds_of(kube.pids["etcd"]),
+            "host": cpu_seconds_of(host.proc.pid),
+        }
+    )
+
+
+#: The chart's release the benchmark renders RBAC from, and its ServiceAccount's namespace.
+RELEASE, RELEASE_NAMESPACE = "bench", "takoform-bench"
+OPERATOR_ACCOUNT = f"{RELEASE}-takoform-operator"
+
+
+def run_as_service_account(kube: Kube, helm: Path, workdir: Path) -> None:
+    """Make the operator (and the minimal script) authenticate as a cluster runs them: as the
+    chart's ServiceAccount, with the chart's RBAC, by a bound token. The API server verifies a
+    client certificate on every request and a token once, then caches it; with the admin's
+    certificate the benchmark would charge the API server a verification per write that the
+    installed operator never costs it."""
+    rendered = subprocess.run(
+        [str(helm), "template", RELEASE, str(REPO / "charts" / "takoform-operator"),
+         "--namespace", RELEASE_NAMESPACE,
+         "--show-only", "templates/serviceaccount.yaml", "--show-only", "templates/rbac.yaml",
+         "--show-only", "templates/rbac-tenancy.yaml"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    kube.run("create", "namespace", RELEASE_NAMESPACE)
+    kube.run("apply", "--server-side", "-f", "-", stdin=rendered)
+    token = kube.run(
+        "create", "token", OPERATOR_ACCOUNT, "--namespace", RELEASE_NAMESPACE, "--duration=48h"
+    ).strip()
+    config = yaml.safe_load(kube.kubeconfig.read_text())
+    config["users"][0]["user"] = {"token": token}
+    path = workdir / "operator.kubeconfig"
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    kube.operator_kubeconfig, kube.operator_token = path, token
 
 
 class Host:
@@ -188,7 +260,7 @@ class OperatorProcess:
         self.metrics_port = free_port()
         env = {
             **os.environ,
-            "KUBECONFIG": str(kube.kubeconfig),
+            "KUBECONFIG": str(kube.operator_kubeconfig),
             "TAKOFORM_HOST_URL": host.url,
             "TAKOFORM_HOST_TOKEN": TOKEN,
             "TAKOFORM_HOST_INSECURE": "true",  # the local reference host is plain http
@@ -210,8 +282,7 @@ class OperatorProcess:
         )
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds_of(self.proc.pid)
 
     def peak_rss_mib(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -251,6 +322,12 @@ def create_namespace(kube: Kube, namespace: str) -> None:
         "spec": {"hostRef": "default", "spaces": [SPACE], "namespaces": {"names": [namespace]}},
     }
     kube.run("apply", "-f", "-", stdin=json.dumps(grant))
+    if kube.operator_token:  # as the chart binds its connection Secrets in a namespace it serves
+        kube.run(
+            "create", "rolebinding", f"{OPERATOR_ACCOUNT}-connection-secrets",
+            f"--clusterrole={OPERATOR_ACCOUNT}-connection-secrets",
+            f"--serviceaccount={RELEASE_NAMESPACE}:{OPERATOR_ACCOUNT}", "--namespace", namespace,
+        )  # fmt: skip
 
 
 def manifests(n: int, tag: str) -> list[dict[str, Any]]:
@@ -407,6 +484,10 @@ class Row:
     #: The operator's CPU seconds when all were Ready (start-up included, steady polls not).
     cpu_to_ready: float = float("nan")
     loop_lag: float = float("nan")
+    #: CPU seconds of the API server, etcd and host from the operator's start until all were
+    #: Ready, and the same for the minimal script's run in this mode (with its own, "client").
+    stack: Counter[str] = field(default_factory=Counter)
+    minimal_stack: Counter[str] = field(default_factory=Counter)
     extra: dict[str, float] = field(default_factory=dict)
 
 
@@ -440,6 +521,7 @@ def measure(kube: Kube, host: Host, workdir: Path, mode: str, n: int, args: Any)
     if mode == "backlog":
         asyncio.run(create_all(kube, namespace, items, None, created))
     host_before, api_before = host.requests(), kube.request_counts()
+    stack_before = stack_cpu(kube, host)
     operator = OperatorProcess(kube, host, namespace, workdir, args.poll)
     profiler = _profile(operator, workdir / f"profile-{mode}-{n}.txt") if args.profile else None
     start = time.monotonic()
@@ -459,12 +541,15 @@ def measure(kube: Kube, host: Host, workdir: Path, mode: str, n: int, args: Any)
             latencies = [seen[k] - created[k] for k in seen]
         seconds = time.monotonic() - start
         cpu_to_ready = operator.cpu_seconds()
+        stack = stack_cpu(kube, host)
+        stack.subtract(stack_before)
         host_after, api_after = host.requests(), kube.request_counts()
         writes = _writes(api_before, api_after)
         if mode == "stream":  # the benchmark's own creates are not the operator's writes
             writes.subtract(Counter(f"POST {_plural(key.split('/')[0])}" for key in created))
         row = Row(mode, n, seconds, latencies, host_after - host_before, +writes)
         row.cpu_to_ready = cpu_to_ready
+        row.stack = stack
         # Steady state: several poll intervals with nothing to do.
         time.sleep(args.poll * args.steady_polls)
         host_steady = host.requests() - host_after
@@ -585,12 +670,15 @@ def report_tenants(rows: list[TenantsRow]) -> None:
 # -- the minimal script ------------------------------------------------------------------------
 
 
-async def minimal(kube: Kube, host: Host, n: int, rate: float | None = None) -> float:
+async def minimal(
+    kube: Kube, host: Host, n: int, rate: float | None = None
+) -> tuple[float, Counter[str]]:
     """The same end state with nothing but asyncio and two HTTP clients: create each host
     resource, wait for its operation, read it, write the CR's status once. Without `rate` the
     CRs exist before it starts (backlog); with it they are created at that rate while it runs
     (stream), each taken up once its create is answered, and the time counts from the first
-    create, as the operator's stream row does."""
+    create, as the operator's stream row does. Returns that time and the CPU seconds the API
+    server, etcd, the host and the script itself ("client") used in it."""
     namespace = f"bench-minimal-{n}-{int(time.time())}"
     create_namespace(kube, namespace)
     items = manifests(n, namespace)
@@ -605,12 +693,13 @@ async def minimal(kube: Kube, host: Host, n: int, rate: float | None = None) -> 
             limits=httpx.Limits(max_connections=CONCURRENCY),
             timeout=60,
         ) as hosts,
-        kube.client() as api,
+        kube.client(as_operator=True) as api,
     ):
         for item in (await hosts.get("/v1alpha3/forms")).json()["items"]:
             ref = item["formRef"]
             refs.setdefault(f"{ref['apiVersion']} {ref['kind']}", ref)
         start = time.monotonic()
+        before = stack_cpu(kube, host) + Counter({"client": time.process_time()})
 
         async def read(path: str, **kwargs: Any) -> httpx.Response:
             # A kept connection the host closed as it was reused fails the read; the operator's
@@ -665,11 +754,13 @@ async def minimal(kube: Kube, host: Host, n: int, rate: float | None = None) -> 
             await create_all(kube, namespace, items, rate, {}, arrived)
         await arrived.join()
         seconds = time.monotonic() - start
+        stack = stack_cpu(kube, host) + Counter({"client": time.process_time()})
+        stack.subtract(before)
         for task in workers:
             task.cancel()
         if failures:
             raise failures[0]
-        return seconds
+        return seconds, stack
 
 
 # -- main --------------------------------------------------------------------------------------
@@ -692,6 +783,11 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument("--no-minimal", action="store_true", help="skip the minimal script")
     parser.add_argument(
+        "--credentials", choices=["serviceaccount", "certificate"], default="serviceaccount",
+        help="what the operator and the minimal script authenticate with: the chart's "
+        "ServiceAccount (a token, as in a cluster) or the admin's client certificate",
+    )  # fmt: skip
+    parser.add_argument(
         "--profile", action="store_true", help="sample the operator with py-spy (a test extra)"
     )
     args = parser.parse_args()
@@ -708,6 +804,8 @@ def main() -> int:
         kube = kube_from(cluster)
         kube.run("apply", "--server-side", "-f", str(REPO / "crds"))
         kube.run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        if args.credentials == "serviceaccount":
+            run_as_service_account(kube, cluster.tools.helm, workdir)
         host = Host(workdir)
         rows: list[Row] = []
         tenants: list[TenantsRow] = []
@@ -725,11 +823,13 @@ def main() -> int:
             for mode in [] if args.no_minimal else measured:
                 print(f"... minimal script N={n} ({mode})", file=sys.stderr, flush=True)
                 rate = args.rate if mode == "stream" else None
-                baseline = asyncio.run(minimal(kube, host, n, rate))
+                baseline, stack = asyncio.run(minimal(kube, host, n, rate))
                 print(f"    all done in {baseline:.1f} s", file=sys.stderr, flush=True)
                 for row in rows:
                     if row.n == n:
                         row.extra[f"minimal_{mode}_seconds"] = baseline
+                        if row.mode == mode:
+                            row.minimal_stack = stack
         if rows:
             report(rows)
         if tenants:
@@ -748,6 +848,21 @@ def progress(row: Row) -> str:
         f"{_percentile(row.latencies, 0.99):.2f} s, CPU/CR {1000 * row.cpu_to_ready / row.n:.1f} "
         f"ms, RSS {row.rss_mib:.0f} MiB, lag {row.loop_lag:.2f} s"
     )
+
+
+def _cpu_split(row: Row) -> str:
+    """The whole stack's CPU per CR for the operator's row, and for the minimal script's."""
+    operator = row.stack + Counter({"operator": row.cpu_to_ready})
+    parts = [f"operator's row {_per_cr(operator, row.n)}"]
+    if row.minimal_stack:
+        parts.append(f"minimal script's {_per_cr(row.minimal_stack, row.n)}")
+    return "; ".join(parts)
+
+
+def _per_cr(cpu: Counter[str], n: int) -> str:
+    total = sum(cpu.values())
+    each = ", ".join(f"{name} {1000 * seconds / n:.1f}" for name, seconds in cpu.items())
+    return f"{1000 * total / n:.1f} ({each})"
 
 
 def report(rows: list[Row]) -> None:
@@ -776,6 +891,7 @@ def report(rows: list[Row]) -> None:
         hosts = ", ".join(f"{k} {v / row.n:.2f}" for k, v in sorted(row.host.items()))
         print(f"{row.mode} N={row.n}: API writes per CR: {writes}")
         print(f"{row.mode} N={row.n}: host requests per CR: {hosts}")
+        print(f"{row.mode} N={row.n}: CPU ms per CR until all Ready: {_cpu_split(row)}")
         if row.mode == "stream" and "minimal_backlog_seconds" in row.extra:
             backlog = row.extra["minimal_backlog_seconds"]
             print(f"stream N={row.n}: ratio to the backlog minimal script ({backlog:.1f} s): "
