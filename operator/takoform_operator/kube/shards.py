@@ -420,22 +420,27 @@ class ShardMembership:
 
         watchdog = loop.call_later(c.renew_deadline_seconds, deadline)
         try:
-            while True:
+            # `lost` is checked too: a round's wait_for (Python 3.11) returns instead of raising
+            # when the cancellation lands just as its call finished, and that one is lost.
+            while not lost:
                 began = loop.time()
-                if await self.round():
+                if await self.round() and not lost:
                     watchdog.cancel()
                     watchdog = loop.call_at(began + c.renew_deadline_seconds, deadline)
-                await asyncio.sleep(max(0.0, c.retry_seconds - (loop.time() - began)))
+                if task is not None and task.cancelling() and not lost:
+                    raise asyncio.CancelledError  # a stop asked for, and dropped the same way
+                if not lost:
+                    await asyncio.sleep(max(0.0, c.retry_seconds - (loop.time() - began)))
         except asyncio.CancelledError:
             if not lost:
                 raise
-            logger.error("shard lease %s/%s not renewed in %.0fs: stopped acting", c.namespace,
-                         c.lease_name, c.renew_deadline_seconds)  # fmt: skip
-            raise LostLease(c.lease_name) from None
         finally:
             watchdog.cancel()
             if self._drain is not None:
                 self._drain.cancel()
+        logger.error("shard lease %s/%s not renewed in %.0fs: stopped acting", c.namespace,
+                     c.lease_name, c.renew_deadline_seconds)  # fmt: skip
+        raise LostLease(c.lease_name)
 
     def stop_acting(self) -> None:
         """Stop every loop at once (reconciles in flight end with the process)."""
