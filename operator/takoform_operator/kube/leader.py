@@ -128,9 +128,10 @@ class LeaderElector:
 
     async def _round(self) -> bool:
         try:
-            return await asyncio.wait_for(
-                asyncio.to_thread(self.try_acquire_or_renew), self.config.retry_seconds * 2
-            )
+            # asyncio.timeout, not wait_for: in Python 3.11 wait_for drops a cancellation that
+            # arrives just as the call finished (kube/shards.py).
+            async with asyncio.timeout(self.config.retry_seconds * 2):
+                return await asyncio.to_thread(self.try_acquire_or_renew)
         except Exception as exc:
             logger.warning("lease %s/%s: %s", self.config.namespace, self.config.name, exc)
             return False

@@ -337,7 +337,10 @@ class ShardMembership:
     # -- the loop ------------------------------------------------------------------------------
 
     async def _call(self, what: Callable[[], Any]) -> Any:
-        return await asyncio.wait_for(asyncio.to_thread(what), self.config.retry_seconds * 2)
+        # asyncio.timeout, not wait_for: in Python 3.11 wait_for returns the call's result
+        # instead of raising when a cancellation (the deadline's) arrives as the call finished.
+        async with asyncio.timeout(self.config.retry_seconds * 2):
+            return await asyncio.to_thread(what)
 
     def _begin(self, target: tuple[str, ...]) -> None:
         """Head for `target`: stop what it takes away from us at once, and drain it (the
@@ -420,8 +423,8 @@ class ShardMembership:
 
         watchdog = loop.call_later(c.renew_deadline_seconds, deadline)
         try:
-            # `lost` is checked too: a round's wait_for (Python 3.11) returns instead of raising
-            # when the cancellation lands just as its call finished, and that one is lost.
+            # `lost` is checked too: whatever a round awaits may drop a cancellation (as
+            # asyncio.wait_for did in Python 3.11 when it landed just as the call finished).
             while not lost:
                 began = loop.time()
                 if await self.round() and not lost:
