@@ -63,13 +63,13 @@ def test_a_member_stops_at_its_deadline_even_when_a_round_swallows_the_cancellat
 
     class Swallowing(ShardMembership):
         async def round(self) -> bool:
-            if rounds:  # later rounds: a cancellation goes through, as it mostly does
-                await asyncio.sleep(0.05)
-            else:
-                # The deadline's cancellation lands here and is dropped, as wait_for drops it
-                # when the call finished at that moment.
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.sleep(3600)
+            never = asyncio.Event()
+            if rounds:  # a later round: a cancellation goes through, as it mostly does
+                await never.wait()
+            # The deadline's cancellation lands in the first round and is dropped, as wait_for
+            # dropped it when the call finished at that moment.
+            with contextlib.suppress(asyncio.CancelledError):
+                await never.wait()
             rounds.append(self.lost)
             return False  # the call that finished then had failed: nothing listens on port 1
 
