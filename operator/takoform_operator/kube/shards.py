@@ -423,17 +423,20 @@ class ShardMembership:
 
         watchdog = loop.call_later(c.renew_deadline_seconds, deadline)
         try:
-            # `lost` is checked too: whatever a round awaits may drop a cancellation (as
-            # asyncio.wait_for did in Python 3.11 when it landed just as the call finished).
-            while not lost:
+            while True:
                 began = loop.time()
-                if await self.round() and not lost:
+                wrote = await self.round()
+                # Whatever a round awaits may drop a cancellation (as asyncio.wait_for did in
+                # Python 3.11 when it landed just as the call finished): the deadline's, or a
+                # stop asked for.
+                if lost:
+                    break
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError
+                if wrote:
                     watchdog.cancel()
                     watchdog = loop.call_at(began + c.renew_deadline_seconds, deadline)
-                if task is not None and task.cancelling() and not lost:
-                    raise asyncio.CancelledError  # a stop asked for, and dropped the same way
-                if not lost:
-                    await asyncio.sleep(max(0.0, c.retry_seconds - (loop.time() - began)))
+                await asyncio.sleep(max(0.0, c.retry_seconds - (loop.time() - began)))
         except asyncio.CancelledError:
             if not lost:
                 raise
