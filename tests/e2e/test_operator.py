@@ -258,6 +258,40 @@ def test_every_write_names_the_operator_as_its_field_manager(
     assert set(lease) == {"takoform-operator"}, lease
 
 
+def test_a_create_settled_by_the_next_look_costs_one_status_write(
+    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
+) -> None:
+    """The write recording a just-accepted operation waits for the next look (its key replays
+    it if the process dies meanwhile: docs/crash-safety.md); an operation settled by then is
+    never written as pending: the CR's status is written once, Ready, with its uid."""
+    _running, host, namespace = operator
+    host.set_faults(commitDelayMs=0)
+    client = kube_cluster.http()
+    assert client is not None
+    path = f"/apis/storage.takoform.io/v1/namespaces/{namespace}/buckets"
+    version = client.get(path).raise_for_status().json()["metadata"]["resourceVersion"]
+    kube_cluster.apply(_bucket("quick"), namespace=namespace)
+    statuses: list[dict[str, Any]] = []
+    params = {
+        "watch": "1",
+        "resourceVersion": version,
+        "fieldSelector": "metadata.name=quick",
+        "timeoutSeconds": "60",
+    }
+    with client.stream("GET", path, params=params, timeout=None) as events:
+        for line in events.iter_lines():
+            body = json.loads(line)["object"]
+            status = body.get("status") or {}
+            if status and (not statuses or statuses[-1] != status):
+                statuses.append(status)
+            if condition_of(status, "Ready").get("status") == "True":
+                break
+    assert statuses, "the watch ended before Bucket quick was Ready"
+    assert condition_of(statuses[-1], "Ready").get("status") == "True", statuses
+    assert [s.get("pendingOperationId") for s in statuses] == [None], statuses
+    assert statuses[-1]["uid"], statuses
+
+
 @pytest.fixture
 def prometheus(
     operator: tuple[Operator, Any, str],

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import itertools
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -40,11 +41,11 @@ from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.binding import Binding, ClaimRef, Identity
 from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.state import OperationView, ResourceView
+from takoform_operator.core.state import OperationView, OpState, ResourceView
 from takoform_operator.core.tenancy import DEFAULT_HOST, SpaceGrant
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.host_port import HostPort, HostUnavailable
-from takoform_operator.kube.cr_reconcile import reconcile_and_persist
+from takoform_operator.kube.cr_reconcile import HeldStatus, reconcile_and_persist
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION
 from takoform_spec.identity import FormLine, FormRef
 
@@ -114,12 +115,15 @@ class Cluster:
         self._removed: list[Callable[[str], None]] = []
         #: Called with (uid, status before, status after) before a status patch is applied.
         self.status_hooks: list[Callable[[str, dict[str, Any], dict[str, Any]], None]] = []
+        self._versions = itertools.count(1)
 
     def on_change(self, changed: Callable[[Body], None], removed: Callable[[str], None]) -> None:
         self._changed.append(changed)
         self._removed.append(removed)
 
     def _notify(self, uid: str) -> None:
+        """Every change: a new resourceVersion, then the listeners."""
+        self.crs[uid]["metadata"]["resourceVersion"] = str(next(self._versions))
         body = copy.deepcopy(self.crs[uid])
         for listener in self._changed:
             listener(body)
@@ -252,7 +256,10 @@ class RecordingPort:
     async def get_operation(self, operation_id: str) -> OperationView:
         self._asks(None, f"get_operation {operation_id}")
         operation = await self._port.get_operation(operation_id)
-        self.operations[operation_id] = operation
+        if operation.state is not OpState.NOT_FOUND or operation_id not in self.operations:
+            # An expired record says nothing: what the host said of it before stays evidence
+            # (a held status write can record a create's uid after its record expired).
+            self.operations[operation_id] = operation
         return operation
 
     async def read(self, target: Target) -> ResourceView | None:
@@ -357,7 +364,8 @@ class Ownership:
 
 class Operator:
     """One operator process: the CRs of `namespaces` (None: all) and the reconcile step of one CR.
-    It keeps nothing of its own: ownership is the shared bindings, so a restart loses nothing."""
+    Ownership is the shared bindings; of its own it keeps only the status writes its looks held
+    (kube.cr_reconcile.HeldStatus), which a restart loses as a dying process would."""
 
     def __init__(
         self,
@@ -373,6 +381,8 @@ class Operator:
         self.ownership = ownership
         self.namespaces = None if namespaces is None else frozenset(namespaces)
         self.stopped = False
+        #: CR uid -> the status write its last look held (memory: a restart loses it).
+        self.held: dict[str, HeldStatus] = {}
 
     def covers(self, namespace: str) -> bool:
         return self.namespaces is None or namespace in self.namespaces
@@ -403,7 +413,10 @@ class Operator:
                 write_status,
                 now=self.cluster.clock.stamp(),
                 deleting=deleting,
+                held=self.held.pop(uid, None),
             )
+            if persisted.held is not None:
+                self.held[uid] = persisted.held
         finally:
             self.port.current = None
         outcome = persisted.result.outcome

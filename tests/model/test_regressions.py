@@ -576,3 +576,27 @@ def test_deleting_a_cr_claimed_only_in_its_binding_with_a_malformed_pin_ends(
     )
     assert machine.cluster.crs == {}
     assert len(resources(machine)) == (1 if policy == "Orphan" else 0)
+
+
+def test_a_held_create_whose_record_expired_and_resource_was_replaced_blocks_on_the_uid(
+    model_world: World,
+) -> None:
+    """Found by a long run once the pending write waits for the next look (seed 41): the create
+    of alpha is accepted and its status held, the host's operation records expire, and the
+    resource is deleted and made again out of band. The next look writes the held uid (learnt
+    from our own create's 202) and finds another incarnation under the name: Blocked
+    UidMismatch, as when the pending write had landed at once. The model's evidence for that
+    uid is the 202, which a later consultation of the expired record must not erase."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile_all"),
+            step("expire_operation_records"),
+            step("out_of_band", verb="recreate", which=0),
+        ],
+    )
+    (alpha,) = resources(machine)
+    status = next(iter(machine.cluster.crs.values()))["status"]
+    assert status["uid"] != alpha["metadata"]["uid"], "it recorded the incarnation it created"
+    assert reason(machine, 0, ConditionType.BLOCKED) is Reason.UID_MISMATCH

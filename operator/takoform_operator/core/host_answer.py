@@ -18,7 +18,9 @@ def accepted(
     decision: Decision, operation_id: str, operation: OperationView, desired: Desired
 ) -> Outcome:
     """The host accepted the decision's mutation: record the pending operation (the one write
-    that must follow the 202; if it is lost, the idempotency key replays this same operation)."""
+    that must follow the 202; if it is lost, the idempotency key replays this same operation).
+    Running, and recorded by the host under our key, it is `replayable`: the adapter may hold
+    its write until the next look, which usually finds it settled (one write instead of two)."""
     action = decision.action
     assert action is not None
     state = decision.outcome.state
@@ -31,7 +33,13 @@ def accepted(
     event = Event(
         "Normal", _PENDING_REASON[action.verb], f"{action.verb} accepted as {operation_id}"
     )
-    return replace(decision.outcome, state=state, events=(*decision.outcome.events, event))
+    replayable = operation.idempotency_key == action.key
+    return replace(
+        decision.outcome,
+        state=state,
+        events=(*decision.outcome.events, event),
+        replayable=replayable,
+    )
 
 
 _PENDING_REASON = {

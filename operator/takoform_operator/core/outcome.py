@@ -57,6 +57,11 @@ class Outcome:
     #: The host could not be asked: conditions this outcome does not set keep their last known
     #: value (an outage does not make a Ready resource not Ready).
     keeps_last_known: bool = False
+    #: All this outcome has to record is an operation the host just accepted, running, under
+    #: our idempotency key as the host's own record of it says: a status lost with it costs a
+    #: replay of that key, which returns the same operation. Its write may wait for the next
+    #: look, which writes it with whatever that look found (docs/crash-safety.md).
+    replayable: bool = False
 
     def asserted(self) -> dict[ConditionType, Reason]:
         """The reason of every condition this outcome sets True, by type."""

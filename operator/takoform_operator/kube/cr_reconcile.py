@@ -32,6 +32,7 @@ from takoform_operator.kube.crs import (
     desired_for_deletion,
     desired_from_cr,
     merged_status,
+    status_diff,
     status_patch,
 )
 from takoform_operator.service import Tenancy, reconcile
@@ -62,6 +63,16 @@ WriteConnection = Callable[
 
 
 @dataclass(frozen=True)
+class HeldStatus:
+    """A status write held until the next look (core.outcome.Outcome.replayable): the patch,
+    and the resourceVersion of the CR it was made for. Memory only: a process that dies with
+    it loses a write the idempotency key replays."""
+
+    resource_version: str
+    patch: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Persisted:
     result: CrOutcome
     #: The CR body as written: the API server's answer to the status write (the body as read
@@ -71,6 +82,8 @@ class Persisted:
     #: resourceVersion. Where the answer differs (someone else's edit landed before the write),
     #: the answer is the truth and the difference is news (kube.loops.ReconcileLoops.wrote).
     expected: Mapping[str, Any] | None = None
+    #: The status write this look held instead of writing (pass it to the CR's next look).
+    held: HeldStatus | None = None
 
 
 async def reconcile_and_persist(
@@ -84,13 +97,34 @@ async def reconcile_and_persist(
     deleting: bool = False,
     secrets: Collection[str] = (),
     write_connection: WriteConnection | None = None,
+    held: HeldStatus | None = None,
 ) -> Persisted:
     """One reconcile of the CR `body`, its connection Secret, then the write of the status it
     asks for. The handlers run it against the API server, the model checker (no Secrets)
-    against its simulated cluster."""
+    against its simulated cluster.
+
+    An outcome that only records an operation just accepted (`replayable`) is not written but
+    returned as `held`; the next look of the CR reconciles as if it had been written and
+    writes it together with its own news: a create whose operation settled by then costs one
+    status write, not two. A held status applies only to the body it was made for (same
+    resourceVersion): after any other write it is dropped, and the key replays the operation."""
+    persisted = body.get("status") or {}
+    view = body
+    if held is not None and held.resource_version == _version(body):
+        view = {**body, "status": merged_status(persisted, held.patch)}
     result = await reconcile_cr_body(
-        body, registry, tenancy, bindings, now=now, deleting=deleting, secrets=secrets
+        view, registry, tenancy, bindings, now=now, deleting=deleting, secrets=secrets
     )
+    if result.outcome.finalized:
+        return Persisted(result, body)
+    if view is not body:
+        # What the API server holds lacks the held write: the patch is from that status.
+        final = merged_status(view["status"], result.status or {})
+        result = replace(result, status=status_diff(persisted, final) or None)
+    elif result.status is not None and result.outcome.replayable:
+        return Persisted(
+            replace(result, status=None), body, held=HeldStatus(_version(body), result.status)
+        )
     if result.connection is not None and write_connection is not None:
         # Before the status: a Secret out of reach is the CR's condition (nothing pending here:
         # a connection Secret follows only a read of the settled resource).
@@ -163,6 +197,10 @@ async def reconcile_cr_body(
         return CrOutcome(outcome, None)
     secret = None if deleting else _connection(body, outcome, reconciled.resource, registry)
     return CrOutcome(outcome, _patch(outcome, status, now, generation), secret)
+
+
+def _version(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def connection_secret_forbidden(

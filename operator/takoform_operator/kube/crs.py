@@ -150,6 +150,23 @@ def merged_status(status: Mapping[str, Any] | None, patch: Mapping[str, Any]) ->
     return merged
 
 
+def status_diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge-patch that turns `before` into `after` (RFC 7386): members that differ, maps
+    merged member by member, anything else (lists included) replaced whole, a null for each
+    member `after` lacks. `merged_status(before, status_diff(before, after)) == after`."""
+    before = before or {}
+    patch: dict[str, Any] = {key: None for key in before if key not in after}
+    for key, value in after.items():
+        was = before.get(key)
+        if value == was:
+            continue
+        if isinstance(value, Mapping) and isinstance(was, Mapping):
+            patch[key] = status_diff(was, value)
+        else:
+            patch[key] = value
+    return patch
+
+
 def status_patch(
     outcome: Outcome,
     previous: Mapping[str, Any] | None,

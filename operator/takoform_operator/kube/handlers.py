@@ -7,9 +7,10 @@ One failure path: every reconcile ends in an Outcome, and `next_delay` alone tur
 time of the next look. A failure (an outcome asking for NextLook.BACKOFF, a status write that did
 not land, an unexpected error) is retried with the CR's exponential back-off (core.backoff); the
 count of failures in a row is kept per CR and reset by the first look that does not fail.
-The status is written right after each reconcile, before anything else: a pending operation
-accepted by the host is recorded as soon as possible, and if the process dies first the next
-reconcile replays the same idempotency key (docs/crash-safety.md).
+The status is written right after each reconcile, before anything else, but for a pending
+operation the host holds under our key: that write waits for the next look, which usually finds
+the operation settled and writes both at once; if the process dies first, the next reconcile
+replays the same idempotency key (docs/crash-safety.md, "The pending write, held for one look").
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ from takoform_operator.kube.connection_secrets import (
     secret_name_of,
 )
 from takoform_operator.kube.cr_locks import CrLocks
-from takoform_operator.kube.cr_reconcile import reconcile_and_persist
-from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION, log_fields
+from takoform_operator.kube.cr_reconcile import HeldStatus, reconcile_and_persist
+from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION, log_fields, merged_status
 from takoform_operator.kube.loops import ReconcileLoops, host_named
 from takoform_operator.kube.selector import parse_selector
 from takoform_operator.kube.shards import ShardMembership
@@ -89,6 +90,8 @@ class Runtime:
     #: Serialise each CR's reconciles (its loop's and its delete handler's).
     locks: CrLocks = field(default_factory=CrLocks)
     loops: ReconcileLoops | None = None
+    #: CR uid -> the status write its last look held (kube.cr_reconcile.HeldStatus).
+    held: dict[str, HeldStatus] = field(default_factory=dict)
     #: CR uid -> how many reconciles in a row found it waiting on a pending operation.
     pending_looks: dict[str, int] = field(default_factory=dict)
     #: CR uid -> how many looks in a row failed (the back-off's exponent).
@@ -164,7 +167,10 @@ async def reconcile_cr(
             deleting=deleting,
             secrets=runtime.written_secrets.get(uid, frozenset()),
             write_connection=lambda cr, secret: write_connection_secret(runtime, cr, secret),
+            held=runtime.held.pop(uid, None),
         )
+        if persisted.held is not None:
+            runtime.held[uid] = persisted.held
         result, body = persisted.result, persisted.body
         outcome = result.outcome
         runtime.metrics.reconciled(body, outcome, (runtime.clock() - started).total_seconds())
@@ -251,7 +257,8 @@ async def _persist(
 ) -> Mapping[str, Any]:
     written = await runtime.writer.write(*_where(body), patch)
     # Events only for what landed: a lost write is retried and posts them then.
-    _post_transitions(body, (body.get("status") or {}).get("conditions"), patch["conditions"])
+    if "conditions" in patch:
+        _post_transitions(body, (body.get("status") or {}).get("conditions"), patch["conditions"])
     return written
 
 
@@ -313,6 +320,7 @@ async def _delete_step(runtime: Runtime, body: Mapping[str, Any]) -> float | Non
     runtime.failures.pop(uid, None)
     runtime.contending.discard(uid)
     runtime.written_secrets.pop(uid, None)
+    runtime.held.pop(uid, None)
     return None
 
 
@@ -430,14 +438,16 @@ def register(
             runtime.failures.pop(uid, None)
             runtime.contending.discard(uid)
             runtime.written_secrets.pop(uid, None)
+            held = runtime.held.pop(uid, None)
             runtime.metrics.forget(body)  # gone without our finalize (removed by hand)
             if ours:
-                await _note_vanished(runtime, body)
+                await _note_vanished(runtime, body, held)
         elif not shard.matches(body.metadata.labels):
             # Another shard's CR (or one relabelled away from ours): no loop here.
             if shards is not None:
                 shards.drop(uid)
             loops.stop(uid)
+            runtime.held.pop(uid, None)
             runtime.metrics.forget(body)
         elif shards is not None and not shards.admit(uid, body):
             pass  # another replica's share of the ring (its loop here, if any, was stopped)
@@ -455,16 +465,21 @@ def register(
     kopf.on.cleanup(registry=kopf_registry)(cleanup)
 
 
-async def _note_vanished(runtime: Runtime, body: Mapping[str, Any]) -> None:
+async def _note_vanished(
+    runtime: Runtime, body: Mapping[str, Any], held: HeldStatus | None = None
+) -> None:
     """A CR went while its binding still named it (its finalizer was removed by hand, or its
     namespace was force-deleted): the binding is Lost, remembering the host uid the CR's last
-    status recorded, and is handed to nobody automatically (core.ownership)."""
+    status recorded (or the status write its last look held), and is handed to nobody
+    automatically (core.ownership)."""
     uid = str(body["metadata"]["uid"])
     await runtime.bindings.listed.wait()
     binding = runtime.bindings.held_by(uid)
     if binding is None:
         return
     status = body.get("status") or {}
+    if held is not None:
+        status = merged_status(status, held.patch)
     try:
         await runtime.bindings.replace(binding.lost(status.get("uid")))
     except BindingError as exc:
