@@ -10,8 +10,9 @@ same reference host, same N CRs (backlog mode: the CRs exist before the operator
          split by the consistent hash ring of the live replicas), e.g. hash1, hash2, hash4;
 - rebalance: three hash replicas; once half the CRs are Ready one replica is SIGKILLed. Prints
          how long its CRs that were not Ready yet waited (from the kill until the first and the
-         last of them is Ready: the survivors take them once its Lease ran out) and the host
-         mutations accepted twice for one resource (from the host's access log: must be 0).
+         last of them is Ready: the survivors take them once its Lease ran out), the host
+         operations beyond the first for one resource (duplicate mutations: must be 0), and the
+         creates replayed under their idempotency key (answered with the original operation).
 
 For each it prints the time until all N are Ready, CRs/s, the speed-up over `one`, the
 operators' CPU seconds (summed) and each process's peak RSS. The pieces (control plane, host,
@@ -38,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
@@ -53,9 +56,11 @@ class Result:
     cpu_seconds: float
     rss_mib: list[float]
     #: rebalance only: seconds from the kill to the first and the last of the victim's CRs Ready
-    #: (of those not Ready at the kill), and mutations the host accepted twice for one resource.
+    #: (of those not Ready at the kill), operations the host holds beyond the first for one
+    #: resource, and creates replayed under their key (the original operation answered again).
     handover: tuple[float, float] | None = None
     duplicates: int | None = None
+    replays: int | None = None
 
 
 def _operator(kube: Any, host: Any, namespace: str, workdir: Path, poll: float,
@@ -83,18 +88,33 @@ def _hash_settings(ring: str, namespace: str, member: str) -> dict[str, str]:
     }
 
 
+def duplicate_mutations(host: Any, items: list[dict[str, Any]]) -> tuple[int, int]:
+    """Operations the host holds beyond the first for one resource of `items` (every CR of the
+    bench is created once and never changed, so any second operation is a duplicate), and the
+    creates it answered 202 more often than that (a replayed idempotency key: the host answers
+    with the original operation, so it mutates nothing; from the access log)."""
+    names = {item["metadata"]["name"] for item in items}
+    listing = httpx.get(
+        f"{host.url}/v1alpha3/operations",
+        params={"space": bench.SPACE},
+        headers={"Authorization": f"Bearer {bench.TOKEN}"},
+        timeout=120,
+    )
+    listing.raise_for_status()
+    operations = Counter(op["name"] for op in listing.json()["items"] if op["name"] in names)
+    accepted = Counter(
+        name
+        for path in _ACCEPTED.findall(host.log.read_text(errors="replace"))
+        if (name := path.rsplit("/", 1)[-1]) in names
+    )
+    duplicates = sum(count - 1 for count in operations.values() if count > 1)
+    replays = sum(max(0, accepted[name] - operations[name]) for name in accepted)
+    return duplicates, replays
+
+
 _ACCEPTED = re.compile(
     r'"(?:POST|PUT|DELETE) /v1alpha3/\S*/resources/([^?\s]+)\S* HTTP/[\d.]+" 202'
 )
-
-
-def duplicate_mutations(host: Any) -> int:
-    """Mutations the host accepted (202) beyond the first for one resource: every CR of the
-    bench is created once and never changed, so any second one is a duplicate."""
-    accepted = Counter(
-        path.rsplit("/", 1)[-1] for path in _ACCEPTED.findall(host.log.read_text(errors="replace"))
-    )
-    return sum(count - 1 for count in accepted.values() if count > 1)
 
 
 def measure(kube: Any, host: Any, workdir: Path, mode: str, n: int, args: Any) -> Result:
@@ -194,7 +214,7 @@ def _rebalance(kube: Any, host: Any, namespace: str, items: list[dict[str, Any]]
         cpu_before_kill + sum(op.cpu_seconds() for op in survivors),
         [rss_victim, *(op.peak_rss_mib() for op in survivors)],
         handover=(waited[0], waited[-1]) if waited else (0.0, 0.0),
-        duplicates=duplicate_mutations(host),
+        **dict(zip(("duplicates", "replays"), duplicate_mutations(host, items), strict=True)),
     )
 
 
@@ -241,7 +261,8 @@ def main() -> int:
         if r.handover is not None:
             print(f"{'':9} one of 3 SIGKILLed at N/2 Ready: its CRs Ready again "
                   f"{r.handover[0]:.1f} s (first) to {r.handover[1]:.1f} s (last) after the kill; "
-                  f"duplicate host mutations {r.duplicates}")  # fmt: skip
+                  f"duplicate host mutations {r.duplicates}, creates replayed under their key "
+                  f"{r.replays}")  # fmt: skip
     print(
         f"\n{os.cpu_count()} CPUs; host commit delay 0.05 s; the operators' ready poll "
         f"{args.poll:.0f} s; {bench.CONCURRENCY} concurrent reconciles per process."
