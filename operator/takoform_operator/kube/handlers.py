@@ -7,9 +7,9 @@ One failure path: every reconcile ends in an Outcome, and `next_delay` alone tur
 time of the next look. A failure (an outcome asking for NextLook.BACKOFF, a status write that did
 not land, an unexpected error) is retried with the CR's exponential back-off (core.backoff); the
 count of failures in a row is kept per CR and reset by the first look that does not fail.
-The status is written right after each reconcile, before anything else, but for a pending
-operation the host holds under our key: that write waits for the next look, which usually finds
-the operation settled and writes both at once; if the process dies first, the next reconcile
+The status is written right after each reconcile, before anything else. One write may wait:
+the one recording an operation the host holds under our key, which the next look writes with
+what it finds (usually the operation settled); if the process dies first, the next reconcile
 replays the same idempotency key (docs/crash-safety.md, "The pending write, held for one look").
 """
 
@@ -450,7 +450,8 @@ def register(
             runtime.held.pop(uid, None)
             runtime.metrics.forget(body)
         elif shards is not None and not shards.admit(uid, body):
-            pass  # another replica's share of the ring (its loop here, if any, was stopped)
+            # Another replica's share of the ring (its loop here, if any, was stopped).
+            runtime.held.pop(uid, None)
         else:
             loops.seen(uid, body)
 
