@@ -35,6 +35,7 @@ from takoform_operator.kube.crs import (
     status_diff,
     status_patch,
 )
+from takoform_operator.kube.freshness import resource_version
 from takoform_operator.service import Tenancy, reconcile
 
 
@@ -110,7 +111,7 @@ async def reconcile_and_persist(
     resourceVersion): after any other write it is dropped, and the key replays the operation."""
     persisted = body.get("status") or {}
     view = body
-    if held is not None and held.resource_version == _version(body):
+    if held is not None and held.resource_version == resource_version(body):
         view = {**body, "status": merged_status(persisted, held.patch)}
     result = await reconcile_cr_body(
         view, registry, tenancy, bindings, now=now, deleting=deleting, secrets=secrets
@@ -123,7 +124,9 @@ async def reconcile_and_persist(
         result = replace(result, status=status_diff(persisted, final) or None)
     elif result.status is not None and result.outcome.replayable:
         return Persisted(
-            replace(result, status=None), body, held=HeldStatus(_version(body), result.status)
+            replace(result, status=None),
+            body,
+            held=HeldStatus(resource_version(body), result.status),
         )
     if result.connection is not None and write_connection is not None:
         # Before the status: a Secret out of reach is the CR's condition (nothing pending here:
@@ -197,10 +200,6 @@ async def reconcile_cr_body(
         return CrOutcome(outcome, None)
     secret = None if deleting else _connection(body, outcome, reconciled.resource, registry)
     return CrOutcome(outcome, _patch(outcome, status, now, generation), secret)
-
-
-def _version(body: Mapping[str, Any]) -> str:
-    return str((body.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def connection_secret_forbidden(
