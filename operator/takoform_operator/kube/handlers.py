@@ -106,6 +106,15 @@ class Runtime:
     #: (core.scrub) even when the look that meets them could not read the resource. Memory only.
     written_secrets: dict[str, frozenset[str]] = field(default_factory=dict)
 
+    def forget(self, uid: str) -> HeldStatus | None:
+        """The CR is gone: drop everything this process remembers of it. Returns the status
+        write its last look held, if any (the only one of them worth a last look)."""
+        self.pending_looks.pop(uid, None)
+        self.failures.pop(uid, None)
+        self.contending.discard(uid)
+        self.written_secrets.pop(uid, None)
+        return self.held.pop(uid, None)
+
 
 def _now(runtime: Runtime) -> str:
     return runtime.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -316,11 +325,7 @@ async def _delete_step(runtime: Runtime, body: Mapping[str, Any]) -> float | Non
     await _set_finalizer(runtime, body, present=False)
     uid = str(body["metadata"]["uid"])
     runtime.metrics.forget(body)
-    runtime.pending_looks.pop(uid, None)
-    runtime.failures.pop(uid, None)
-    runtime.contending.discard(uid)
-    runtime.written_secrets.pop(uid, None)
-    runtime.held.pop(uid, None)
+    runtime.forget(uid)
     return None
 
 
@@ -434,11 +439,7 @@ def register(
             if shards is not None:
                 shards.drop(uid)
             loops.stop(uid)
-            runtime.pending_looks.pop(uid, None)
-            runtime.failures.pop(uid, None)
-            runtime.contending.discard(uid)
-            runtime.written_secrets.pop(uid, None)
-            held = runtime.held.pop(uid, None)
+            held = runtime.forget(uid)
             runtime.metrics.forget(body)  # gone without our finalize (removed by hand)
             if ours:
                 await _note_vanished(runtime, body, held)
