@@ -205,6 +205,7 @@ def _rebalance(kube: Any, host: Any, namespace: str, items: list[dict[str, Any]]
     asyncio.run(bench.watch_ready(kube, namespace, n, seen, args.timeout))
     seconds = time.monotonic() - start
     waited = sorted(seen[key] - killed_at for key in orphaned)
+    duplicates, replays = duplicate_mutations(host, items)
     survivors = operators[1:]
     return Result(
         "rebalance",
@@ -214,7 +215,8 @@ def _rebalance(kube: Any, host: Any, namespace: str, items: list[dict[str, Any]]
         cpu_before_kill + sum(op.cpu_seconds() for op in survivors),
         [rss_victim, *(op.peak_rss_mib() for op in survivors)],
         handover=(waited[0], waited[-1]) if waited else (0.0, 0.0),
-        **dict(zip(("duplicates", "replays"), duplicate_mutations(host, items), strict=True)),
+        duplicates=duplicates,
+        replays=replays,
     )
 
 
