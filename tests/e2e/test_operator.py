@@ -120,9 +120,13 @@ def test_operator_creates_updates_blocks_remedies_and_deletes(
         lambda: ready() and cr_status(kube_cluster, namespace, "logs").get("uid") == replacement,
         "rebound to the accepted incarnation",
     )
-    assert "takoform_resource_blocked{" not in running.metrics(), "the series went away"
-    assert 'takoform_build_info{kopf="' in running.metrics(), "the running build is exported"
-    _assert_controller_metrics(running.metrics())
+    # The metrics follow the status write that made it Ready, a moment after it lands.
+    wait_until(
+        lambda: "takoform_resource_blocked{" not in running.metrics(), "the Blocked series gone"
+    )
+    scraped = running.metrics()
+    assert 'takoform_build_info{kopf="' in scraped, "the running build is exported"
+    _assert_controller_metrics(scraped)
 
     # Deletion under the Delete policy removes exactly the bound incarnation.
     kube_cluster.kubectl("delete", "bucket", "logs", "--timeout=60s", namespace=namespace)
