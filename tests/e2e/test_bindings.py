@@ -261,8 +261,14 @@ def test_a_cr_that_vanished_leaves_its_binding_lost_for_its_restore_only(teams: 
     teams.apply(owners, bucket("kept"))  # restored from a backup without status
     teams.wait_ready(owners, "kept")
     assert cr_status(teams.cluster, owners, "kept")["uid"] == uid, "the same incarnation"
-    events = teams.cluster.kubectl_json("get", "events", namespace=owners)["items"]
-    assert any(e["reason"] == "Rebound" for e in events), "the re-bind is said"
+    # The Event is posted in the background once the status write has landed.
+    wait_until(
+        lambda: any(
+            e["reason"] == "Rebound"
+            for e in teams.cluster.kubectl_json("get", "events", namespace=owners)["items"]
+        ),
+        "the re-bind is said in an Event",
+    )
     assert teams.binding("kept")["spec"]["phase"] == "Bound"
     assert teams.blocked(others, "kept")["reason"] == "AlreadyManaged"
     assert teams.mutations() == [("create", "kept")], "nothing created again, nothing deleted"

@@ -105,8 +105,14 @@ def test_operator_creates_updates_blocks_remedies_and_deletes(
     assert condition["reason"] == "UidMismatch"
     assert original in condition["message"] and replacement in condition["message"]
     assert cr_status(kube_cluster, namespace, "logs")["uid"] == original, "state kept"
-    events = kube_cluster.kubectl_json("get", "events", namespace=namespace)["items"]
-    assert any(e["reason"] == "UidMismatch" and e["type"] == "Warning" for e in events)
+    # The Event is posted in the background once the status write has landed.
+    wait_until(
+        lambda: any(
+            e["reason"] == "UidMismatch" and e["type"] == "Warning"
+            for e in kube_cluster.kubectl_json("get", "events", namespace=namespace)["items"]
+        ),
+        "the UidMismatch Warning Event",
+    )
     wait_until(
         lambda: 'takoform_resource_blocked{kind="Bucket",name="logs"' in running.metrics(),
         "the Blocked metric",
