@@ -117,7 +117,7 @@ async def reconcile_and_persist(
         view, registry, tenancy, bindings, now=now, deleting=deleting, secrets=secrets
     )
     if result.outcome.finalized:
-        return Persisted(result, body)
+        return Persisted(result, body)  # the CR may go: nothing to write, a held status neither
     if view is not body:
         # What the API server holds lacks the held write: the patch is from that status.
         final = merged_status(view["status"], result.status or {})
