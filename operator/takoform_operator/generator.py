@@ -78,6 +78,12 @@ def render(catalog: Catalog, *, with_chart: bool, argocd_lua: str | None = None)
         files[f"{CRD_DIR}/{name}"] = text
         if with_chart:
             files[f"{CHART_CRD_DIR}/{name}"] = text
+    protection = f"# {GENERATED_NOTE}.\n# Regenerate with `make generate`.\n" + yaml.safe_dump_all(
+        generator_tenancy.binding_protection(), sort_keys=False, width=100
+    )
+    files[f"{CRD_DIR}/{generator_tenancy.PROTECTION_FILE}"] = protection
+    if with_chart:
+        files[f"{CHART_CRD_DIR}/{generator_tenancy.PROTECTION_FILE}"] = protection
     if with_chart and key_rules:
         files[BOUNDS_POLICY_PATH] = (
             f"# {GENERATED_NOTE}.\n# Regenerate with `make generate`.\n# The spec of the "

@@ -5,7 +5,8 @@
 by cluster admins only (the chart's `takoform-admin` ClusterRole); the operator only reads them
 and writes the host's status.
 `TakoformBinding`: which CR owns one host resource (core.binding), written by the operator and,
-to release or pre-bind a resource, by cluster admins (`kubectl takoform release`).
+to release or pre-bind a resource, by cluster admins (`kubectl takoform release`); while Bound to
+a CR it is protected by an admission policy shipped beside the CRDs (`binding_protection`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from takoform_operator.core import limits
-from takoform_operator.core.binding import BINDING_KIND, BINDING_PLURAL, Phase
+from takoform_operator.core.binding import (
+    BINDING_KIND,
+    BINDING_PLURAL,
+    FORCE_ANNOTATION,
+    GUARDIAN_ANNOTATION,
+    Phase,
+)
 from takoform_operator.core.tenancy import (
     DEFAULT_HOST,
     GRANT_KIND,
@@ -487,3 +494,86 @@ def _crd(
             "versions": [version],
         },
     }
+
+
+#: The file beside the CRDs that protects Bound TakoformBindings (crds/ and the chart's crds/).
+PROTECTION_FILE = "takoformbinding-protection.yaml"
+
+
+def binding_protection() -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicy (and its binding) that keeps a Bound TakoformBinding its
+    owner's (brief section 9; like pv-protection): while a binding is Bound to a CR, only its
+    guardian (the user the operator authenticates as, recorded when it bound it) may delete it
+    or change anything but its annotations. An admin's explicit override is the force
+    annotation (`kubectl takoform release --force`). Shipped with the CRDs, so that
+    `make crds-upgrade` and a CRD-only install have it too. A binding without a guardian (an
+    older release's, until the operator guards it at start) is not matched."""
+    old = "oldObject"
+    guardian = f"{old}.metadata.?annotations[?'{GUARDIAN_ANNOTATION}']"
+    name = f"takoformbinding-protection.{GROUP}"
+    owner = f"{old}.spec.claimRef.namespace + '/' + {old}.spec.claimRef.name"
+    said = f"'TakoformBinding ' + {old}.metadata.name + ' is Bound to ' + {owner} + ': only the "
+    remedy = (
+        "; to let the resource go, delete that CR with deletionPolicy Orphan. To override it "
+        "(another CR may then bind the resource while that CR still acts on it): kubectl "
+        f"takoform release ' + {old}.metadata.name + ' --force'"
+    )
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "takoform-operator"}},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [GROUP],
+                        "apiVersions": ["*"],
+                        "operations": ["UPDATE", "DELETE"],
+                        "resources": [BINDING_PLURAL],
+                    }
+                ]
+            },
+            "matchConditions": [
+                {
+                    "name": "bound-to-a-cr",
+                    "expression": f"has({old}.spec.phase) && {old}.spec.phase == "
+                    f"'{Phase.BOUND}' && has({old}.spec.claimRef) && "
+                    f"has({old}.spec.claimRef.uid) && {old}.spec.claimRef.uid != ''",
+                },
+                {"name": "guarded", "expression": f"{guardian}.hasValue()"},
+                {
+                    "name": "not-by-its-guardian",
+                    "expression": f"{guardian}.orValue('') != request.userInfo.username",
+                },
+                {
+                    "name": "not-forced",
+                    "expression": f"!{old}.metadata.?annotations[?'{FORCE_ANNOTATION}'].hasValue()",
+                },
+            ],
+            "validations": [
+                {
+                    "expression": "request.operation != 'DELETE'",
+                    "messageExpression": said + "operator deletes it, once that CR let go" + remedy,
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": "request.operation == 'DELETE' || (object.spec == "
+                    f"{old}.spec && object.metadata.?finalizers.orValue([]) == "
+                    f"{old}.metadata.?finalizers.orValue([]) && "
+                    f"object.metadata.?annotations[?'{GUARDIAN_ANNOTATION}'] == {guardian})",
+                    "messageExpression": said
+                    + "operator changes its spec, finalizers or guardian while that CR holds it"
+                    + remedy,
+                    "reason": "Forbidden",
+                },
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "takoform-operator"}},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]

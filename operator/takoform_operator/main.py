@@ -158,7 +158,12 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
 
     async def watch_bindings() -> None:
         await writer.connected.wait()  # kopf logs in as it starts (_login)
-        await binding_watch.run()
+        await runtime.bindings.introduce()  # before any binding is written: its guardian
+        guarding = asyncio.create_task(runtime.bindings.guard_all(), name="binding guard")
+        try:
+            await binding_watch.run()
+        finally:
+            guarding.cancel()
 
     async def lead(stop_flag: asyncio.Event | threading.Event | None) -> None:
         # kopf resolves the watched kinds once: none may be missing for a moment (kube.discovery).

@@ -150,9 +150,6 @@ def teams(
     finally:
         made.close()
         drop_namespace(kube_cluster, other)
-        kube_cluster.kubectl(
-            "delete", "takoformbindings", "-l", f"takoform.io/namespace={other}", check=False
-        )
 
 
 def test_a_namespace_without_a_grant_cannot_squat_a_name(teams: Teams) -> None:
@@ -272,3 +269,50 @@ def test_a_cr_that_vanished_leaves_its_binding_lost_for_its_restore_only(teams: 
     assert teams.binding("kept")["spec"]["phase"] == "Bound"
     assert teams.blocked(others, "kept")["reason"] == "AlreadyManaged"
     assert teams.mutations() == [("create", "kept")], "nothing created again, nothing deleted"
+
+
+#: A platform admin other than the operator's user (the test's kubeconfig is both otherwise).
+AS_ADMIN = ("--as=platform-admin", "--as-group=system:masters")
+
+
+def test_an_admins_delete_of_a_bound_binding_is_refused_and_hands_nothing_over(
+    teams: Teams,
+) -> None:
+    owners, others = teams.namespaces
+    teams.grant(owners, others)
+    teams.start(one_process=True)
+    teams.apply(owners, bucket("guarded"))
+    teams.wait_ready(owners, "guarded")
+    bound = teams.binding("guarded")
+    name = bound["metadata"]["name"]
+    assert bound["metadata"]["finalizers"] == ["takoform.io/binding-protection"]
+    assert bound["metadata"]["annotations"]["takoform.io/guardian"], "the operator's user"
+    teams.apply(others, bucket("guarded", importId=canonical_import_id(SPACE, "guarded", REF)))
+    teams.wait_blocked(others, "guarded", "AlreadyManaged")
+
+    refused = teams.cluster.kubectl("delete", "takoformbinding", name, *AS_ADMIN, check=False)
+    assert refused.returncode != 0, refused.stdout
+    assert f"is Bound to {owners}/guarded" in refused.stderr, refused.stderr
+    assert "--force" in refused.stderr, "the override is named"
+    handover = json.dumps({"spec": {"claimRef": {"namespace": others, "name": "guarded"}}})
+    changed = teams.cluster.kubectl("patch", "takoformbinding", name, "--type=merge",
+                                    "-p", handover, *AS_ADMIN, check=False)  # fmt: skip
+    assert changed.returncode != 0 and "only the operator changes" in changed.stderr
+    unprotect = json.dumps({"metadata": {"finalizers": None}})
+    stripped = teams.cluster.kubectl("patch", "takoformbinding", name, "--type=merge",
+                                     "-p", unprotect, *AS_ADMIN, check=False)  # fmt: skip
+    assert stripped.returncode != 0, "the protection cannot be taken off either"
+
+    # The binding, the owner and the waiting import are as they were; nothing was sent for it.
+    after = teams.binding("guarded")
+    assert after["metadata"]["resourceVersion"] == bound["metadata"]["resourceVersion"]
+    assert teams.blocked(others, "guarded")["reason"] == "AlreadyManaged"
+    assert is_ready(teams.cluster, owners, "guarded")
+    assert teams.mutations() == [("create", "guarded")]
+
+    # The owner's own deletion lets it go: the operator lifts the protection, then deletes it
+    # (the waiting import goes first, or it would bind the name again to find nothing).
+    teams.cluster.kubectl("delete", "bucket", "guarded", "--timeout=60s", namespace=others)
+    teams.cluster.kubectl("delete", "bucket", "guarded", "--timeout=60s", namespace=owners)
+    assert binding_of(teams.cluster, "Bucket", "guarded") is None
+    assert sorted(teams.mutations()) == [("create", "guarded"), ("delete", "guarded")]

@@ -57,6 +57,7 @@ class Bindings:
         last_owner: ClaimRef | None = None,
         *,
         space: str | None = None,
+        guardian: str | None = None,
     ) -> Binding:
         binding = Binding(
             Identity(space or self.space, BUCKET, resource, "prod"),
@@ -68,7 +69,8 @@ class Bindings:
             last_owner,
         )
         # create, not apply: apply would drop the nulls of spec.requested.
-        self.cluster.kubectl("create", "-f", "-", input=json.dumps(binding.to_json()))
+        document = binding.to_json(guardian=guardian)
+        self.cluster.kubectl("create", "-f", "-", input=json.dumps(document))
         self.names.append(binding.name)
         return binding
 
@@ -209,6 +211,40 @@ def test_release_refuses_a_binding_bound_to_a_cr_and_changes_nothing(bindings: B
         )  # fmt: skip
         assert f"kubectl delete buckets.storage.takoform.io/owned -n {ns}" in answer.stderr
     assert bindings.get(made.name) == before, "not a single write"
+
+
+#: The operator's user in an installed chart: not the test's (the admission policy's guardian).
+OPERATOR_USER = "system:serviceaccount:takoform-system:takoform-operator"
+
+
+@pytest.mark.parametrize("to", [None, "rescue/owned"], ids=["delete", "reserve"])
+def test_force_overrides_the_protection_of_a_bound_binding_and_says_what_it_risked(
+    bindings: Bindings, to: str | None
+) -> None:
+    ns = bindings.space
+    made = bindings.create(
+        "owned", Phase.BOUND, ClaimRef(ns, "owned", "u-1"), guardian=OPERATOR_USER
+    )
+    refused = bindings.cluster.kubectl("delete", "takoformbinding", made.name, check=False)
+    assert refused.returncode != 0 and f"is Bound to {ns}/owned" in refused.stderr
+    extra = ["--to", to] if to else []
+    plain = plugin("release", made.name, *extra, env=bindings.env)
+    _one_line_error(plain, 1, "(or override it: --force)")
+
+    forced = plugin("release", made.name, *extra, "--force", env=bindings.env)
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout.splitlines()[-1] == (
+        f"Forced: {ns}/owned was Bound to it and still acts on Bucket 'owned' in space '{ns}' "
+        "on host 'prod'; it binds it again at its next look unless another CR binds it first."
+    )
+    after = bindings.get(made.name)
+    if to is None:
+        assert after is None
+        return
+    assert after is not None
+    assert after["spec"]["claimRef"] == {"namespace": "rescue", "name": "owned"}
+    assert not after["metadata"].get("finalizers"), "a pre-binding is not protected"
+    assert "takoform.io/force-release" in after["metadata"]["annotations"]
 
 
 def test_wrong_command_lines_are_refused_before_anything_is_read(bindings: Bindings) -> None:

@@ -155,8 +155,7 @@ def test_rbac_covers_exactly_the_shipped_crds(helm: Any) -> None:
         (g, r)
         for g, r, _ in _grants(next(d for d in docs if d["metadata"]["name"] == "takoform-editor"))
     }
-    for path in sorted((REPO / "crds").glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
+    for crd in _shipped_crds(REPO / "crds"):
         group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
         if group == "operator.takoform.io":
             # The policy (and the bindings the operator writes through its tenancy ClusterRole):
@@ -166,6 +165,14 @@ def test_rbac_covers_exactly_the_shipped_crds(helm: Any) -> None:
         assert (group, plural) in granted and (group, f"{plural}/status") in granted
         assert (group, plural) in editor
     assert all(verb != "delete" for rule in role["rules"] for verb in rule["verbs"])
+
+
+def _shipped_crds(directory: Path) -> list[dict[str, Any]]:
+    """The CRDs of a crds/ folder (beside them: the bindings' admission policy)."""
+    documents = [
+        d for p in sorted(directory.glob("*.yaml")) for d in yaml.safe_load_all(p.read_text())
+    ]
+    return [d for d in documents if d["kind"] == "CustomResourceDefinition"]
 
 
 CONNECTION_SECRET_RULE = {
@@ -510,7 +517,8 @@ def test_crds_upgrade_applies_every_chart_crd(
     kube_cluster: KubeCluster, kube_crds: list[Any]
 ) -> None:
     """`make crds-upgrade` (hack/crds.sh) applies every file of the chart's crds/, the policy
-    CRDs and the TakoformBinding too, and waits until each is Established."""
+    CRDs and the TakoformBinding too, and waits until each is Established; the bindings'
+    admission policy beside them is applied as well."""
     env = {
         **os.environ,
         "KUBECONFIG": str(kube_cluster.kubeconfig),
@@ -520,8 +528,13 @@ def test_crds_upgrade_applies_every_chart_crd(
         [str(REPO / "hack" / "crds.sh")], capture_output=True, text=True, env=env, timeout=120
     )
     assert applied.returncode == 0, applied.stderr + applied.stdout
-    for path in sorted((CHART / "crds").glob("*.yaml")):
-        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+    protection = "takoformbinding-protection.operator.takoform.io"
+    for kind in ("validatingadmissionpolicy", "validatingadmissionpolicybinding"):
+        assert f"{kind}.admissionregistration.k8s.io/{protection} serverside-applied" in (
+            applied.stdout
+        ), kind
+    for crd in _shipped_crds(CHART / "crds"):
+        name = crd["metadata"]["name"]
         assert f"customresourcedefinition.apiextensions.k8s.io/{name} serverside-applied" in (
             applied.stdout
         ), name

@@ -421,11 +421,33 @@ def drop_namespace(cluster: KubeCluster, name: str) -> None:
     the control plane runs."""
     release_finalizers(cluster, name)
     cluster.delete("namespace", name)
-    selector = f"takoform.io/namespace={name}"
+    drop_bindings(cluster, f"takoform.io/namespace={name}")
+
+
+#: What a test's clean-up writes on a Bound binding whose operator is gone: the override the
+#: bindings' admission policy allows (`kubectl takoform release --force` writes the same).
+FORCED = {"metadata": {"annotations": {"takoform.io/force-release": "test clean-up"}}}
+UNPROTECTED = {"metadata": {"finalizers": None}}
+
+
+def drop_bindings(cluster: KubeCluster, selector: str) -> None:
+    """Delete the TakoformBindings the label selector names, protected ones included: their
+    operator is gone, so the clean-up lifts the protection itself (forced, then without the
+    finalizer) before the delete."""
+    merge = {"Content-Type": "application/merge-patch+json"}
     client, bindings = cluster.http(), cluster._collection("takoformbindings", None)
     if client is None or bindings is None:
+        for found in cluster.list_objects("takoformbindings", selector=selector):
+            for patch in (FORCED, UNPROTECTED):
+                cluster.kubectl("patch", "takoformbinding", found["metadata"]["name"],
+                                "--type=merge", "-p", json.dumps(patch), check=False)  # fmt: skip
         cluster.kubectl("delete", "takoformbindings", "-l", selector, "--wait=false", check=False)
         return
+    for found in cluster.list_objects("takoformbindings", selector=selector):
+        if found["metadata"].get("finalizers"):
+            path = f"{bindings}/{found['metadata']['name']}"
+            for patch in (FORCED, UNPROTECTED):
+                client.patch(path, content=json.dumps(patch), headers=merge)
     client.delete(bindings, params={"labelSelector": selector})
 
 
@@ -470,15 +492,16 @@ def crd_files(crd_dir: Path = REPO / "crds") -> Sequence[Path]:
 
 def apply_crds(cluster: KubeCluster, files: Sequence[Path], timeout: int = 60) -> list[Any]:
     """Apply CRD manifests (server-side: big schemas overflow the client-side annotation), wait
-    until each is Established, and return the CRD objects as the API server has them. The test
+    until each is Established, and return the CRD objects as the API server has them. Other
+    objects beside them (the bindings' admission policy) are applied as they are. The test
     applying them takes their fields over (--force-conflicts) from whoever applied them before in
     this session (`make crds-upgrade`'s field manager, in tests/helm)."""
     names: list[str] = []
     for path in files:
         manifest = path.read_text()
         for obj in _objects(manifest):
-            assert obj["kind"] == "CustomResourceDefinition", f"{path}: {obj['kind']}"
-            names.append(obj["metadata"]["name"])
+            if obj["kind"] == "CustomResourceDefinition":
+                names.append(obj["metadata"]["name"])
         cluster.apply(manifest)
 
     def established(name: str) -> Any:

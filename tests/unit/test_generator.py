@@ -105,7 +105,8 @@ def test_every_generated_file_opens_with_the_do_not_edit_note_in_its_own_syntax(
     elif path.endswith(".yaml"):
         assert first.startswith("# ") and "do not edit" in first
         assert second == "# Regenerate with `make generate`."
-        assert yaml.safe_load(text) is not None, "the note is a comment, not content"
+        documents = list(yaml.safe_load_all(text))
+        assert documents and None not in documents, "the note is a comment, not content"
     elif path.endswith(".md"):
         assert first.startswith("<!-- ") and first.endswith(" -->")
         assert "do not edit" in first and "`make generate`" in first

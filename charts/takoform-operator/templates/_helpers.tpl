@@ -54,13 +54,16 @@ app.kubernetes.io/part-of: takoform-operator
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
-{{/* Every (group, plural) of the CRDs the chart ships, for RBAC. */}}
+{{/* Every (group, plural) of the CRDs the chart ships, for RBAC (crds/ also holds the
+     bindings' admission policy, two documents in one file: not a CRD). */}}
 {{- define "takoform-operator.crdResources" -}}
 {{- $groups := dict -}}
 {{- range $path, $_ := .Files.Glob "crds/*.yaml" -}}
 {{- $crd := $.Files.Get $path | fromYaml -}}
+{{- if eq (get $crd "kind" | default "") "CustomResourceDefinition" -}}
 {{- $plurals := get $groups $crd.spec.group | default list -}}
 {{- $_ := set $groups $crd.spec.group (append $plurals $crd.spec.names.plural) -}}
+{{- end -}}
 {{- end -}}
 {{- toYaml $groups -}}
 {{- end -}}
@@ -129,6 +132,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $resources := list -}}
 {{- range $path, $_ := .Files.Glob "crds/*.yaml" -}}
 {{- $crd := $.Files.Get $path | fromYaml -}}
+{{- if eq (get $crd "kind" | default "") "CustomResourceDefinition" -}}
 {{- if ne $crd.spec.group "operator.takoform.io" -}}
 {{- $version := "" -}}
 {{- range $crd.spec.versions -}}
@@ -151,6 +155,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
             "help" "The host operation the Takoform CR waits for (status.pendingOperationId; empty operation_id: none)."
             "each" (dict "type" "Info" "info" (dict "path" (list "status") "labelsFromPath" (dict "operation_id" (list "pendingOperationId") "verb" (list "pendingOperationVerb")))))
     )) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- toYaml (dict "kind" "CustomResourceStateMetrics" "spec" (dict "resources" $resources)) -}}

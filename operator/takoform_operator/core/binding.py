@@ -38,6 +38,16 @@ _NAME_PREFIX = "tb-"
 #: The namespace of the CR a binding names (its owner, else its last owner), as a label:
 #: `kubectl get takoformbindings -l takoform.io/namespace=team-a`.
 NAMESPACE_LABEL = "takoform.io/namespace"
+#: On a binding Bound to a CR: nobody deletes it from under its owner (like pv-protection). The
+#: operator removes it when the owner lets go; the binding then goes, or stays Released/Lost.
+PROTECTION_FINALIZER = "takoform.io/binding-protection"
+#: The user the operator authenticates as. The admission policy shipped with the CRDs
+#: (crds/takoformbinding-protection.yaml) lets only that user delete a Bound binding or change
+#: anything but its annotations (docs/tenancy.md "A Bound binding is protected").
+GUARDIAN_ANNOTATION = "takoform.io/guardian"
+#: An admin's explicit override of that policy (`kubectl takoform release --force`): its value
+#: says who forced what, and why.
+FORCE_ANNOTATION = "takoform.io/force-release"
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -128,6 +138,12 @@ class Binding:
     def owned_by(self, uid: str) -> bool:
         return self.phase is Phase.BOUND and self.claim is not None and self.claim.uid == uid
 
+    @property
+    def protected(self) -> bool:
+        """Bound to a CR (not an admin's pre-binding): nobody but the operator may delete it or
+        hand it to another CR."""
+        return self.phase is Phase.BOUND and self.claim is not None and bool(self.claim.uid)
+
     def released(self, last_owner: ClaimRef, uid: str | None) -> Binding:
         """The owner let go (deletionPolicy Orphan, or a deletion that sent nothing)."""
         return replace(
@@ -140,8 +156,11 @@ class Binding:
             self, phase=Phase.LOST, claim=None, last_owner=self.claim, uid=uid or self.uid
         )
 
-    def to_json(self) -> dict[str, Any]:
-        """The whole object, as created or replaced (metadata.resourceVersion a precondition)."""
+    def to_json(self, *, guardian: str | None = None) -> dict[str, Any]:
+        """The whole object, as created or replaced (metadata.resourceVersion a precondition).
+        With `guardian` (the operator's user name; "" when unknown), a protected binding carries
+        the protection finalizer and names its guardian; None: neither (the write that lets a
+        binding go)."""
         identity = self.identity
         spec: dict[str, Any] = {
             "host": identity.host,
@@ -166,6 +185,10 @@ class Binding:
         if named is not None:
             labels[NAMESPACE_LABEL] = named.namespace
         metadata: dict[str, Any] = {"name": self.name, "labels": labels}
+        if guardian is not None and self.protected:
+            metadata["finalizers"] = [PROTECTION_FINALIZER]
+            if guardian:
+                metadata["annotations"] = {GUARDIAN_ANNOTATION: guardian}
         if self.resource_version:
             metadata["resourceVersion"] = self.resource_version
         return {

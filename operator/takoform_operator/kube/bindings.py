@@ -4,12 +4,18 @@ Reads answer from the cache the watch feeds (kube.binding_watch: complete before
 reconciled) and from our own writes; every write goes to the API server with the
 resourceVersion read, so a stale cache costs one refused write and a fresh GET, never a second
 owner. `create` is the lock.
+
+A binding Bound to a CR is written protected (core.binding.PROTECTION_FINALIZER, and the
+operator's user as its guardian, which the admission policy beside the CRDs lets alone delete or
+change it): letting it go is a write that drops the protection, then the delete.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import logging
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeAlias
 
@@ -18,6 +24,8 @@ import httpx
 from takoform_operator.binding_port import BindingConflict, BindingError, BindingExists
 from takoform_operator.core.binding import (
     BINDING_PLURAL,
+    GUARDIAN_ANNOTATION,
+    PROTECTION_FINALIZER,
     Binding,
     ClaimRef,
     Identity,
@@ -31,6 +39,8 @@ from takoform_operator.kube.freshness import older, resource_version
 from takoform_spec.identity import FormLine, FormRef
 
 _COLLECTION = f"/apis/{GROUP}/{VERSION}/{BINDING_PLURAL}"
+_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+logger = logging.getLogger(__name__)
 
 #: A binding as the book keeps it: nested tuples of strings (`_pack`). The book holds every
 #: binding of the cluster, however few CRs this process serves; as dataclasses each would be six
@@ -42,8 +52,10 @@ _Record: TypeAlias = tuple[Any, ...]
 class BindingBook:
     """The bindings this process knows, by name and by the CR uid that holds each."""
 
-    def __init__(self, client: Callable[[], httpx.AsyncClient]) -> None:
+    def __init__(self, client: Callable[[], httpx.AsyncClient], guardian: str = "") -> None:
         self._client = client
+        #: The user this process authenticates as (`introduce`): the guardian it writes.
+        self.guardian = guardian
         self._by_name: dict[str, _Record] = {}
         #: owner CR uid -> the name of the binding Bound to it (a CR holds at most one).
         self._held: dict[str, str] = {}
@@ -68,7 +80,7 @@ class BindingBook:
         if binding is not None and binding.name != name:
             binding = None  # a hand-made object under another name binds nothing
         self._versions[name] = version
-        before = self._store(name, binding)
+        before = self._store(name, binding, _guard_of(body))
         return before != self._by_name.get(name)
 
     def forget(self, body: Mapping[str, Any]) -> bool:
@@ -103,20 +115,26 @@ class BindingBook:
         return binding if binding is not None and binding.owned_by(cr_uid) else None
 
     async def create(self, binding: Binding) -> Binding:
-        answer = await self._send("POST", _COLLECTION, binding.to_json())
+        answer = await self._send("POST", _COLLECTION, binding.to_json(guardian=self.guardian))
         if answer.status_code == 409:
             await self.refresh(binding.name)
             raise BindingExists(f"TakoformBinding {binding.name} exists")
         return self._written(answer, binding)
 
     async def replace(self, binding: Binding) -> Binding:
-        answer = await self._send("PUT", f"{_COLLECTION}/{binding.name}", binding.to_json())
+        return await self._replace(binding, binding.to_json(guardian=self.guardian))
+
+    async def _replace(self, binding: Binding, document: dict[str, Any]) -> Binding:
+        answer = await self._send("PUT", f"{_COLLECTION}/{binding.name}", document)
         if answer.status_code in (404, 409):
             await self.refresh(binding.name)
             raise BindingConflict(f"TakoformBinding {binding.name} changed meanwhile")
         return self._written(answer, binding)
 
     async def delete(self, binding: Binding) -> None:
+        if self._guard(binding.name) is not None:
+            # Protected: the write that lets it go first (a delete would only mark it).
+            binding = await self._replace(binding, binding.to_json())
         preconditions = {"preconditions": {"resourceVersion": binding.resource_version}}
         answer = await self._send("DELETE", f"{_COLLECTION}/{binding.name}", preconditions)
         if answer.status_code == 409:
@@ -158,14 +176,63 @@ class BindingBook:
         record = self._by_name.get(name)
         return None if record is None else _unpack(record)
 
-    def _store(self, name: str, binding: Binding | None) -> _Record | None:
-        """Hold `binding` under `name` (None: drop it); returns the record held before."""
+    def _guard(self, name: str) -> _Guard:
+        record = self._by_name.get(name)
+        return None if record is None else record[-1]
+
+    # -- protection ----------------------------------------------------------------------------
+
+    async def introduce(self) -> None:
+        """Learn the user this process authenticates as (a SelfSubjectReview): the guardian of
+        the bindings it writes. Unknown (an API server without the review): the bindings carry
+        the finalizer only, and the admission policy does not match them."""
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        try:
+            answer = await self._client().post(_REVIEWS, json=review)
+            user = answer.json().get("status", {}).get("userInfo", {}) if answer.is_success else {}
+        except (httpx.HTTPError, ValueError, AttributeError):
+            user = {}
+        self.guardian = str(user.get("username") or "") if isinstance(user, dict) else ""
+        if not self.guardian:
+            logger.warning(
+                "could not learn this process's user name (SelfSubjectReview); TakoformBindings "
+                "are written with the protection finalizer only, and admission does not guard them"
+            )
+
+    def unguarded(self) -> list[Binding]:
+        """Protected bindings written without the protection (by a release before it): each is
+        written again by `guard`."""
+        return [
+            _unpack(record)
+            for record in self._by_name.values()
+            if record[-1] is None and _unpack(record).protected
+        ]
+
+    async def guard(self, binding: Binding) -> None:
+        """Write `binding` again with its protection; one changed meanwhile is left to its owner's
+        next look (every write of it is protected)."""
+        with contextlib.suppress(BindingConflict):
+            await self.replace(binding)
+
+    async def guard_all(self) -> None:
+        """Once the book is listed: protect what an earlier release wrote unprotected (an
+        upgrade costs one write per Bound binding, once)."""
+        await self.listed.wait()
+        for binding in self.unguarded():
+            try:
+                await self.guard(binding)
+            except BindingError as exc:
+                logger.warning("TakoformBinding %s left unprotected: %s", binding.name, exc)
+
+    def _store(self, name: str, binding: Binding | None, guard: _Guard = None) -> _Record | None:
+        """Hold `binding` under `name` (None: drop it) with the protection it carries on the
+        API server; returns the record held before."""
         before = self._by_name.pop(name, None)
         claim = None if before is None else _unpack(before).claim
         if claim is not None and self._held.get(claim.uid) == name:
             del self._held[claim.uid]
         if binding is not None:
-            self._by_name[name] = _pack(binding)
+            self._by_name[name] = (*_pack(binding), guard)
             if binding.phase is Phase.BOUND and binding.claim is not None and binding.claim.uid:
                 self._held[binding.claim.uid] = name
         return before
@@ -182,6 +249,18 @@ class BindingBook:
         # Its watch echo, the same resourceVersion, is then passed over (`observe`).
         self.observe(answer.json())
         return self._read(binding.name) or binding
+
+
+#: A binding's protection as the API server holds it: the guardian it names ("": the
+#: finalizer without one), or None when it carries no protection finalizer.
+_Guard: TypeAlias = str | None
+
+
+def _guard_of(body: Mapping[str, Any]) -> _Guard:
+    metadata = body.get("metadata") or {}
+    if PROTECTION_FINALIZER not in (metadata.get("finalizers") or ()):
+        return None
+    return str((metadata.get("annotations") or {}).get(GUARDIAN_ANNOTATION) or "")
 
 
 def _pack(binding: Binding) -> _Record:
@@ -211,7 +290,7 @@ def _pack(binding: Binding) -> _Record:
 
 def _unpack(record: _Record) -> Binding:
     (space, api_version, kind, name), host, phase, claim, ref, requested = record[:6]
-    uid, last_owner, resource_version = record[6:]
+    uid, last_owner, resource_version = record[6:9]
     return Binding(
         identity=Identity(space, _form_line(api_version, kind), name, host),
         phase=_PHASES[phase],

@@ -49,6 +49,8 @@ from takoform_operator.plugin.render import (
     blocked_rows,
     check_object_name,
     claim_arg,
+    forced_document,
+    forced_warning,
     import_manifest,
     printable,
     release_refusal,
@@ -60,6 +62,7 @@ from takoform_operator.plugin.render import (
     trace_document,
     trace_report,
     unbound_message,
+    unprotected_document,
 )
 from takoform_operator.registry_data import load_registry
 from takoform_operator.settings import Settings
@@ -127,9 +130,18 @@ change an admin's pre-binding (a claimRef without uid, also while Bound).
   without --to         delete the TakoformBinding: the host resource is unbound, and any
                        namespace granted its space on its host may import it
 
-A binding Bound to a CR (a claimRef with a uid) is refused: delete that CR with deletionPolicy
-Orphan first. The write is conditioned on the resourceVersion read: if the binding changed
-meanwhile, nothing is written and the command says so; run it again. BINDING is the name
+A binding Bound to a CR (a claimRef with a uid) is refused, and so is any other change of it
+(an admission policy shipped with the CRDs protects it): delete that CR with deletionPolicy
+Orphan first, and the operator releases it.
+
+  --force              override that protection: the binding is marked forced
+                       (annotation takoform.io/force-release), then deleted or reserved. The
+                       CR it was Bound to still acts on the host resource and binds it again
+                       at its next look, unless another CR binds it first: two CRs may then
+                       act on one resource. For an owner that is gone while no operator runs.
+
+Each write is conditioned on the resourceVersion read: if the binding changed meanwhile,
+nothing more is written and the command says so; run it again. BINDING is the name
 `kubectl takoform bindings` lists (tb-...)."""
 
 
@@ -269,6 +281,11 @@ def add_commands(commands: Any) -> None:
         "--to",
         metavar="NAMESPACE/NAME",
         help="reserve the binding for that CR instead of deleting it",
+    )
+    release.add_argument(
+        "--force",
+        action="store_true",
+        help="also a binding Bound to a CR, overriding its protection (see above)",
     )
     _common(release, host=False)
     release.set_defaults(handler=_guarded(run_release))
@@ -599,20 +616,29 @@ def run_release(args: argparse.Namespace, out: TextIO) -> int:
                 )
             ) from None
         refusal = release_refusal(name, binding)
-        if refusal is not None:
-            raise PluginError(refusal)
+        if refusal is not None and not args.force:
+            raise PluginError(refusal + " (or override it: --force)")
+        forced = False
         try:
+            if refusal is not None:
+                body = cluster.replace_binding(name, forced_document(body, binding))
+                forced = True
             if claim is not None:
                 cluster.replace_binding(name, reserved_document(body, claim))
                 said = reserved_message(name, binding, claim)
             else:
-                uid = (body.get("metadata") or {}).get("uid")
-                cluster.delete_binding(name, binding.resource_version, str(uid) if uid else None)
+                if (body.get("metadata") or {}).get("finalizers"):
+                    body = cluster.replace_binding(name, unprotected_document(body))
+                metadata = body.get("metadata") or {}
+                uid = metadata.get("uid")
+                version = str(metadata.get("resourceVersion") or binding.resource_version)
+                cluster.delete_binding(name, version, str(uid) if uid else None)
                 said = unbound_message(name, binding)
+            if refusal is not None:
+                said += "\n" + forced_warning(binding)
         except Conflict:
-            raise PluginError(
-                f"{name} changed meanwhile, nothing was written: run it again"
-            ) from None
+            written = "only the force annotation was written" if forced else "nothing was written"
+            raise PluginError(f"{name} changed meanwhile, {written}: run it again") from None
     finally:
         cluster.close()
     out.write(said + "\n")

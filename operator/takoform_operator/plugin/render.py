@@ -15,6 +15,8 @@ from typing import Any
 
 from takoform_operator.core.binding import (
     BINDING_KIND,
+    FORCE_ANNOTATION,
+    PROTECTION_FINALIZER,
     Binding,
     ClaimRef,
     InvalidBinding,
@@ -618,12 +620,48 @@ def release_refusal(name: str, binding: Binding) -> str | None:
 
 
 def reserved_document(body: Mapping[str, Any], claim: ClaimRef) -> dict[str, Any]:
-    """The object as read with spec.claimRef set to `claim` (no uid) and nothing else changed:
-    its metadata.resourceVersion makes the replace conditional on nobody having written since."""
+    """The object as read with spec.claimRef set to `claim` (no uid) and nothing else changed
+    but the protection, which a pre-binding does not carry: its metadata.resourceVersion makes
+    the replace conditional on nobody having written since."""
+    document = unprotected_document(body)
+    document["spec"] = {**(body.get("spec") or {}), "claimRef": claim.to_json()}
+    return document
+
+
+def unprotected_document(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The object as read without the protection finalizer (a binding about to be deleted or
+    reserved, whose operator would otherwise have to remove it)."""
+    document = _as_read(body)
+    finalizers = [
+        f for f in document["metadata"].get("finalizers") or () if f != PROTECTION_FINALIZER
+    ]
+    document["metadata"]["finalizers"] = finalizers
+    return document
+
+
+def forced_document(body: Mapping[str, Any], binding: Binding) -> dict[str, Any]:
+    """The object as read, marked forced: the admission policy then lets an admin delete or
+    reserve it although it is Bound to a CR."""
+    document = _as_read(body)
+    annotations = dict(document["metadata"].get("annotations") or {})
+    annotations[FORCE_ANNOTATION] = printable(
+        f"released by force from {binding.claim} with kubectl takoform release --force"
+    )
+    document["metadata"]["annotations"] = annotations
+    return document
+
+
+def forced_warning(binding: Binding) -> str:
+    return printable(
+        f"Forced: {binding.claim} was Bound to it and still acts on {_what(binding)}; it binds "
+        "it again at its next look unless another CR binds it first."
+    )
+
+
+def _as_read(body: Mapping[str, Any]) -> dict[str, Any]:
     document = {key: value for key, value in body.items() if key != "status"}
     metadata = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
     document["metadata"] = metadata
-    document["spec"] = {**(body.get("spec") or {}), "claimRef": claim.to_json()}
     return document
 
 
