@@ -48,6 +48,25 @@ def test_the_cache_knows_who_holds_which_binding_and_forgets_it_when_it_goes() -
     assert book.held_by("cr-2") is None
 
 
+def test_the_owners_a_changed_or_deleted_binding_named_are_woken_once() -> None:
+    book = _book()
+    bound = Binding(IDENTITY, Phase.BOUND, OWNER)
+    book.observe(_body(bound, "5"))
+    assert book.woken() == ["cr-1"], "a binding that came names its owner"
+    assert book.woken() == [], "each is handed out once"
+    assert not book.observe(_body(bound, "5"))
+    assert book.woken() == [], "an unchanged binding wakes nobody"
+    taken = replace(bound, claim=ClaimRef("team-b", "logs", "cr-2"))
+    book.observe(_body(taken, "6"))
+    assert sorted(book.woken()) == ["cr-1", "cr-2"], "the owner before and after"
+    book.forget(_body(taken, "7"))
+    assert book.woken() == ["cr-2"], "a vanished binding wakes the CR it named"
+    book.observe(_body(bound, "8"), ours=True)
+    assert book.woken() == [], "our own write wakes nobody"
+    assert book.retain(set(), "9")
+    assert book.woken() == ["cr-1"], "gone from a listing: as deleted"
+
+
 def test_a_late_watch_event_never_undoes_a_newer_binding() -> None:
     book = _book()
     bound = Binding(IDENTITY, Phase.BOUND, OWNER)

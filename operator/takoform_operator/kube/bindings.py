@@ -63,11 +63,15 @@ class BindingBook:
         self._versions: dict[str, str] = {}
         #: Set once every binding of the cluster was listed into the book.
         self.listed = asyncio.Event()
+        #: The CRs (by uid) a binding named, before or after somebody else changed or deleted
+        #: it: each is woken to look at its own binding (`woken`).
+        self._touched: set[str] = set()
 
     # -- the watch ---------------------------------------------------------------------------
 
-    def observe(self, body: Mapping[str, Any]) -> bool:
-        """A binding as the watch delivered it; True when it changed what the cache held."""
+    def observe(self, body: Mapping[str, Any], *, ours: bool = False) -> bool:
+        """A binding as the watch delivered it (`ours`: as our own write's answer); True when
+        it changed what the cache held."""
         name = str((body.get("metadata") or {}).get("name") or "")
         version = resource_version(body)
         known = self._versions.get(name, "")
@@ -81,7 +85,11 @@ class BindingBook:
             binding = None  # a hand-made object under another name binds nothing
         self._versions[name] = version
         before = self._store(name, binding, _guard_of(body))
-        return before != self._by_name.get(name)
+        if before == self._by_name.get(name):
+            return False
+        if not ours:
+            self._touch(before, binding)
+        return True
 
     def forget(self, body: Mapping[str, Any]) -> bool:
         """The watch saw it deleted; True when the cache held it."""
@@ -89,7 +97,19 @@ class BindingBook:
         if older(resource_version(body), self._versions.get(name, "")):
             return False
         self._versions.pop(name, None)
-        return self._store(name, None) is not None
+        before = self._store(name, None)
+        self._touch(before, None)
+        return before is not None
+
+    def woken(self) -> list[str]:
+        """The CRs whose binding somebody else changed or deleted since the last call."""
+        touched, self._touched = list(self._touched), set()
+        return touched
+
+    def _touch(self, before: _Record | None, after: Binding | None) -> None:
+        for binding in (None if before is None else _unpack(before), after):
+            if binding is not None and binding.claim is not None and binding.claim.uid:
+                self._touched.add(binding.claim.uid)
 
     def retain(self, names: Collection[str], version: str) -> bool:
         """A complete listing at `version` named only `names`: forget the others, unless the
@@ -102,7 +122,7 @@ class BindingBook:
         ]
         for name in gone:
             self._versions.pop(name, None)
-            self._store(name, None)
+            self._touch(self._store(name, None), None)
         return bool(gone)
 
     # -- BindingPort ---------------------------------------------------------------------------
@@ -247,7 +267,7 @@ class BindingBook:
         if answer.status_code not in (200, 201):
             raise BindingError(_refused("write", binding.name, answer))
         # Its watch echo, the same resourceVersion, is then passed over (`observe`).
-        self.observe(answer.json())
+        self.observe(answer.json(), ours=True)
         return self._read(binding.name) or binding
 
 

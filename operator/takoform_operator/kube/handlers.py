@@ -503,9 +503,12 @@ async def _note_vanished(
 
 
 def wake_contenders(runtime: Runtime) -> None:
-    """A binding changed: wake the CRs whose identity another CR held (kube.binding_watch)."""
+    """A binding changed: wake the CRs whose identity another CR held, and those whose own
+    binding somebody else changed or deleted (kube.binding_watch): an owner rebuilds a binding
+    that vanished at once, not at its next poll."""
+    touched = runtime.bindings.woken()
     if runtime.loops is not None:
-        for uid in list(runtime.contending):
+        for uid in {*runtime.contending, *touched}:
             runtime.loops.wake(uid)
 
 
