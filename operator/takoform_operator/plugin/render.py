@@ -632,10 +632,9 @@ def unprotected_document(body: Mapping[str, Any]) -> dict[str, Any]:
     """The object as read without the protection finalizer (a binding about to be deleted or
     reserved, whose operator would otherwise have to remove it)."""
     document = _as_read(body)
-    finalizers = [
-        f for f in document["metadata"].get("finalizers") or () if f != PROTECTION_FINALIZER
-    ]
-    document["metadata"]["finalizers"] = finalizers
+    metadata = document["metadata"]
+    if metadata.get("finalizers"):
+        metadata["finalizers"] = [f for f in metadata["finalizers"] if f != PROTECTION_FINALIZER]
     return document
 
 
