@@ -33,7 +33,10 @@ host's own data and the CRs' statuses — never from the outcomes the operator r
 
 Commits are under the model's control: the host runs with commit delay 0 (an accepted operation
 commits before the host serves its next request) and the `stuck` rules hold every operation
-`running` until released, so no step waits on wall-clock time and a sequence replays exactly.
+`running` until released, between two steps or between any two requests of one look
+(`reconcile_committing_mid_look`), so no step waits on wall-clock time and a sequence replays
+exactly. The operator process also checks that a look never holds the pending write of the
+operation the previous look held (at most once per operation, kube.cr_reconcile).
 """
 
 from __future__ import annotations
@@ -206,6 +209,7 @@ class OwnershipModel(RuleBasedStateMachine):
         self.port = RecordingPort(
             HostClientPort(world.client), self._check_send, self._check_access, self._acted
         )
+        self.port.release = lambda: self._faults(stuckOperations=False)
         self.tenancy = ModelTenancy(self.port)
         self.tenancy.granted = {(ns, space) for ns in NAMESPACES for space in self.spaces}
         self.ownership = Ownership(self.cluster)
@@ -369,7 +373,15 @@ class OwnershipModel(RuleBasedStateMachine):
             self.released_creators.add(uid)
             bound = status_of(body).get("uid")
             mine = [r["metadata"]["uid"] for r in self.host().resources if creator_of(r) == uid]
-            for resource_uid in [bound, *mine]:
+            # The uid its binding was Released with: a create the status never recorded may
+            # have named it (its resource gone since), read from the host's operations.
+            kept = [
+                b.uid
+                for b in self.ownership.all()
+                if b.phase is Phase.RELEASED and b.last_owner is not None
+                if b.last_owner.uid == uid
+            ]
+            for resource_uid in [bound, *mine, *kept]:
                 if resource_uid:
                     self.released_uids.add(resource_uid)
                     self.released[resource_uid] = body["metadata"]["namespace"]
@@ -672,6 +684,18 @@ class OwnershipModel(RuleBasedStateMachine):
     def reconcile_losing_status_write(self, pick: int) -> None:
         """The reconcile's host calls happen; its last write (status, or finalizer) is lost."""
         self._reconcile(self._pick(pick), lose_write=True)
+
+    @precondition(lambda self: self.cluster.crs and self.faults["stuckOperations"])
+    @rule(pick=st.integers(0, 2), after=st.integers(1, 3))
+    def reconcile_committing_mid_look(self, pick: int, after: int) -> None:
+        """The host commits what it holds between two requests of one look: right after the
+        look's request number `after` is answered (a read, a listing, a mutation), operations
+        stop being held and settle before the host serves the next one."""
+        self.port.release_after = after
+        try:
+            self._reconcile(self._pick(pick))
+        finally:
+            self.port.release_after = None
 
     @precondition(lambda self: "sharding" not in self.step_around)
     @rule(two=st.booleans())
@@ -1078,11 +1102,16 @@ class OwnershipModel(RuleBasedStateMachine):
             and o.resource_uid == new
             and self._ours(cr_uid, o.idempotency_key)
         ]
-        if not created:
-            raise self._violation(
-                f"bound to {new}: no resource and no create of ours carries it", cr=cr_uid
-            )
-        return "created"
+        if created:
+            return "created"
+        held = self.ownership.bindings.held_by(cr_uid)
+        if held is not None and held.uid == new and (new in self.released or new in self.lost):
+            # The incarnation a Released or Lost binding kept, taken over with it (`_act`
+            # checks who may take it): checked against what the host serves, never adopted.
+            return "handed over"
+        raise self._violation(
+            f"bound to {new}: no resource and no create of ours carries it", cr=cr_uid
+        )
 
     def _owned(self, resource: dict[str, Any]) -> bool:
         """Some live CR (or, with bindings, a TakoformBinding) holds this incarnation."""

@@ -600,3 +600,88 @@ def test_a_held_create_whose_record_expired_and_resource_was_replaced_blocks_on_
     status = next(iter(machine.cluster.crs.values()))["status"]
     assert status["uid"] != alpha["metadata"]["uid"], "it recorded the incarnation it created"
     assert reason(machine, 0, ConditionType.BLOCKED) is Reason.UID_MISMATCH
+
+
+# -- issue 37: the pending write held for one look ---------------------------------------------
+
+
+@pytest.mark.parametrize("after", [1, 2], ids=["after-1st-request", "after-2nd-request"])
+def test_a_create_committing_inside_the_deletions_look_is_deleted_not_orphaned(
+    model_world: World, after: int
+) -> None:
+    """The create of alpha is accepted and held running, its pending write held; the CR is
+    deleted (a write: the held patch is dropped), and the host commits the create between two
+    requests of the deletion's look. Before, the deletion read (absent), then listed (the
+    create succeeded: not counted, only running ones were) and let go: an orphan."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("hold_commits", stuck=True),
+            step("reconcile", pick=0),
+            step("delete_cr", pick=0, policy="Delete"),
+            step("reconcile_committing_mid_look", pick=0, after=after),
+        ],
+    )
+    assert machine.cluster.crs == {}
+    assert resources(machine) == [], "deleted, not left to nobody"
+
+
+def test_an_update_replayed_after_another_write_is_written_not_held_again(
+    model_world: World,
+) -> None:
+    """The update's pending write is held; another write to the CR (an annotation) drops it,
+    and the next look replays the update's key and gets the same operation back: that look
+    writes it (the operator process fails the run on a second hold in a row)."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile_all"),
+            step("reconcile_all"),
+            step("hold_commits", stuck=True),
+            step("edit_parameters", pick=0, size=20),
+            step("reconcile", pick=0),
+            step("accept_uid", pick=0),
+            step("reconcile", pick=0),
+        ],
+    )
+    updates = [s for s in machine.port.sent if isinstance(s.action, Update)]
+    assert len(updates) >= 2 and updates[0].action.key == updates[1].action.key, "replayed"
+    assert updates[0].operation_id == updates[1].operation_id
+
+
+def test_an_orphan_deletion_inside_the_window_hands_over_the_incarnation_its_create_named(
+    model_world: World,
+) -> None:
+    """The create of alpha commits with its pending write held; the resource is deleted out of
+    band, the CR deleted with Orphan (dropping the held write): the deletion reads the host's
+    operations, so the Released binding keeps the uid the create named. Another client makes
+    alpha again, and a CR of the same namespace imports it: it takes the binding over with
+    that uid, so it meets another incarnation (Blocked UidMismatch), never adopts it silently.
+    The checker first took the handed-over uid for a bind without evidence."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("hold_commits", stuck=True),
+            step("reconcile_all"),
+            step("hold_commits", stuck=False),
+            step("out_of_band", which=0, verb="delete"),
+            step("delete_cr", pick=0, policy="Orphan"),
+            step("reconcile_all"),
+            step("out_of_band_create_new", name="alpha", version="1.1.0"),
+            step(
+                "create_importing_cr",
+                name="beta",
+                namespace="ns-a",
+                pick=0,
+                policy="Delete",
+                size=10,
+            ),
+        ],
+    )
+    (alpha,) = resources(machine)
+    (importer,) = machine.cluster.crs.values()
+    assert status_of(importer)["uid"] != alpha["metadata"]["uid"], "the released uid kept"
+    assert reason(machine, 0, ConditionType.BLOCKED) is Reason.UID_MISMATCH

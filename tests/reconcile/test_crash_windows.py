@@ -18,10 +18,11 @@ from builders import BUCKET, REGISTRY, SPEC
 from processes import HostProcess
 from waiting import await_for, await_settled
 
-from takoform_operator.core.actions import Create
+from takoform_operator.core.actions import Create, Target
+from takoform_operator.core.binding import Phase
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.outcome import Outcome
-from takoform_operator.core.state import Desired
+from takoform_operator.core.state import DeletionPolicy, Desired, OperationView, ResourceView
 from takoform_operator.host_client.client import HostClient
 
 from .harness import SimulatedCr, SpyPort, condition
@@ -197,9 +198,12 @@ async def client(host: Any) -> AsyncIterator[HostClient]:
         yield http
 
 
-async def test_lost_202_while_the_create_still_runs_replays_the_same_operation(
+async def test_lost_202_while_the_create_still_runs_resumes_the_same_operation(
     host: Any, client: HostClient
 ) -> None:
+    """The next look finds the create in the host's operations (consulted before the read),
+    under the key it would send: it records that operation instead of sending the create
+    again (were it sent, the key would replay the same operation)."""
     cr = SimulatedCr(desired("lost-running"))
     port = SpyPort(client)
     host.set_faults(stuckOperations=True)
@@ -214,9 +218,8 @@ async def test_lost_202_while_the_create_still_runs_replays_the_same_operation(
     outcome = await cr.converge(port, REGISTRY)
     assert condition(outcome, ConditionType.READY) is Reason.AVAILABLE
     operations = await operations_for(client, "lost-running")
-    assert [op.verb for op in operations] == ["create"], "the replay returned the original"
-    creates = [m for m in port.mutations if isinstance(m, Create)]
-    assert len(creates) == 2 and creates[0].key == creates[1].key
+    assert [op.verb for op in operations] == ["create"], "one operation"
+    assert len([m for m in port.mutations if isinstance(m, Create)]) == 1, "resumed, not re-sent"
 
 
 async def test_lost_202_and_expired_record_adopts_by_creation_key(
@@ -303,3 +306,99 @@ async def test_host_without_creation_keys_falls_back_to_blocked_not_adoption(
         assert condition(outcome, ConditionType.BLOCKED) is Reason.OWNERSHIP_UNPROVABLE
         assert cr.state.uid is None, "never bound by name alone"
         assert len([m for m in port.mutations if isinstance(m, Create)]) == 1, "no duplicate"
+
+
+# -- the held pending write's window: a create the status does not record (issue 37) ------------
+
+
+class CommittingPort(SpyPort):
+    """The real port, and a host that commits what it holds (stuckOperations) right after the
+    request numbered `commit_after` is answered, before the reconcile sends the next one."""
+
+    def __init__(self, client: HostClient, host: Any, name: str) -> None:
+        super().__init__(client)
+        self._client, self._host, self._name = client, host, name
+        self.commit_after: int | None = None
+        self.committed_after: str | None = None
+
+    async def _answered(self) -> None:
+        if len(self.calls) != self.commit_after:
+            return
+        self.commit_after = None
+        self._host.set_faults(stuckOperations=False)
+        for operation in await operations_for(self._client, self._name):
+            await await_settled(self._client, operation.id)
+        self.committed_after = self.calls[-1]
+
+    async def get_operation(self, operation_id: str) -> OperationView:
+        answer = await super().get_operation(operation_id)
+        await self._answered()
+        return answer
+
+    async def read(self, target: Target) -> ResourceView | None:
+        answer = await super().read(target)
+        await self._answered()
+        return answer
+
+    async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]:
+        answer = await super().list_operations(target)
+        await self._answered()
+        return answer
+
+
+async def _accepted_unrecorded(host: Any, cr: SimulatedCr, port: SpyPort) -> None:
+    """The create accepted and held running; its pending write never lands (held, then dropped
+    by another write to the CR, or lost with the process)."""
+    host.set_faults(stuckOperations=True)
+    await cr.reconcile(port, REGISTRY, persist=False)
+    assert [m.verb for m in port.mutations] == ["Create"] and cr.state.pending is None
+
+
+@pytest.mark.parametrize("commit_after", [1, 2], ids=["after-1st-request", "after-2nd-request"])
+async def test_a_create_committing_between_the_deletions_requests_is_deleted_not_orphaned(
+    host: Any, client: HostClient, commit_after: int
+) -> None:
+    """Issue 37, against the real host: the CR is deleted inside the window and the create
+    commits between two requests of the deletion's look. Before, the deletion read (absent),
+    then listed (succeeded: only running creates counted), let go, and the resource stayed on
+    the host with no owner. The operations are consulted first now, and a settled create of
+    ours counts as created."""
+    name = f"window-{commit_after}"
+    cr = SimulatedCr(desired(name))
+    port = CommittingPort(client, host, name)
+    try:
+        await _accepted_unrecorded(host, cr, port)
+        cr.desired = replace(cr.desired, deleting=True)
+        port.calls.clear()
+        port.commit_after = commit_after
+        outcome = await cr.reconcile(port, REGISTRY)
+    finally:
+        host.set_faults(stuckOperations=False)
+    assert port.committed_after is not None, f"the look sent fewer requests: {port.calls}"
+    window = list(port.calls)
+    if not outcome.finalized:
+        outcome = await cr.converge(port, REGISTRY)
+    assert outcome.finalized
+    assert CREATE_REF is not None
+    assert await client.find_resource("crash", CREATE_REF, name) is None, "no orphan"
+    assert sorted(op.verb for op in await operations_for(client, name)) == ["create", "delete"]
+    assert window[0] == f"list_operations {name}", "the operations are consulted first"
+
+
+async def test_an_orphan_deletion_inside_the_window_releases_the_uid_its_create_named(
+    host: Any, client: HostClient
+) -> None:
+    """Orphan sends no mutation; inside the window it reads the host's operations first, so the
+    Released binding remembers the incarnation the create named (before: `uid: null`)."""
+    cr = SimulatedCr(desired("window-orphan"))
+    port = SpyPort(client)
+    try:
+        await _accepted_unrecorded(host, cr, port)
+    finally:
+        host.set_faults(stuckOperations=False)
+    (operation,) = await operations_for(client, "window-orphan")
+    cr.desired = replace(cr.desired, deleting=True, deletion_policy=DeletionPolicy.ORPHAN)
+    assert (await cr.reconcile(port, REGISTRY)).finalized
+    (binding,) = cr.bindings.objects.values()
+    assert binding.phase is Phase.RELEASED and binding.uid == operation.resource_uid
+    assert [m.verb for m in port.mutations] == ["Create"], "Orphan sends no mutation"

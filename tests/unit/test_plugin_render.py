@@ -466,13 +466,14 @@ def test_the_remedy_column_comes_from_the_recorded_remedies_not_the_prose() -> N
             ],
             "remedies": [
                 {"does": "delete this CR", "command": "kubectl delete b/logs -n apps"},
-                {"does": "or choose another name"},
+                {"does": "or use another name: delete this CR first"},
             ],
         },
     }
     (row,) = blocked_rows(BUCKET, [body])
     assert row.remedy == (
-        "(1) delete this CR: kubectl delete b/logs -n apps ; (2) or choose another name"
+        "(1) delete this CR: kubectl delete b/logs -n apps ; (2) or use another name: delete "
+        "this CR first"
     )
 
 

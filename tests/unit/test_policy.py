@@ -80,6 +80,16 @@ class NoCalls:
         raise AssertionError(f"host call {name} while paused")
 
 
+class ListsNothing(NoCalls):
+    """A host port that answers only the listing of a name's operations (with none) and fails
+    the test on any other call: a deletion that sends no mutation may still read whether a
+    create of ours the status does not record named an incarnation."""
+
+    async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]:
+        self.calls.append("list_operations")
+        return []
+
+
 # -- pause ---------------------------------------------------------------------------------------
 
 
@@ -112,11 +122,13 @@ async def test_a_deletion_that_leaves_the_host_resource_sends_nothing(
     state: State, releasing: Desired
 ) -> None:
     """Whatever was recorded (a bound uid, a running operation), an Orphan or Observe deletion
-    finishes at once without a single host call, not even the read that would find the resource
-    still there."""
-    host = NoCalls()
+    finishes at once without a mutation, and without a single host call, not even the read
+    that would find the resource still there, unless a create of ours may be unrecorded
+    (claimed, neither bound nor pending): then the operations are listed once, so the binding
+    it releases remembers the incarnation that create named."""
+    host = ListsNothing()
     outcome = await _reconcile(releasing, state, host)
-    assert host.calls == []
+    assert host.calls == (["list_operations"] if state is CLAIMED else [])
     assert outcome.finalized and outcome.state == state
 
 
@@ -223,6 +235,9 @@ class Policy:
 
     def namespace_labels(self, namespace: str) -> dict[str, str]:
         return {}
+
+    def namespace_uid(self, namespace: str) -> str:
+        return ""
 
     def port(self, host: str) -> Any:
         return NoCalls()
@@ -413,7 +428,9 @@ async def test_a_deletion_whose_claim_is_only_in_its_binding_ends_despite_a_malf
     )
     body = cr_body(formRef={"definitionVersion": "1.0"}, deletionPolicy="Orphan")
     body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    result = await reconcile_cr_body(body, REGISTRY, OneHost(NoCalls()), bindings, now="t")
+    host = ListsNothing()
+    result = await reconcile_cr_body(body, REGISTRY, OneHost(host), bindings, now="t")
+    assert host.calls == ["list_operations"], "no mutation; the uid of a create looked for"
     assert result.outcome.finalized, result.outcome
     (binding,) = bindings.objects.values()
     assert binding.phase is Phase.RELEASED and binding.last_owner == ClaimRef(

@@ -100,10 +100,23 @@ def test_a_resource_that_is_not_ours_names_this_cr_and_the_import_id() -> None:
     foreign = _resource("h-9", creation_key="someone:create:0")
     outcome = decide(DESIRED, CLAIMED, planned, Observation(None, foreign), REGISTRY).outcome
     remedies = _remedies(outcome)
-    assert _commands(remedies) == [["kubectl", "delete", *CR]]
+    assert _commands(remedies) == [["kubectl", "delete", *CR]] * 2
     assert remedies[0].acts_on == kubectl_object(DESIRED)
     import_id = shlex.split(remedies[0].does.split("spec.importId set to ")[1])[0]
     assert json.loads(import_id)["name"] == "logs"
+
+
+def test_another_name_is_a_new_cr_since_the_name_of_this_one_is_fixed() -> None:
+    # metadata.name never changes, spec.resourceName not once anything was sent: the remedy
+    # that offers another name deletes this CR first.
+    planned = plan(DESIRED, CLAIMED, REGISTRY)
+    assert isinstance(planned, Plan)
+    foreign = _resource("h-9", creation_key="someone:create:0")
+    outcome = decide(DESIRED, CLAIMED, planned, Observation(None, foreign), REGISTRY).outcome
+    other_name = _remedies(outcome)[1]
+    assert "another name" in other_name.does and "delete this CR" in other_name.does
+    assert other_name.command == f"kubectl delete {kubectl_object(DESIRED)}"
+    assert other_name.acts_on == kubectl_object(DESIRED)
 
 
 def test_a_refused_create_names_this_cr() -> None:
@@ -112,7 +125,7 @@ def test_a_refused_create_names_this_cr() -> None:
         Outcome(CLAIMED, (), NextLook.PENDING), Create(target, SPEC, "cr-1:create:0")
     )
     outcome = rejected(decision, Rejection(ErrorCode.RESOURCE_EXISTS, "exists"), DESIRED)
-    assert _commands(_remedies(outcome)) == [["kubectl", "delete", *CR]]
+    assert _commands(_remedies(outcome)) == [["kubectl", "delete", *CR]] * 2
 
 
 def test_already_managed_names_this_cr_and_the_binding_never_the_owner() -> None:

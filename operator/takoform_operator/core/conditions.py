@@ -158,7 +158,7 @@ class Condition:
 
 
 def merge_conditions(
-    previous: Sequence[Mapping[str, Any]] | None,
+    previous: object,
     current: Iterable[Condition],
     *,
     now: str,
@@ -169,8 +169,9 @@ def merge_conditions(
     in `current` are reported False with the last reason they had, so nothing lingers True.
     With `keep_unnamed` (nothing was observed: a paused CR, or a host that could not be asked,
     so the last known Ready is still the best answer) they keep their last value as is.
-    A condition that reported a pause and is not named again is dropped: the pause is over."""
-    before = {c.get("type"): c for c in previous or ()}
+    A condition that reported a pause and is not named again is dropped: the pause is over.
+    `previous` is the status as found: what the operator could not have written is dropped."""
+    before = _written(previous)
     given = {c.type: c for c in current}
     merged: list[dict[str, Any]] = []
     for kind in ConditionType:
@@ -208,11 +209,9 @@ def merge_conditions(
     return merged
 
 
-def transitions(
-    previous: Sequence[Mapping[str, Any]] | None, merged: Sequence[Mapping[str, Any]]
-) -> list[Mapping[str, Any]]:
+def transitions(previous: object, merged: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Conditions whose status or reason changed: each becomes a Kubernetes Event."""
-    before = {c.get("type"): c for c in previous or ()}
+    before = _written(previous)
     changed = []
     for condition in merged:
         old = before.get(condition["type"])
@@ -224,3 +223,23 @@ def transitions(
                 continue
             changed.append(condition)
     return changed
+
+
+def _written(previous: object) -> dict[str, Mapping[str, Any]]:
+    """The previous conditions by type, those the operator could have written: of the closed
+    set, True or False, a reason the table allows on the type. Anything else in a status (edited
+    by hand, restored from an old backup, an older release's reason) is neither kept nor turned
+    False with its reason: it would carry a condition outside the set into the next write."""
+    if not isinstance(previous, list | tuple):
+        return {}
+    written: dict[str, Mapping[str, Any]] = {}
+    for condition in previous:
+        if not isinstance(condition, Mapping) or condition.get("status") not in ("True", "False"):
+            continue
+        try:
+            kind, reason = ConditionType(condition["type"]), Reason(condition["reason"])
+            Condition(kind, condition["status"] == "True", reason)
+        except (KeyError, TypeError, ValueError):
+            continue
+        written[str(kind)] = condition
+    return written

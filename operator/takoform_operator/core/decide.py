@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -22,7 +23,7 @@ from .outcome import (
     waiting,
     with_deleting,
 )
-from .plan import Plan, importing
+from .plan import Plan, importing, may_have_created
 from .registry import Registry
 from .remedies import Remedy, kubectl_object, release_command
 from .state import (
@@ -37,13 +38,17 @@ from .state import (
 )
 from .tables import DELETE_TABLE, MUTATION_TABLE, Conclusion, Marker, UidRule, presence, uid_rule
 
+#: One operation of a listing: its id and its record.
+Listed = tuple[str, OperationView]
+
 
 @dataclass(frozen=True)
 class Observation:
     operation: OperationView | None = None
     resource: ResourceView | None = None
-    #: Operations the host retains for the target name (only when Plan.list_operations).
-    operations: tuple[tuple[str, OperationView], ...] = field(default=())
+    #: Operations the host retains for the target name (only when Plan.list_operations), read
+    #: before the resource.
+    operations: tuple[Listed, ...] = field(default=())
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,12 @@ class Decision:
 def decide(
     desired: Desired, state: State, planned: Plan, seen: Observation, registry: Registry
 ) -> Decision:
-    """Conclude from one consultation of the operation and one exact resource read."""
+    """Conclude from one consultation of the operation (or the listing) and one exact
+    resource read."""
+    unrecorded = _unrecorded(desired, state, planned, seen)
+    if unrecorded is not None:
+        # As if the status had recorded it: the same rule 7 row, whatever it says.
+        state, seen = unrecorded
     try:
         if state.pending is not None:
             decision = _decide_pending(desired, state, seen, registry)
@@ -68,6 +78,53 @@ def decide(
         outcome = degraded(state, Reason.HOST_STATE_UNDECODABLE, str(exc), NextLook.BACKOFF)
         decision = Decision(outcome)
     return replace(decision, outcome=with_deleting(decision.outcome, desired))
+
+
+def unrecorded_create(
+    desired: Desired, state: State, target: Target, operations: Iterable[Listed]
+) -> Listed | None:
+    """The listed create that this state's next create would replay (its key, exactly this
+    target): accepted by the host while the status did not record it. Any other create (an
+    earlier attempt's, another CR's) is not the one this state stands for."""
+    key = create_key(desired, state)
+    return next(
+        (
+            (operation_id, operation)
+            for operation_id, operation in operations
+            if operation.idempotency_key == key and same_target(operation, Verb.CREATE, target)
+        ),
+        None,
+    )
+
+
+def bound_to_unrecorded_create(
+    desired: Desired, state: State, target: Target, operations: Iterable[Listed]
+) -> State:
+    """The state bound to the incarnation an unrecorded create of ours named (one that did
+    not fail: a failed create made nothing), else the state as it is. What an Orphan deletion
+    releases, so the binding remembers the uid."""
+    if not may_have_created(state):
+        return state
+    found = unrecorded_create(desired, state, target, operations)
+    if found is None or found[1].state is OpState.FAILED:
+        return state
+    return bound_to(state, target, found[1].resource_uid)
+
+
+def _unrecorded(
+    desired: Desired, state: State, planned: Plan, seen: Observation
+) -> tuple[State, Observation] | None:
+    """The state with the unrecorded create of ours the listing holds recorded pending, and
+    that record as the operation consulted; None when the listing holds none."""
+    if not planned.list_operations or planned.target is None or not may_have_created(state):
+        return None
+    found = unrecorded_create(desired, state, planned.target, seen.operations)
+    if found is None:
+        return None
+    operation_id, operation = found
+    recorded = bound_to(state, planned.target, operation.resource_uid)
+    recorded = recorded.with_pending(Pending(operation_id, Verb.CREATE))
+    return recorded, replace(seen, operation=operation)
 
 
 def _decide_pending(
@@ -213,8 +270,9 @@ def _decide_bound(
 def _decide_claimed(
     desired: Desired, state: State, planned: Plan, seen: Observation, registry: Registry
 ) -> Decision:
-    """The target is recorded but no incarnation is bound: import it, adopt our own create
-    whose answer was lost, or create it (replaying the same key, so never twice)."""
+    """The target is recorded but no incarnation is bound and the listing (if any) holds no
+    create of ours under this state's key: import it, adopt our own create whose answer and
+    record were lost, or create it (replaying the same key, so never twice)."""
     assert planned.target is not None
     target, resource = planned.target, seen.resource
     if importing(state) and not desired.deleting:
@@ -241,7 +299,8 @@ def _decide_claimed(
                 and is_ours(operation, desired)
                 and same_target(operation, Verb.CREATE, target)
             ):
-                # A create of ours we never recorded: wait for it, then delete what it made.
+                # Ours under another key (an earlier attempt's), still running: wait for it,
+                # then delete what it made.
                 adopted = bound_to(state, target, operation.resource_uid).with_pending(
                     Pending(operation_id, Verb.CREATE)
                 )

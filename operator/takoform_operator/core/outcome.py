@@ -201,9 +201,10 @@ def not_ours(desired: Desired, state: State, resource: ResourceView) -> Outcome:
 
 
 def import_remedies(desired: Desired, import_id: str | None) -> tuple[Remedy, ...]:
-    """Import is chosen when the CR is made: its identity is fixed once a target is recorded,
-    so the remedy is this CR deleted (nothing of ours is on the host: the deletion sends
-    nothing but reads) and made again with spec.importId."""
+    """Import is chosen when the CR is made: its identity is fixed once a target is recorded
+    (metadata.name always), so either remedy starts with this CR deleted (nothing of ours is on
+    the host: the deletion sends nothing but reads), made again with spec.importId or under
+    another name."""
     obj = kubectl_object(desired)
     import_id_text = (
         shlex.quote(import_id) if import_id else "the resource's canonical JSON import id"
@@ -215,5 +216,10 @@ def import_remedies(desired: Desired, import_id: str | None) -> tuple[Remedy, ..
             f"kubectl delete {obj}",
             obj,
         ),
-        Remedy("or choose another name (spec.resourceName)"),
+        Remedy(
+            "or use another name: delete this CR, then create one with another metadata.name "
+            "(or spec.resourceName)",
+            f"kubectl delete {obj}",
+            obj,
+        ),
     )

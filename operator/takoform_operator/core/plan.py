@@ -26,19 +26,32 @@ from .tenancy import DEFAULT_HOST
 
 @dataclass(frozen=True)
 class Plan:
-    """The reads one reconcile makes, in order: the operation once, then the exact resource."""
+    """The reads one reconcile makes, in order: the operations (the pending one, or the
+    listing of the name), then the exact resource (0017 rule 7: the operation first)."""
 
     operation_id: str | None
     target: Target | None
-    #: Unbound and being deleted: look for an accepted create of ours we never recorded.
+    #: A create of ours may be accepted without the status recording it (may_have_created):
+    #: the host's operations on the name stand in for the pending one, read before the resource.
     list_operations: bool = False
 
 
-def plan(desired: Desired, state: State, registry: Registry) -> Plan | Outcome:
+def plan(
+    desired: Desired, state: State, registry: Registry, *, claimed_now: bool = False
+) -> Plan | Outcome:
     """Which operation to consult and which exact resource to read; or an Outcome right away.
-    The state is claimed: the CR holds the binding of its target (core.ownership)."""
+    The state is claimed: the CR holds the binding of its target (core.ownership).
+    `claimed_now`: the target was claimed by this very reconcile (its binding written just
+    now, before anything was sent), so nothing of ours can be running on it."""
     assert state.claimed, "the target is bound before the plan"
-    return _plan_claimed(desired, state, registry)
+    return _plan_claimed(desired, state, registry, claimed_now)
+
+
+def may_have_created(state: State) -> bool:
+    """Claimed, neither bound nor pending, not an import: a create of ours may have been
+    accepted that the status does not record (its write held and dropped by another write to
+    the CR, or lost), and may commit at any moment."""
+    return state.claimed and state.uid is None and state.pending is None and not importing(state)
 
 
 def target_of(desired: Desired, state: State, registry: Registry) -> Target | Outcome:
@@ -88,7 +101,9 @@ def create_ref(desired: Desired, registry: Registry) -> FormRef:
     return ref_or_none
 
 
-def _plan_claimed(desired: Desired, state: State, registry: Registry) -> Plan | Outcome:
+def _plan_claimed(
+    desired: Desired, state: State, registry: Registry, claimed_now: bool
+) -> Plan | Outcome:
     assert state.form_ref is not None and state.space is not None and state.name is not None
     changes = state.requested.changes(desired) if state.requested is not None else []
     if changes and not desired.deleting:
@@ -101,9 +116,7 @@ def _plan_claimed(desired: Desired, state: State, registry: Registry) -> Plan | 
     target = Target(state.space, state.form_ref, state.name)
     if state.pending is not None:
         return Plan(state.pending.operation_id, target)
-    # Claimed but not bound: a create of ours may be running that we never recorded.
-    listing = desired.deleting and state.uid is None and not importing(state)
-    return Plan(None, target, list_operations=listing)
+    return Plan(None, target, list_operations=may_have_created(state) and not claimed_now)
 
 
 def importing(state: State) -> bool:

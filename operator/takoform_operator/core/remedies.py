@@ -92,3 +92,33 @@ def orphan_command(obj: str) -> str:
 def release_command(obj: str) -> str:
     """The CR `obj` released without a host call: Orphan, then deleted."""
     return f"{orphan_command(obj)} && kubectl delete {obj}"
+
+
+def edit_status_command(obj: str) -> str:
+    """Opens the status of the CR `obj` (its status subresource) in an editor."""
+    return f"kubectl edit {obj} --subresource=status"
+
+
+def unreadable_status_remedies(obj: str, *, deleting: bool) -> tuple[Remedy, ...]:
+    """The ways out of a status that does not hold a readable state (Blocked StateUnreadable).
+    It may record a resource, so it is never guessed from: restored, or this CR let go without
+    a host call (the resource stays; a new CR imports it, spec.importId)."""
+    restore = Remedy(
+        "restore the status the operator wrote (the backup the CR came from has it)",
+        edit_status_command(obj),
+        obj,
+    )
+    if deleting:
+        let_go = Remedy(
+            "or let this CR go without a host call (the host resource stays)",
+            orphan_command(obj),
+            obj,
+        )
+    else:
+        let_go = Remedy(
+            "or let this CR go without a host call, then import the host resource with a new CR "
+            "(spec.importId)",
+            release_command(obj),
+            obj,
+        )
+    return (restore, let_go)

@@ -17,11 +17,13 @@ from takoform_operator.binding_port import BindingPort
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.connection import ConnectionSecret, connection_secret, secret_name
 from takoform_operator.core.depth import pruned_paths, too_deep_message
-from takoform_operator.core.outcome import NextLook, Outcome, degraded
-from takoform_operator.core.ownership import restored
+from takoform_operator.core.outcome import NextLook, Outcome, blocked, degraded, with_deleting
+from takoform_operator.core.ownership import let_go, restored
+from takoform_operator.core.policy import releases_without_host_call
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.remedies import Remedy
+from takoform_operator.core.remedies import Remedy, kubectl_name, unreadable_status_remedies
 from takoform_operator.core.state import (
+    Requested,
     ResourceView,
     State,
     StateUnreadable,
@@ -37,6 +39,7 @@ from takoform_operator.kube.crs import (
 )
 from takoform_operator.kube.freshness import resource_version
 from takoform_operator.service import Tenancy, reconcile
+from takoform_spec.identity import FormLine
 
 
 @dataclass(frozen=True)
@@ -66,11 +69,18 @@ WriteConnection = Callable[
 @dataclass(frozen=True)
 class HeldStatus:
     """A status write held until the next look (core.outcome.Outcome.replayable): the patch,
-    and the resourceVersion of the CR it was made for. Memory only: a process that dies with
-    it loses a write the idempotency key replays."""
+    the resourceVersion of the CR it was made for, and the operation it records. Memory only:
+    a process that dies with it loses a write the next look recovers (a create from the host's
+    operations, read first; any mutation by replaying its key)."""
 
     resource_version: str
     patch: dict[str, Any]
+    #: The pending operation the patch records: never held a second time in a row.
+    operation_id: str
+
+    def applies_to(self, body: Mapping[str, Any]) -> bool:
+        """Made for exactly this body: nobody wrote the CR since."""
+        return self.resource_version == resource_version(body)
 
 
 @dataclass(frozen=True)
@@ -83,7 +93,8 @@ class Persisted:
     #: resourceVersion. Where the answer differs (someone else's edit landed before the write),
     #: the answer is the truth and the difference is news (kube.loops.ReconcileLoops.wrote).
     expected: Mapping[str, Any] | None = None
-    #: The status write this look held instead of writing (pass it to the CR's next look).
+    #: The status write this look held instead of writing (pass it to the CR's next look,
+    #: whatever writes the CR meanwhile: that look decides whether it still applies).
     held: HeldStatus | None = None
 
 
@@ -107,11 +118,18 @@ async def reconcile_and_persist(
     An outcome that only records an operation just accepted (`replayable`) is not written but
     returned as `held`; the next look of the CR reconciles as if it had been written and
     writes it together with its own news: a create whose operation settled by then costs one
-    status write, not two. A held status applies only to the body it was made for (same
-    resourceVersion): after any other write it is dropped, and the key replays the operation."""
+    status write, not two. Two rules bound it:
+
+    - a held status applies only to the body it was made for (same resourceVersion): after
+      any other write it is dropped, and the next look finds the operation again (the key
+      replays it; a create's is read from the host's operations first, core.plan);
+    - it is held at most once per operation: a look whose outcome records the operation the
+      previous look held (`held`, applicable or not: a replay of the same key) writes at once,
+      so the pending operation is in the status within one look whatever else writes the CR.
+    """
     persisted = body.get("status") or {}
     view = body
-    if held is not None and held.resource_version == resource_version(body):
+    if held is not None and held.applies_to(body):
         view = {**body, "status": merged_status(persisted, held.patch)}
     result = await reconcile_cr_body(
         view, registry, tenancy, bindings, now=now, deleting=deleting, secrets=secrets
@@ -123,11 +141,15 @@ async def reconcile_and_persist(
         final = merged_status(view["status"], result.status or {})
         result = replace(result, status=status_diff(persisted, final) or None)
     elif result.status is not None and result.outcome.replayable:
-        return Persisted(
-            replace(result, status=None),
-            body,
-            held=HeldStatus(resource_version(body), result.status),
-        )
+        pending = result.outcome.state.pending
+        assert pending is not None, "a replayable outcome records the operation accepted"
+        if held is None or held.operation_id != pending.operation_id:
+            return Persisted(
+                replace(result, status=None),
+                body,
+                held=HeldStatus(resource_version(body), result.status, pending.operation_id),
+            )
+        # Held once already, dropped by another write: written now.
     if result.connection is not None and write_connection is not None:
         # Before the status: a Secret out of reach is the CR's condition (nothing pending here:
         # a connection Secret follows only a read of the settled resource).
@@ -163,15 +185,67 @@ async def reconcile_cr_body(
     metadata = body.get("metadata") or {}
     status = dict(body.get("status") or {})
     generation = int(metadata.get("generation") or 0)
+    deleting = deleting or metadata.get("deletionTimestamp") is not None
     try:
         state = state_from_status(status)
-    except StateUnreadable as exc:
-        outcome = degraded(State(), Reason.STATE_UNREADABLE, str(exc), NextLook.POLL)
+        # What state_from_status lets through: a field of a type the operator never writes, a
+        # target without its space or name.
+        requested = state.requested or Requested("", "")
+        texts = {
+            "host": state.host,
+            "space": state.space,
+            "name": state.name,
+            "uid": state.uid,
+            "generation": state.generation,
+            "revision": state.revision,
+            "packageDigest": state.package_digest,
+            "requested.importId": requested.import_id,
+            "requested.hostRef": requested.host_ref,
+        }
+        wrong = [
+            f"{key} is not a string" for key, v in texts.items() if not isinstance(v, str | None)
+        ]
+        wrong += [
+            f"formRef without {key}"
+            for key in ("space", "name")
+            if state.claimed and texts[key] is None
+        ]
+        if wrong:
+            raise StateUnreadable(f"status does not hold a readable state: {', '.join(wrong)}")
+    except (StateUnreadable, AttributeError, TypeError, ValueError) as exc:
+        # (state_from_status lets a few malformed shapes out as the error they are.) Never
+        # guessed from: it may record a resource, which a deletion must not forget.
+        try:
+            wanted = replace(desired_from_cr(body), deleting=True) if deleting else None
+        except InvalidCustomResource:
+            wanted = None
+        if wanted is not None and releases_without_host_call(wanted):
+            # Orphan (or Observe) leaves the host resource whatever was recorded: the CR goes
+            # without a host call, the binding it holds Released with the uid it kept.
+            held = bindings.held_by(wanted.cr_uid)
+            released = let_go(wanted, State(), held) if held is not None else None
+            if released is not None:
+                await bindings.replace(released)
+            return CrOutcome(Outcome(State(), (), NextLook.NEVER, finalized=True), None)
+        unreadable = str(exc)
+        if not isinstance(exc, StateUnreadable):
+            unreadable = f"status does not hold a readable state: {exc}"
+        line = FormLine(str(body.get("apiVersion", "")), str(body.get("kind", "")))
+        obj = kubectl_name(line, str(metadata.get("name")), str(metadata.get("namespace") or ""))
+        outcome = blocked(
+            State(),
+            Reason.STATE_UNREADABLE,
+            f"{unreadable}; nothing is sent to the host until it reads again.",
+            unreadable_status_remedies(obj, deleting=deleting),
+        )
+        if wanted is not None:
+            outcome = with_deleting(outcome, wanted)
+        # Only what is written beside the state: the fields as found are what a restore needs.
         patch = status_patch(outcome, status, now=now, cr_generation=generation)
-        return CrOutcome(outcome, {k: patch[k] for k in ("conditions", "observedGeneration")})
+        beside = {k: patch[k] for k in ("conditions", "observedGeneration", "remedies")}
+        return CrOutcome(outcome, None if merged_status(status, beside) == status else beside)
     # A status write lost after the binding: the claim (and its identity fields) are in it.
     state = restored(state, bindings.held_by(str(metadata.get("uid"))))
-    deleting = deleting or metadata.get("deletionTimestamp") is not None
     # Values nested too deep were cut where the object was decoded (core.depth): such a spec
     # is not read, as if it did not parse; a deletion still goes by what was recorded.
     too_deep = pruned_paths(body.get("spec"), "spec")
