@@ -295,6 +295,11 @@ def _cr_ref(description: str) -> dict[str, Any]:
                 _UID_MAX,
                 "metadata.uid of the CR; without it, whichever CR has that namespace and name.",
             ),
+            "namespaceUid": _bounded(
+                _UID_MAX,
+                "metadata.uid of the namespace when the operator bound it: a namespace created "
+                "again under the same name inherits nothing.",
+            ),
         },
     }
 

@@ -2,13 +2,15 @@
 
     hold        core.policy.hold: a paused CR sends nothing, not even a read; a deletion that
                 needs no host call (Orphan, Observe, never claimed) is let go here and only here,
-                its binding Released (the host resource stays)
+                its binding Released (the host resource stays) with the uid of a create of ours
+                the status may not record (one read of the host's operations)
     grant       core.tenancy.access: the CR's namespace must hold a grant for the host and space
                 the requests would go to, before anything is sent (deny by default)
     owner       core.ownership.claim: the TakoformBinding of the identity, created (the lock)
                 or taken over on the API server before anything is sent; not ours: Blocked
     plan        core.plan.plan: identity unchanged? which operation and resource to read
-    read        the planned reads, once each
+    read        the planned reads, once each: the operations first, then the exact resource
+                (0017 rule 7), so a create committing in between is seen, never missed
     decide      core.decide.decide, then core.policy.observe_only (Observe never mutates)
     act         at most one mutation; core.host_answer records what the host said
     let go      a finished deletion deletes the binding (or releases it: Orphan)
@@ -37,7 +39,12 @@ from takoform_operator.binding_port import (
 from takoform_operator.core.actions import Action, Target, foreign_record
 from takoform_operator.core.binding import Binding, Identity
 from takoform_operator.core.conditions import Reason
-from takoform_operator.core.decide import Decision, Observation, decide
+from takoform_operator.core.decide import (
+    Decision,
+    Observation,
+    bound_to_unrecorded_create,
+    decide,
+)
 from takoform_operator.core.host_answer import Rejection, accepted, rejected
 from takoform_operator.core.outcome import (
     Event,
@@ -46,6 +53,7 @@ from takoform_operator.core.outcome import (
     degraded,
     refused,
     unavailable,
+    with_deleting,
 )
 from takoform_operator.core.ownership import (
     Bind,
@@ -55,8 +63,9 @@ from takoform_operator.core.ownership import (
     claim,
     let_go,
     restored,
+    restores,
 )
-from takoform_operator.core.plan import host_of, plan, reclaims, target_of
+from takoform_operator.core.plan import host_of, may_have_created, plan, reclaims, target_of
 from takoform_operator.core.policy import hold, observe_only
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.remedies import kubectl_object
@@ -89,6 +98,8 @@ class Tenancy(Protocol):
     def grants(self) -> Iterable[SpaceGrant]: ...
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]: ...
+
+    def namespace_uid(self, namespace: str) -> str: ...
 
     def port(self, host: str) -> HostPort: ...
 
@@ -129,10 +140,17 @@ async def _reconcile(
     tenancy: Tenancy,
     bindings: BindingPort,
 ) -> Reconciled:
+    # The namespace's incarnation, recorded beside its name in every binding this CR writes.
+    desired = replace(desired, namespace_uid=tenancy.namespace_uid(desired.namespace))
     mine = bindings.held_by(desired.cr_uid)
     state = restored(state, mine)
+    # Neither recorded nor bound before this look: its binding is written before anything is
+    # sent, so nothing of ours can be running on the target yet.
+    claimed_now = not state.claimed
     held = hold(desired, state)
     if held is not None:
+        if held.finalized:
+            held = await _released_with_incarnation(desired, held, registry, tenancy)
         if held.finalized:
             held = await _let_go(desired, held, mine, bindings)
         return Reconciled(held)
@@ -144,18 +162,21 @@ async def _reconcile(
     if isinstance(owned, Outcome):
         return Reconciled(owned)
     binding, state, events = owned
-    planned = plan(desired, state, registry)
+    desired = replace(desired, restores=restores(binding, desired))
+    planned = plan(desired, state, registry, claimed_now=claimed_now)
     if isinstance(planned, Outcome):
         return Reconciled(_with_events(planned, events))
     host = _ReadRecorder(port)
     try:
+        # The operations first (0017 rule 7): a create that commits after they were read is
+        # then still seen running, never taken for "nothing was created".
         operation = await host.get_operation(planned.operation_id) if planned.operation_id else None
-        resource = await host.read(planned.target) if planned.target else None
         operations = (
             tuple(await host.list_operations(planned.target))
             if planned.list_operations and planned.target
             else ()
         )
+        resource = await host.read(planned.target) if planned.target else None
     except HostUnavailable as exc:
         message = f"host unavailable while reading: {exc}"
         return Reconciled(unavailable(state, message, exc.retry_after), host.resource)
@@ -207,8 +228,7 @@ async def _own(
             return verdict.binding, verdict.state, ()
         if isinstance(verdict, Contested):
             rival = verdict.binding
-            assert rival.claim is not None
-            if not await bindings.claim_exists(identity, rival.claim):
+            if not await bindings.claim_exists(identity, verdict.owner):
                 with contextlib.suppress(BindingConflict):
                     # Its owner went without releasing it (finalizer removed, namespace gone).
                     await bindings.replace(rival.lost(None))
@@ -226,6 +246,37 @@ async def _own(
             continue  # somebody else wrote it first: decide again on what they wrote
         return written, verdict.state, (verdict.event,) if verdict.event else ()
     raise BindingError(f"the TakoformBinding of {identity} kept changing; deciding again later")
+
+
+async def _released_with_incarnation(
+    desired: Desired, outcome: Outcome, registry: Registry, tenancy: Tenancy
+) -> Outcome:
+    """A deletion let go without a mutation (Orphan, Observe) while a create of ours may be
+    unrecorded (core.plan.may_have_created): bound first to the incarnation that create named,
+    from the host's listing (a read), so the Released binding remembers its uid. A host that
+    cannot answer now is asked again later; a paused CR, or one without a grant, asks nothing
+    and releases what the status and binding recorded."""
+    state = outcome.state
+    if desired.paused or not may_have_created(state):
+        return outcome
+    granted = _grant(desired, state, tenancy)
+    if isinstance(granted, Outcome):
+        return outcome
+    desired, port = granted
+    target = target_of(desired, state, registry)
+    if isinstance(target, Outcome):
+        return outcome
+    try:
+        listed = await port.list_operations(target)
+    except HostUnavailable as exc:
+        message = f"host unavailable while reading the operations on {target.name}: {exc}"
+        return with_deleting(unavailable(state, message, exc.retry_after), desired)
+    except (FormUnknown, SpaceNotFound):
+        return outcome  # the host cannot hold anything under this exact identity
+    except (HostRejected, HostProtocolError) as exc:
+        message = f"the host answer is unusable: {exc}"
+        return with_deleting(_trouble(state, Reason.HOST_REJECTED, message), desired)
+    return replace(outcome, state=bound_to_unrecorded_create(desired, state, target, listed))
 
 
 async def _let_go(

@@ -73,6 +73,11 @@ class Teams:
             )
             self._await_serving(Operator(process, log, f"http://127.0.0.1:{port}/metrics"))
 
+    def stop(self) -> None:
+        """Stop the operator processes (the grants stay)."""
+        self._stack.close()
+        self._stack = contextlib.ExitStack()
+
     @staticmethod
     def _await_serving(running: Operator) -> None:
         wait_until(lambda: serving(running), "the operator's metrics endpoint", timeout=30)
@@ -316,3 +321,31 @@ def test_an_admins_delete_of_a_bound_binding_is_refused_and_hands_nothing_over(
     teams.cluster.kubectl("delete", "bucket", "guarded", "--timeout=60s", namespace=owners)
     assert binding_of(teams.cluster, "Bucket", "guarded") is None
     assert sorted(teams.mutations()) == [("create", "guarded"), ("delete", "guarded")]
+
+
+def test_an_owner_that_vanished_while_no_operator_ran_is_rebound_by_its_own_manifest(
+    teams: Teams,
+) -> None:
+    owners, others = teams.namespaces
+    teams.grant(owners, others)
+    teams.start(one_process=True)
+    teams.apply(owners, bucket("kept"))
+    teams.wait_ready(owners, "kept")
+    uid = cr_status(teams.cluster, owners, "kept")["uid"]
+    teams.stop()
+    # With no operator running, the CR goes without its finalizer's work: no DELETED event is
+    # ever seen by an operator.
+    teams.cluster.kubectl("delete", "bucket", "kept", "--wait=false", namespace=owners)
+    gone = json.dumps({"metadata": {"finalizers": None}})
+    teams.cluster.kubectl("patch", "bucket", "kept", "--type=merge", "-p", gone, namespace=owners)
+    wait_until(lambda: teams.cluster.get_object("bucket", "kept", owners) is None, "CR gone")
+    teams.start(one_process=True)
+    teams.apply(others, bucket("kept", importId=canonical_import_id(SPACE, "kept", REF)))
+    teams.wait_blocked(others, "kept", "AlreadyManaged")
+    teams.apply(owners, bucket("kept"))  # the same manifest, applied again
+    teams.wait_ready(owners, "kept")
+    assert cr_status(teams.cluster, owners, "kept")["uid"] == uid, "the same incarnation"
+    claim = teams.binding("kept")["spec"]["claimRef"]
+    assert (claim["namespace"], claim["name"]) == (owners, "kept")
+    assert teams.blocked(others, "kept")["reason"] == "AlreadyManaged"
+    assert teams.mutations() == [("create", "kept")], "nothing created again, nothing deleted"

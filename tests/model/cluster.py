@@ -19,7 +19,8 @@ TakoformBindings, in the API server semantics of tests/support/memory_bindings.p
 - `RecordingPort` wraps the real port: every request (reads too) is checked, at the moment it is
   sent, against the grants of the CR's namespace; every mutation against the persisted status of
   the CR it is sent for, and recorded; it can also lose the answer of the next mutation after the
-  host accepted it (a dropped connection).
+  host accepted it (a dropped connection), and let the host commit what it holds between two
+  requests of one look (`release_after`).
 - `HostView` reads the host's own data over its API (resources per exact FormRef, the operation
   listing of a space) and drives its admin API (faults, out-of-band actions, record expiry).
 """
@@ -244,6 +245,11 @@ class RecordingPort:
         self.sent: list[Sent] = []
         self.lose_next_answer = False
         self.last_read: ResourceView | None = None
+        #: Requests answered in the current look; and after how many of them the host commits
+        #: what it holds (`release` lifts stuckOperations: the host's next request settles it).
+        self.answered = 0
+        self.release_after: int | None = None
+        self.release: Callable[[], None] = lambda: None
         #: Everything the host served to the operator, by resource uid and by operation id:
         #: evidence for a binding even after the resource is gone or the record expired.
         self.served: dict[str, ResourceView] = {}
@@ -253,6 +259,13 @@ class RecordingPort:
         assert self.current is not None, f"a host request ({what}) outside a reconcile"
         self._access(self.current, space, what)
 
+    def _answered(self) -> None:
+        """One request of the look answered: the host may commit before the next one."""
+        self.answered += 1
+        if self.answered == self.release_after:
+            self.release_after = None
+            self.release()
+
     async def get_operation(self, operation_id: str) -> OperationView:
         self._asks(None, f"get_operation {operation_id}")
         operation = await self._port.get_operation(operation_id)
@@ -260,6 +273,7 @@ class RecordingPort:
             # An expired record says nothing: what the host said of it before stays evidence
             # (a held status write can record a create's uid after its record expired).
             self.operations[operation_id] = operation
+        self._answered()
         return operation
 
     async def read(self, target: Target) -> ResourceView | None:
@@ -267,12 +281,14 @@ class RecordingPort:
         self.last_read = await self._port.read(target)
         if self.last_read is not None:
             self.served[self.last_read.uid] = self.last_read
+        self._answered()
         return self.last_read
 
     async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]:
         self._asks(target.space, f"list_operations {target.name}")
         listed = await self._port.list_operations(target)
         self.operations.update(listed)
+        self._answered()
         return listed
 
     async def execute(self, action: Action) -> tuple[str, OperationView]:
@@ -285,6 +301,7 @@ class RecordingPort:
         record.operation_id, record.operation = operation_id, operation
         self.operations[operation_id] = operation
         self._accepted(self.current, action, operation)
+        self._answered()
         if self.lose_next_answer:
             self.lose_next_answer = False
             raise HostUnavailable("the answer was lost after the host accepted it (injected)")
@@ -320,6 +337,9 @@ class ModelTenancy:
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         return {}
+
+    def namespace_uid(self, namespace: str) -> str:
+        return ""
 
     def port(self, host: str) -> HostPort:
         assert host == DEFAULT_HOST, f"a request for host {host!r}, which the model has not"
@@ -365,7 +385,8 @@ class Ownership:
 class Operator:
     """One operator process: the CRs of `namespaces` (None: all) and the reconcile step of one CR.
     Ownership is the shared bindings; of its own it keeps only the status writes its looks held
-    (kube.cr_reconcile.HeldStatus), which a restart loses as a dying process would."""
+    (kube.cr_reconcile.HeldStatus), which a restart loses as a dying process would. A look that
+    holds the write of the operation the previous look held is a violation: at most once."""
 
     def __init__(
         self,
@@ -403,7 +424,8 @@ class Operator:
                 self.cluster.patch_status(uid, patch)
             return copy.deepcopy(self.cluster.crs[uid])
 
-        self.port.current, self.port.last_read = uid, None
+        self.port.current, self.port.last_read, self.port.answered = uid, None, 0
+        held = self.held.pop(uid, None)
         try:
             persisted = await reconcile_and_persist(
                 body,
@@ -413,9 +435,13 @@ class Operator:
                 write_status,
                 now=self.cluster.clock.stamp(),
                 deleting=deleting,
-                held=self.held.pop(uid, None),
+                held=held,
             )
             if persisted.held is not None:
+                if held is not None and persisted.held.operation_id == held.operation_id:
+                    raise ModelViolation(
+                        f"the pending write of {held.operation_id} held twice in a row"
+                    )
                 self.held[uid] = persisted.held
         finally:
             self.port.current = None

@@ -46,6 +46,9 @@ class OneHost:
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         return dict([_EVERY_NAMESPACE])
 
+    def namespace_uid(self, namespace: str) -> str:
+        return ""
+
     def port(self, host: str) -> HostPort:
         assert host == self._name, f"a request for host {host!r} on a one-host test"
         return self._port

@@ -10,6 +10,8 @@ import builders
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from memory_bindings import MemoryBindings
+from one_host import reconcile_with_one_host
 
 from takoform_operator.core.actions import Target, Update
 from takoform_operator.core.binding import (
@@ -23,6 +25,7 @@ from takoform_operator.core.binding import (
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.decide import Observation, decide
 from takoform_operator.core.import_id import canonical_import_id
+from takoform_operator.core.keys import proves_ours
 from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.ownership import (
     Bind,
@@ -32,9 +35,17 @@ from takoform_operator.core.ownership import (
     claim,
     let_go,
     restored,
+    restores,
 )
 from takoform_operator.core.plan import Plan, plan, reclaims, target_of
-from takoform_operator.core.state import DeletionPolicy, Desired, Requested, ResourceView, State
+from takoform_operator.core.state import (
+    DeletionPolicy,
+    Desired,
+    ManagementPolicy,
+    Requested,
+    ResourceView,
+    State,
+)
 from takoform_operator.core.tenancy import DEFAULT_HOST
 
 REGISTRY, REF = builders.REGISTRY, builders.BUCKET_REF
@@ -157,6 +168,35 @@ def test_an_admins_pre_binding_admits_exactly_the_cr_it_names(phase: Phase) -> N
     assert other.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
 
 
+@pytest.mark.parametrize("recorded", [False, True], ids=["fresh", "target recorded"])
+def test_a_bound_binding_without_claim_ref_blocks_every_cr(recorded: bool) -> None:
+    # Made by hand: it names no owner, so no owner can be proven gone and nobody may take it.
+    hand_made = _bound(None)
+    desired = _desired()
+    state = _claimed_state(desired) if recorded else State()
+    verdict = claim(desired, state, TARGET, hand_made)
+    assert isinstance(verdict, Outcome), verdict
+    assert verdict.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+    assert "without claimRef, to no CR" in verdict.conditions[0].message
+    commands = [remedy.command for remedy in verdict.remedies]
+    assert f"kubectl takoform release {IDENTITY.binding_name()} --to a/cr-me" in commands
+
+
+class _NoHost:
+    """A host that fails the test on any call: a CR that may not bind sends nothing."""
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"host call {name}")
+
+
+async def test_a_look_at_a_bound_binding_without_claim_ref_sends_and_writes_nothing() -> None:
+    bindings = MemoryBindings()
+    bindings.objects[IDENTITY.binding_name()] = _bound(None)
+    outcome = await reconcile_with_one_host(_desired(), State(), _NoHost(), REGISTRY, bindings)
+    assert outcome.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+    assert bindings.writes == [], "the binding stays as the admin made it"
+
+
 @pytest.mark.parametrize(
     ("orphan", "after"), [(True, Phase.RELEASED), (False, None)], ids=["Orphan", "Delete"]
 )
@@ -172,6 +212,65 @@ def test_a_finished_deletion_releases_or_deletes_the_binding(
         return
     assert result is not None and result.phase is after and result.claim is None
     assert result.last_owner == ClaimRef("a", "cr-me", "me") and result.uid == "h-9"
+
+
+@pytest.mark.parametrize(
+    "never_creates",
+    [{"import_id": '{"name": "logs"}'}, {"management": ManagementPolicy.OBSERVE}],
+    ids=["import", "Observe"],
+)
+def test_a_cr_that_never_bound_an_incarnation_nor_created_one_deletes_its_binding(
+    never_creates: dict[str, object],
+) -> None:
+    """Released without a uid, the binding would keep the name from every other namespace for
+    good, although it holds nothing (an import or an Observe CR of a name that never existed)."""
+    desired = _desired(deleting=True, deletion_policy=DeletionPolicy.ORPHAN, **never_creates)
+    mine = _bound(ClaimRef("a", "cr-me", "me"))
+    assert let_go(desired, _claimed_state(desired), mine) is None
+    released = let_go(desired, _claimed_state(desired, uid="h-9"), mine)
+    assert released is not None and released.phase is Phase.RELEASED, "a bound one is kept"
+    created = _desired(deleting=True, deletion_policy=DeletionPolicy.ORPHAN)
+    kept = let_go(created, _claimed_state(created), mine)
+    assert kept is not None and kept.phase is Phase.RELEASED, "a create may have landed"
+
+
+@pytest.mark.parametrize("phase", [Phase.RELEASED, Phase.LOST])
+def test_a_namespace_created_again_under_the_same_name_inherits_nothing(phase: Phase) -> None:
+    last = ClaimRef("a", "cr-me", "old-cr", namespace_uid="ns-1")
+    left = replace(_bound(None, uid="h-1", last_owner=last), phase=phase)
+    import_id = canonical_import_id("team-a", "logs", REF)
+    recycled = _desired(cr_uid="new-cr", import_id=import_id, namespace_uid="ns-2")
+    verdict = claim(recycled, State(), TARGET, left)
+    assert isinstance(verdict, Outcome), "another tenant's namespace of the same name"
+    assert verdict.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+    same = _desired(cr_uid="new-cr", import_id=import_id, namespace_uid="ns-1")
+    taken = claim(same, State(), TARGET, left)
+    assert isinstance(taken, Bind) and taken.binding.claim == ClaimRef(
+        "a", "cr-me", "new-cr", namespace_uid="ns-1"
+    ), "the same namespace takes it back, and the binding records its uid"
+    unrecorded = replace(left, last_owner=ClaimRef("a", "cr-me", "old-cr"))
+    assert isinstance(claim(recycled, State(), TARGET, unrecorded), Bind), "an earlier release's"
+
+
+def test_a_restore_proves_its_vanished_predecessors_create_its_own() -> None:
+    """The owner went while no operator ran: its binding went Lost without the incarnation.
+    The same manifest applied again (same namespace and name, a new CR uid) takes the binding
+    over, and the resource its predecessor created with its key is this CR's to adopt."""
+    vanished = ClaimRef("a", "cr-me", "old-cr", namespace_uid="ns-1")
+    lost = replace(_bound(None, last_owner=vanished), phase=Phase.LOST)
+    again = _desired(cr_uid="new-cr", namespace_uid="ns-1")
+    taken = claim(again, State(), TARGET, lost)
+    assert isinstance(taken, Bind)
+    assert restores(taken.binding, again) == "old-cr"
+    created = _served("h-1", "old-cr:create:0")
+    assert proves_ours(created, replace(again, restores="old-cr"))
+    assert not proves_ours(created, again), "without the restore, somebody else's"
+    stranger = _desired(cr_uid="new-cr", cr_name="other", namespace_uid="ns-1")
+    assert restores(taken.binding, stranger) == "", "another name restores nothing"
+    recycled = _desired(cr_uid="new-cr", namespace_uid="ns-2")
+    assert restores(taken.binding, recycled) == "", "nor another namespace of the same name"
+    bound = replace(taken.binding, uid="h-1")
+    assert restores(bound, again) == "", "a recorded incarnation is checked by its uid instead"
 
 
 def test_a_binding_whose_owner_went_is_lost_remembering_it() -> None:

@@ -228,6 +228,9 @@ class FakeTenancy:
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         return {}
 
+    def namespace_uid(self, namespace: str) -> str:
+        return ""
+
     def port(self, host: str) -> Any:
         return self.ports[host]
 

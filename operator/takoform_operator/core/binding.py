@@ -85,11 +85,15 @@ class Phase(StrEnum):
 @dataclass(frozen=True, slots=True)
 class ClaimRef:
     """A CR, as a binding names it. `uid` empty: any CR of that namespace and name (an admin's
-    pre-binding, like a PersistentVolume's claimRef without uid)."""
+    pre-binding, like a PersistentVolume's claimRef without uid). `namespace_uid`: the uid of
+    that namespace when the operator bound it, so that a namespace deleted and created again
+    under the same name (another tenant's, maybe) inherits nothing; empty: not recorded (an
+    admin's pre-binding, or a binding of an earlier release)."""
 
     namespace: str
     name: str
     uid: str = ""
+    namespace_uid: str = ""
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -100,15 +104,31 @@ class ClaimRef:
             self.namespace == namespace and self.name == name and (not self.uid or self.uid == uid)
         )
 
+    def same_namespace(self, other: ClaimRef) -> bool:
+        """The same namespace, not only the same name: where both recorded its uid, it is the
+        same incarnation of that namespace."""
+        if self.namespace != other.namespace:
+            return False
+        return not (self.namespace_uid and other.namespace_uid) or (
+            self.namespace_uid == other.namespace_uid
+        )
+
     def to_json(self) -> dict[str, str]:
         doc = {"namespace": self.namespace, "name": self.name}
         if self.uid:
             doc["uid"] = self.uid
+        if self.namespace_uid:
+            doc["namespaceUid"] = self.namespace_uid
         return doc
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> ClaimRef:
-        return cls(str(doc["namespace"]), str(doc["name"]), str(doc.get("uid") or ""))
+        return cls(
+            str(doc["namespace"]),
+            str(doc["name"]),
+            str(doc.get("uid") or ""),
+            str(doc.get("namespaceUid") or ""),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,9 +31,14 @@ def delete_key(desired: Desired, state: State, uid: str) -> str:
 
 
 def proves_ours(resource: ResourceView, desired: Desired) -> bool:
-    """Ownership evidence: the resource was created with one of OUR idempotency keys."""
+    """Ownership evidence: the resource was created with one of OUR idempotency keys, or with
+    one of the CR this one restores (the same namespace and name, whose binding went Lost
+    before it recorded the incarnation: core.ownership.restores)."""
     key = resource.creation_key
-    return key is not None and key.startswith(key_prefix(desired.cr_uid) + "create:")
+    if key is None:
+        return False
+    uids = (desired.cr_uid, desired.restores) if desired.restores else (desired.cr_uid,)
+    return any(key.startswith(key_prefix(uid) + "create:") for uid in uids)
 
 
 def is_ours(operation: OperationView, desired: Desired) -> bool:

@@ -9,6 +9,9 @@ allows, and the service carries out the answer against the API server (binding_p
     Bound to this CR                              -                             Ours
     claimRef without uid (an admin's pre-binding) the CR it names               Bind (take it)
                                                   any other                     Blocked
+    Bound without claimRef (made by hand)         any                           Blocked: no owner
+                                                                                to prove gone;
+                                                                                an admin fixes it
     Bound to another CR                           -                             Contested: that
                                                                                 CR proven gone
                                                                                 makes it Lost
@@ -19,8 +22,10 @@ allows, and the service carries out the answer against the API server (binding_p
                                                   and name (a restore)          with an Event)
                                                   any other                     Blocked
 
-A CR that takes a binding over starts from what the binding recorded: the exact FormRef and the
-host uid it was bound to, so the uid rule (0011, 0017 rule 6) holds across owners. A CR that
+"The last owner's namespace" is that namespace incarnation where the binding recorded its uid:
+a namespace deleted and created again under the same name inherits nothing. A CR that takes a
+binding over starts from what the binding recorded: the exact FormRef and the host uid it was
+bound to, so the uid rule (0011, 0017 rule 6) holds across owners. A CR that
 is not the owner sends nothing; being deleted, it is let go without a host call. Docs:
 docs/tenancy.md "Bindings". Pure: no kopf, no I/O.
 """
@@ -37,7 +42,7 @@ from .keys import proves_ours
 from .outcome import Event, Outcome, blocked, finalized
 from .policy import releases_without_host_call
 from .remedies import Remedy, kubectl_object
-from .state import Desired, Requested, ResourceView, State
+from .state import Desired, ManagementPolicy, Requested, ResourceView, State
 
 
 @dataclass(frozen=True)
@@ -61,10 +66,11 @@ class Bind:
 
 @dataclass(frozen=True)
 class Contested:
-    """Bound to another CR: Blocked by `outcome`, unless that CR is proven gone, in which case
-    the binding is Lost (`binding.lost`) and the rules are asked again."""
+    """Bound to another CR, `owner`: Blocked by `outcome`, unless that CR is proven gone, in
+    which case the binding is Lost (`binding.lost`) and the rules are asked again."""
 
     binding: Binding
+    owner: ClaimRef
     outcome: Outcome
     #: This CR too recorded the target in its own status, before bindings existed (the label
     #: shards of an earlier release could both do so): the host resource decides between the
@@ -76,7 +82,7 @@ Verdict = Ours | Bind | Contested | Outcome
 
 
 def me(desired: Desired) -> ClaimRef:
-    return ClaimRef(desired.namespace, desired.cr_name, desired.cr_uid)
+    return ClaimRef(desired.namespace, desired.cr_name, desired.cr_uid, desired.namespace_uid)
 
 
 def restored(state: State, held: Binding | None) -> State:
@@ -108,14 +114,18 @@ def claim(desired: Desired, state: State, target: Target, binding: Binding | Non
             return _take_over(binding, mine, target, desired, state)
         return _blocked(desired, state, binding, "reserved by an admin for another CR")
     if binding.phase is Phase.BOUND:
+        if binding.claim is None:
+            # Made by hand: no CR to prove gone, and binding it to whoever asks would hand a
+            # resource over on a guess. An admin reserves it (release --to) or deletes it.
+            return _blocked(desired, state, binding, "bound without claimRef, to no CR")
         outcome = _blocked(desired, state, binding, "bound to another CR")
-        return Contested(binding, outcome, recorded=state.claimed)
+        return Contested(binding, binding.claim, outcome, recorded=state.claimed)
     last = binding.last_owner
     if binding.phase is Phase.RELEASED:
-        if desired.import_id is not None and last is not None and last.namespace == mine.namespace:
+        if desired.import_id is not None and last is not None and last.same_namespace(mine):
             return _take_over(binding, mine, target, desired, state)
         return _blocked(desired, state, binding, "released by its last owner")
-    if last is not None and (last.namespace, last.name) == (mine.namespace, mine.name):
+    if last is not None and last.same_namespace(mine) and last.name == mine.name:
         taken = _take_over(binding, mine, target, desired, state)
         message = (
             f"re-bound {binding.name}, Lost by an earlier CR of the same name (uid "
@@ -123,6 +133,18 @@ def claim(desired: Desired, state: State, target: Target, binding: Binding | Non
         )
         return replace(taken, event=Event("Normal", Reason.REBOUND, message))
     return _blocked(desired, state, binding, "lost by its last owner")
+
+
+def restores(binding: Binding, desired: Desired) -> str:
+    """The uid of the CR this one restores, or "": the last owner the binding remembers, of the
+    same namespace (incarnation) and name, that went Lost before the binding recorded the
+    incarnation it was bound to (its owner vanished while no operator ran). Its creation key
+    then names that CR, and it proves the resource this CR's as well: the same manifest applied
+    again re-binds the same incarnation instead of finding its name taken."""
+    last = binding.last_owner
+    if binding.uid or last is None or not last.uid or last.uid == desired.cr_uid:
+        return ""
+    return last.uid if last.same_namespace(me(desired)) and last.name == desired.cr_name else ""
 
 
 def by_evidence(
@@ -154,10 +176,17 @@ def by_evidence(
 
 def let_go(desired: Desired, state: State, binding: Binding) -> Binding | None:
     """The binding after its owner's deletion finished: Released, remembering the owner and
-    the uid, when the host resource stays (Orphan, Observe); None (deleted) when it went."""
-    if releases_without_host_call(desired):
-        return binding.released(me(desired), state.uid)
-    return None
+    the uid, when the host resource stays (Orphan, Observe); None (deleted) when it went, or
+    when there is nothing to remember: an import or an Observe CR never creates, so one that
+    never bound an incarnation holds nothing, and a Released binding without a uid would keep
+    the name from every other namespace for good."""
+    if not releases_without_host_call(desired):
+        return None
+    uid = state.uid or binding.uid
+    never_creates = desired.import_id is not None or desired.management is ManagementPolicy.OBSERVE
+    if uid is None and never_creates:
+        return None
+    return binding.released(me(desired), uid)
 
 
 def _host(desired: Desired, state: State) -> str:

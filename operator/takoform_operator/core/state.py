@@ -174,6 +174,11 @@ class Desired:
     #: The CR's own coordinates, for ownership (core.ownership) and remedies.
     namespace: str = ""
     cr_name: str = ""
+    #: metadata.uid of the CR's namespace (the tenancy's namespace index; "" when unknown).
+    namespace_uid: str = ""
+    #: The uid of the CR this one restores (core.ownership.restores; "" none): the keys of that
+    #: earlier incarnation of this CR prove a host resource ours too (core.keys.proves_ours).
+    restores: str = ""
     created: str = ""
     #: spec.hostRef as written (None: the default host).
     host_ref: str | None = None

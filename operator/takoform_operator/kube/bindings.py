@@ -323,11 +323,11 @@ def _unpack(record: _Record) -> Binding:
     )
 
 
-def _pack_claim(claim: ClaimRef | None) -> tuple[str, str, str] | None:
-    return None if claim is None else (claim.namespace, claim.name, claim.uid)
+def _pack_claim(claim: ClaimRef | None) -> tuple[str, str, str, str] | None:
+    return None if claim is None else (claim.namespace, claim.name, claim.uid, claim.namespace_uid)
 
 
-def _unpack_claim(packed: tuple[str, str, str] | None) -> ClaimRef | None:
+def _unpack_claim(packed: tuple[str, str, str, str] | None) -> ClaimRef | None:
     return None if packed is None else ClaimRef(*packed)
 
 

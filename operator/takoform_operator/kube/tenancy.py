@@ -45,6 +45,8 @@ class TenancyBook:
         self.pool = pool
         self._grants: dict[str, SpaceGrant] = {}
         self._labels: dict[str, dict[str, str]] = {}
+        #: namespace name -> its metadata.uid (core.binding.ClaimRef.namespace_uid).
+        self._namespace_uids: dict[str, str] = {}
         #: TakoformHost name -> metadata.generation (for the host status).
         self.host_generations: dict[str, int] = {}
 
@@ -85,9 +87,13 @@ class TenancyBook:
         labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
         changed = self._labels.get(name) != labels
         self._labels[name] = labels
+        # A namespace created again under its old name: its CRs are woken by the labels' change
+        # if any, and every binding rule compares the uid recorded beside the name.
+        self._namespace_uids[name] = str(metadata.get("uid") or "")
         return changed
 
     def forget_namespace(self, name: str) -> bool:
+        self._namespace_uids.pop(name, None)
         return self._labels.pop(name, None) is not None
 
     # -- read by the reconcile (service.Tenancy) -----------------------------------------------
@@ -106,6 +112,9 @@ class TenancyBook:
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         return self._labels.get(namespace, {})
+
+    def namespace_uid(self, namespace: str) -> str:
+        return self._namespace_uids.get(namespace, "")
 
     def port(self, host: str) -> HostPort:
         return self.pool.port(host)
