@@ -53,7 +53,6 @@ from takoform_operator.core.outcome import (
     degraded,
     refused,
     unavailable,
-    with_deleting,
 )
 from takoform_operator.core.ownership import (
     Bind,
@@ -253,9 +252,10 @@ async def _released_with_incarnation(
 ) -> Outcome:
     """A deletion let go without a mutation (Orphan, Observe) while a create of ours may be
     unrecorded (core.plan.may_have_created): bound first to the incarnation that create named,
-    from the host's listing (a read), so the Released binding remembers its uid. A host that
-    cannot answer now is asked again later; a paused CR, or one without a grant, asks nothing
-    and releases what the status and binding recorded."""
+    from the host's listing (a read), so the Released binding remembers its uid. Best effort: a
+    paused CR, one without a grant, or a host that cannot answer now releases what the status
+    and binding recorded; the host resource stays either way, and a deletion that needs no host
+    call is never held up by one (it is the way out of a host in trouble)."""
     state = outcome.state
     if desired.paused or not may_have_created(state):
         return outcome
@@ -268,14 +268,8 @@ async def _released_with_incarnation(
         return outcome
     try:
         listed = await port.list_operations(target)
-    except HostUnavailable as exc:
-        message = f"host unavailable while reading the operations on {target.name}: {exc}"
-        return with_deleting(unavailable(state, message, exc.retry_after), desired)
-    except (FormUnknown, SpaceNotFound):
-        return outcome  # the host cannot hold anything under this exact identity
-    except (HostRejected, HostProtocolError) as exc:
-        message = f"the host answer is unusable: {exc}"
-        return with_deleting(_trouble(state, Reason.HOST_REJECTED, message), desired)
+    except (HostUnavailable, HostRejected, HostProtocolError):
+        return outcome
     return replace(outcome, state=bound_to_unrecorded_create(desired, state, target, listed))
 
 
@@ -317,7 +311,9 @@ def _grant(desired: Desired, state: State, tenancy: Tenancy) -> Outcome | tuple[
     host resolved and the port of the host requests go to, or a Blocked outcome."""
     resolved = resolve_host(desired.host_ref, tenancy.default_host())
     desired = replace(desired, host=resolved or "")
-    claimed = state.claimed and state.space is not None
+    # The target the requests go to: the recorded one, unless an import that never found it
+    # claims afresh (core.plan.reclaims), which is granted for the one it is about to bind.
+    claimed = state.claimed and state.space is not None and not reclaims(desired, state)
     host = host_of(desired, state) if claimed else resolved
     space = str(state.space) if claimed else desired.space
     denied = access(

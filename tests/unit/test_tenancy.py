@@ -325,6 +325,23 @@ def test_a_granted_cr_binds_the_resolved_host_before_anything_is_sent() -> None:
     assert tenancy.calls() == ["read"], "the first request came after the binding"
 
 
+def test_an_import_that_names_another_target_is_granted_for_that_target_not_the_recorded_one() -> (
+    None
+):
+    """An import that never found its target may claim afresh when its spec names another one
+    (core.plan.reclaims): the grant is checked for the target it is about to bind, never only
+    for the one it recorded."""
+    recorded = {**_claimed_status(), "uid": None, "generation": None, "revision": None}
+    recorded["requested"] = {**recorded["requested"], "importId": "team-a/logs"}
+    bindings = MemoryBindings()
+    tenancy = FakeTenancy(GRANTS, "prod")
+    moved = _body(status=recorded, space="team-b", importId="team-b/logs")
+    result = _run(moved, tenancy, bindings=bindings)
+    assert _blocked(result) == "SpaceNotGranted"
+    assert [b.identity.space for b in bindings.objects.values()] == [], "nothing bound"
+    assert tenancy.calls() == []
+
+
 def test_a_deletion_without_a_grant_stays_blocked_and_deletes_nothing() -> None:
     tenancy = FakeTenancy((), "prod")
     result = _run(_body(status=_claimed_status(), deleting=True), tenancy, deleting=True)
