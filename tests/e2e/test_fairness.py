@@ -51,14 +51,20 @@ def labelled(manifest: str, run: str) -> str:
 
 
 def requests_by_name(host: HostProcess, names: set[str]) -> dict[str, list[float]]:
-    """CR name -> times of the host requests for its resource, from the host's access log."""
+    """CR name -> times of the host requests for its resource (a read, or the listing of its
+    operations that comes first in the looks of a CR not bound yet), from the host's access
+    log."""
     seen: dict[str, list[float]] = defaultdict(list)
-    pattern = re.compile(r"^(\S+ \S+) INFO uvicorn\.access: .*/resources/([\w.-]+)[?\s]")
+    pattern = re.compile(
+        r"^(\S+ \S+) INFO uvicorn\.access: "
+        r".*(?:/resources/([\w.-]+)[?\s]|/operations\?\S*\bname=([\w.-]+)[&\s])"
+    )
     for line in host.log_path.read_text(errors="replace").splitlines():
         match = pattern.match(line)
-        if match and match[2] in names:
+        name = match and (match[2] or match[3])
+        if match and name in names:
             stamp = datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            seen[match[2]].append(stamp)
+            seen[name].append(stamp)
     return seen
 
 

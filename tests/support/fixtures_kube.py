@@ -433,22 +433,42 @@ UNPROTECTED = {"metadata": {"finalizers": None}}
 def drop_bindings(cluster: KubeCluster, selector: str) -> None:
     """Delete the TakoformBindings the label selector names, protected ones included: their
     operator is gone, so the clean-up lifts the protection itself (forced, then without the
-    finalizer) before the delete."""
-    merge = {"Content-Type": "application/merge-patch+json"}
-    client, bindings = cluster.http(), cluster._collection("takoformbindings", None)
-    if client is None or bindings is None:
-        for found in cluster.list_objects("takoformbindings", selector=selector):
+    finalizer) before the delete. The API server answers 429 while a CRD another test
+    re-applied is being served again: asked again until it answers."""
+    client = cluster.http()
+    if client is None:  # an existing cluster: kubectl, as far as it goes
+        listed = cluster.kubectl("get", "takoformbindings", "-l", selector, "-o", "name",
+                                 check=False)  # fmt: skip
+        for name in listed.stdout.split() if listed.returncode == 0 else ():
             for patch in (FORCED, UNPROTECTED):
-                cluster.kubectl("patch", "takoformbinding", found["metadata"]["name"],
-                                "--type=merge", "-p", json.dumps(patch), check=False)  # fmt: skip
+                cluster.kubectl("patch", name, "--type=merge", "-p", json.dumps(patch),
+                                check=False)  # fmt: skip
         cluster.kubectl("delete", "takoformbindings", "-l", selector, "--wait=false", check=False)
         return
-    for found in cluster.list_objects("takoformbindings", selector=selector):
+    bindings = cluster._collection("takoformbindings", None)
+    if bindings is None:
+        return  # the CRDs are not installed: no binding to drop
+    waiting.wait_for(
+        lambda: _dropped(client, bindings, selector),
+        f"the TakoformBindings {selector} deleted",
+        timeout=30,
+    )
+
+
+def _dropped(client: httpx.Client, bindings: str, selector: str) -> bool:
+    """One try of drop_bindings over the kept connection: False when the API server said 429."""
+    merge = {"Content-Type": "application/merge-patch+json"}
+    listed = client.get(bindings, params={"labelSelector": selector})
+    if listed.status_code == 429:
+        return False
+    listed.raise_for_status()
+    for found in listed.json()["items"]:
         if found["metadata"].get("finalizers"):
             path = f"{bindings}/{found['metadata']['name']}"
             for patch in (FORCED, UNPROTECTED):
-                client.patch(path, content=json.dumps(patch), headers=merge)
-    client.delete(bindings, params={"labelSelector": selector})
+                if client.patch(path, content=json.dumps(patch), headers=merge).status_code == 429:
+                    return False
+    return client.delete(bindings, params={"labelSelector": selector}).status_code != 429
 
 
 #: The API groups of the project's kinds (takoform.io, storage.takoform.io, ...).
