@@ -67,6 +67,23 @@ def test_the_owners_a_changed_or_deleted_binding_named_are_woken_once() -> None:
     assert book.woken() == ["cr-1"], "gone from a listing: as deleted"
 
 
+def test_a_deleted_binding_never_comes_back_from_a_late_event() -> None:
+    """The book keeps the version a binding was deleted at (a tombstone): a watch event older
+    than it, delivered late, is no phantom binding. A listing forgets the tombstones."""
+    book = _book()
+    bound = Binding(IDENTITY, Phase.BOUND, OWNER)
+    book.observe(_body(bound, "5"))
+    assert book.forget(_body(bound, "9"))
+    assert not book.observe(_body(bound, "7")), "older than its deletion"
+    assert book.held_by("cr-1") is None
+    again = replace(bound, claim=ClaimRef("team-a", "logs", "cr-2"))
+    assert book.observe(_body(again, "12")), "created again since: newer"
+    assert book.held_by("cr-2") is not None
+    assert book.forget(_body(again, "13"))
+    assert not book.retain(set(), "20"), "a tombstone is no binding a listing lacks"
+    assert book._versions == {}, "and a listing forgets the tombstones (memory stays bounded)"
+
+
 def test_a_late_watch_event_never_undoes_a_newer_binding() -> None:
     book = _book()
     bound = Binding(IDENTITY, Phase.BOUND, OWNER)

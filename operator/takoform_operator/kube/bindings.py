@@ -92,11 +92,14 @@ class BindingBook:
         return True
 
     def forget(self, body: Mapping[str, Any]) -> bool:
-        """The watch saw it deleted; True when the cache held it."""
+        """The watch saw it deleted; True when the cache held it. Its version stays as a
+        tombstone: an older event of it, delivered late, brings no phantom back (a listing
+        forgets the tombstones, `retain`)."""
         name = str((body.get("metadata") or {}).get("name") or "")
-        if older(resource_version(body), self._versions.get(name, "")):
+        version = resource_version(body)
+        if older(version, self._versions.get(name, "")):
             return False
-        self._versions.pop(name, None)
+        self._versions[name] = version
         before = self._store(name, None)
         self._touch(before, None)
         return before is not None
@@ -120,10 +123,13 @@ class BindingBook:
             for name, seen in self._versions.items()
             if name not in names and not older(version, seen)
         ]
+        changed = False
         for name in gone:
             self._versions.pop(name, None)
-            self._touch(self._store(name, None), None)
-        return bool(gone)
+            before = self._store(name, None)
+            self._touch(before, None)
+            changed = changed or before is not None
+        return changed
 
     # -- BindingPort ---------------------------------------------------------------------------
 
@@ -185,8 +191,7 @@ class BindingBook:
         except httpx.HTTPError as exc:
             raise BindingError(f"TakoformBinding {name} could not be read: {exc}") from exc
         if answer.status_code == 404:
-            self._store(name, None)
-            self._versions.pop(name, None)
+            self._store(name, None)  # its last version stays: no older event brings it back
         elif answer.status_code == 200:
             self.observe(answer.json())
         else:
