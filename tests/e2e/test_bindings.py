@@ -73,6 +73,14 @@ class Teams:
             )
             self._await_serving(Operator(process, log, f"http://127.0.0.1:{port}/metrics"))
 
+    def vanish(self, namespace: str, name: str) -> None:
+        """Delete the CR and remove its finalizer by hand: it goes without its operator's
+        deletion."""
+        self.cluster.kubectl("delete", "bucket", name, "--wait=false", namespace=namespace)
+        gone = json.dumps({"metadata": {"finalizers": None}})
+        self.cluster.kubectl("patch", "bucket", name, "--type=merge", "-p", gone,
+                             namespace=namespace)  # fmt: skip
+
     def stop(self) -> None:
         """Stop the operator processes (the grants stay)."""
         self._stack.close()
@@ -251,9 +259,7 @@ def test_a_cr_that_vanished_leaves_its_binding_lost_for_its_restore_only(teams: 
     # is paused first, so the operator does not start the deletion meanwhile).
     teams.cluster.kubectl("annotate", "bucket", "kept", "takoform.io/paused=true",
                           namespace=owners)  # fmt: skip
-    teams.cluster.kubectl("delete", "bucket", "kept", "--wait=false", namespace=owners)
-    gone = json.dumps({"metadata": {"finalizers": None}})
-    teams.cluster.kubectl("patch", "bucket", "kept", "--type=merge", "-p", gone, namespace=owners)
+    teams.vanish(owners, "kept")
     wait_until(lambda: teams.binding("kept")["spec"]["phase"] == "Lost", "the binding Lost")
     lost = teams.binding("kept")["spec"]
     assert lost["lastOwner"]["name"] == "kept" and lost["uid"] == uid
@@ -333,11 +339,8 @@ def test_an_owner_that_vanished_while_no_operator_ran_is_rebound_by_its_own_mani
     teams.wait_ready(owners, "kept")
     uid = cr_status(teams.cluster, owners, "kept")["uid"]
     teams.stop()
-    # With no operator running, the CR goes without its finalizer's work: no DELETED event is
-    # ever seen by an operator.
-    teams.cluster.kubectl("delete", "bucket", "kept", "--wait=false", namespace=owners)
-    gone = json.dumps({"metadata": {"finalizers": None}})
-    teams.cluster.kubectl("patch", "bucket", "kept", "--type=merge", "-p", gone, namespace=owners)
+    # With no operator running, no operator ever sees its DELETED event.
+    teams.vanish(owners, "kept")
     wait_until(lambda: teams.cluster.get_object("bucket", "kept", owners) is None, "CR gone")
     teams.start(one_process=True)
     teams.apply(others, bucket("kept", importId=canonical_import_id(SPACE, "kept", REF)))
