@@ -30,6 +30,10 @@ class BindingPort(Protocol):
     async def get(self, identity: Identity) -> Binding | None:
         """The binding of `identity`, or None when there is none."""
 
+    async def read(self, identity: Identity) -> Binding | None:
+        """The binding of `identity` as the API server holds it now (a quorum read, never a
+        cache). Raises BindingError when it cannot be read."""
+
     def held_by(self, cr_uid: str) -> Binding | None:
         """The binding Bound to the CR with this uid, whatever identity it names (a CR holds at
         most one): where a CR whose status was lost finds the claim it wrote."""

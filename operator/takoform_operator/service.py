@@ -1,7 +1,8 @@
 """The one reconcile of a CR against its host, as a straight line:
 
     hold        core.policy.hold: a paused CR sends nothing, not even a read; a deletion that
-                needs no host call (Orphan, Observe, never claimed) is let go here and only here,
+                needs no host call (Orphan, Observe, never claimed: no binding of it on the API
+                server, read there, not in the cache) is let go here and only here,
                 its binding Released (the host resource stays) with the uid of a create of ours
                 the status may not record (one read of the host's operations)
     grant       core.tenancy.access: the CR's namespace must hold a grant for the host and space
@@ -143,10 +144,16 @@ async def _reconcile(
     desired = replace(desired, namespace_uid=tenancy.namespace_uid(desired.namespace))
     mine = bindings.held_by(desired.cr_uid)
     state = restored(state, mine)
+    held = hold(desired, state)
+    if held is not None and held.finalized and not state.claimed:
+        # Let go as never claimed: this process's cache may lag another process's claim (a
+        # shard handover), so the API server is asked first (a quorum read of one binding).
+        mine = await _claimed_elsewhere(desired, registry, tenancy, bindings) or mine
+        state = restored(state, mine)
+        held = hold(desired, state)
     # Neither recorded nor bound before this look: its binding is written before anything is
     # sent, so nothing of ours can be running on the target yet.
     claimed_now = not state.claimed
-    held = hold(desired, state)
     if held is not None:
         if held.finalized:
             held = await _released_with_incarnation(desired, held, registry, tenancy)
@@ -245,6 +252,19 @@ async def _own(
             continue  # somebody else wrote it first: decide again on what they wrote
         return written, verdict.state, (verdict.event,) if verdict.event else ()
     raise BindingError(f"the TakoformBinding of {identity} kept changing; deciding again later")
+
+
+async def _claimed_elsewhere(
+    desired: Desired, registry: Registry, tenancy: Tenancy, bindings: BindingPort
+) -> Binding | None:
+    """The binding of the target this CR's spec asks for, as the API server holds it, when it
+    is this CR's: written by a process whose status write this one never saw."""
+    target = target_of(desired, State(), registry)
+    host = resolve_host(desired.host_ref, tenancy.default_host())
+    if isinstance(target, Outcome) or host is None:
+        return None
+    found = await bindings.read(Identity(target.space, target.form_ref.line, target.name, host))
+    return found if found is not None and found.owned_by(desired.cr_uid) else None
 
 
 async def _released_with_incarnation(

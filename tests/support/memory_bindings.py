@@ -26,6 +26,9 @@ class MemoryBindings:
     async def get(self, identity: Identity) -> Binding | None:
         return self.objects.get(identity.binding_name())
 
+    async def read(self, identity: Identity) -> Binding | None:
+        return self.objects.get(identity.binding_name())
+
     def held_by(self, cr_uid: str) -> Binding | None:
         return next((b for b in self.objects.values() if b.owned_by(cr_uid)), None)
 

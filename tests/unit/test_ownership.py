@@ -5,6 +5,7 @@ is recorded."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import builders
 import pytest
@@ -187,6 +188,57 @@ class _NoHost:
 
     def __getattr__(self, name: str) -> object:
         raise AssertionError(f"host call {name}")
+
+
+class _LaggingBook(MemoryBindings):
+    """A process whose binding cache has not seen another process's claim yet (a shard
+    handover) until it reads from the API server (`read`), as the real book then has it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.caught_up = False
+
+    async def read(self, identity: Identity) -> Binding | None:
+        self.caught_up = True
+        return await super().read(identity)
+
+    def held_by(self, cr_uid: str) -> Binding | None:
+        return super().held_by(cr_uid) if self.caught_up else None
+
+    async def get(self, identity: Identity) -> Binding | None:
+        return await super().get(identity) if self.caught_up else None
+
+
+class _Listing:
+    """A host that answers the listing of operations (none) and a read (absent), and records
+    them."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def list_operations(self, target: Target) -> list[Any]:
+        self.calls.append("list_operations")
+        return []
+
+    async def read(self, target: Target) -> None:
+        self.calls.append("read")
+
+
+async def test_a_deletion_that_never_claimed_asks_the_api_server_not_its_cache() -> None:
+    """Deleted before its status recorded anything, the CR is let go without a host call only
+    when the API server (not this process's cache, which may lag another process's claim)
+    holds no binding of it: a claim found there is a deletion like any other."""
+    desired = _desired(deleting=True)
+    bindings = _LaggingBook()
+    claimed = replace(_bound(ClaimRef("a", "cr-me", "me")), requested=Requested.of(desired))
+    bindings.objects[IDENTITY.binding_name()] = claimed
+    host = _Listing()
+    outcome = await reconcile_with_one_host(desired, State(), host, REGISTRY, bindings)  # type: ignore[arg-type]
+    assert host.calls == ["list_operations", "read"], "the operations first, then the read"
+    assert outcome.finalized, "nothing of ours was created"
+    assert ("delete", IDENTITY.binding_name()) in bindings.writes
+    unclaimed = await reconcile_with_one_host(desired, State(), _NoHost(), REGISTRY, _LaggingBook())
+    assert unclaimed.finalized, "no binding anywhere: let go, nothing sent"
 
 
 async def test_a_look_at_a_bound_binding_without_claim_ref_sends_and_writes_nothing() -> None:

@@ -136,6 +136,11 @@ class BindingBook:
     async def get(self, identity: Identity) -> Binding | None:
         return self._read(identity.binding_name())
 
+    async def read(self, identity: Identity) -> Binding | None:
+        name = identity.binding_name()
+        await self.refresh(name)
+        return self._read(name)
+
     def held_by(self, cr_uid: str) -> Binding | None:
         binding = self._read(self._held.get(cr_uid, ""))
         return binding if binding is not None and binding.owned_by(cr_uid) else None
