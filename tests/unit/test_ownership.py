@@ -325,6 +325,28 @@ def test_a_restore_proves_its_vanished_predecessors_create_its_own() -> None:
     assert restores(bound, again) == "", "a recorded incarnation is checked by its uid instead"
 
 
+def test_an_import_records_the_incarnation_it_bound_in_its_binding_once() -> None:
+    """No creation key of ours proves an imported resource: the binding records its uid (one
+    write, once), so a restore of a vanished import is held to that incarnation."""
+    import_id = canonical_import_id("team-a", "logs", REF)
+    desired = _desired(import_id=import_id)
+    imported = _claimed_state(desired, uid="h-1")
+    mine = _bound(ClaimRef("a", "cr-me", "me"))
+    verdict = claim(desired, imported, TARGET, mine)
+    assert isinstance(verdict, Bind) and verdict.binding.uid == "h-1"
+    assert verdict.binding.resource_version == mine.resource_version, "a conditional replace"
+    recorded = replace(verdict.binding, resource_version="8")
+    assert isinstance(claim(desired, imported, TARGET, recorded), Ours), "once"
+    created = _desired()
+    assert isinstance(claim(created, _claimed_state(created, uid="h-1"), TARGET, mine), Ours), (
+        "a create's incarnation is proven by its creation key: no write"
+    )
+    vanished = recorded.lost(None)
+    restore = _desired(cr_uid="again", import_id=import_id)
+    taken = claim(restore, State(), TARGET, vanished)
+    assert isinstance(taken, Bind) and taken.state.uid == "h-1", "held to that incarnation"
+
+
 def test_a_binding_whose_owner_went_is_lost_remembering_it() -> None:
     lost = _bound(uid=None).lost("h-2")
     assert lost.phase is Phase.LOST and lost.claim is None

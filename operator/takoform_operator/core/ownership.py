@@ -104,6 +104,11 @@ def claim(desired: Desired, state: State, target: Target, binding: Binding | Non
         created = _new_binding(identity, mine, target, desired, state)
         return Bind(created, claimed(state, target, desired))
     if binding.owned_by(mine.uid):
+        if binding.uid is None and state.uid is not None and _imports(state):
+            # No creation key of ours proves an imported incarnation: the binding records its
+            # uid once the import bound it (one write, once), so that whoever binds next (a
+            # restore, a hand-off) is held to that incarnation, never to what it finds then.
+            return Bind(replace(binding, uid=state.uid), restored(state, binding))
         return Ours(binding, restored(state, binding))
     if desired.deleting:
         # Not ours to delete: the owner keeps it.
@@ -145,6 +150,10 @@ def restores(binding: Binding, desired: Desired) -> str:
     if binding.uid or last is None or not last.uid or last.uid == desired.cr_uid:
         return ""
     return last.uid if last.same_namespace(me(desired)) and last.name == desired.cr_name else ""
+
+
+def _imports(state: State) -> bool:
+    return state.requested is not None and state.requested.import_id is not None
 
 
 def by_evidence(
