@@ -974,13 +974,25 @@ class OwnershipModel(RuleBasedStateMachine):
         uid = operation.resource_uid if isinstance(action, Create) else action.expected_uid
         self._act(cr_uid, identity, uid, f"{action.verb} accepted")
 
+    def _let_go(self, cr_uid: str) -> bool:
+        """Being deleted and holding no binding: its deletion let go (only the finalizer's
+        removal may still be missing, its write lost), and it never acts again: its next look
+        finds the identity unbound or another CR's and lets go without a host call."""
+        deleting = self.cluster.crs[cr_uid]["metadata"].get("deletionTimestamp") is not None
+        return deleting and not any(b.owned_by(cr_uid) for b in self.ownership.all())
+
     def _act(self, cr_uid: str, identity: IdentityKey, uid: str | None, what: str) -> None:
         """At most one CR acts on an identity (an accepted mutation, or a binding): another
         that did must be gone. A Released incarnation goes only to the last owner's namespace,
         a Lost one only to a CR of the vanished owner's namespace and name (a restore), unless
         an admin pre-bound the CR."""
         previous = self.actor.get(identity)
-        if previous is not None and previous != cr_uid and previous in self.cluster.crs:
+        if (
+            previous is not None
+            and previous != cr_uid
+            and previous in self.cluster.crs
+            and not self._let_go(previous)
+        ):
             self._fail(
                 "two-actors",
                 f"two CRs act on one identity ({what})",

@@ -685,3 +685,36 @@ def test_an_orphan_deletion_inside_the_window_hands_over_the_incarnation_its_cre
     (importer,) = machine.cluster.crs.values()
     assert status_of(importer)["uid"] != alpha["metadata"]["uid"], "the released uid kept"
     assert reason(machine, 0, ConditionType.BLOCKED) is Reason.UID_MISMATCH
+
+
+def test_a_deletion_whose_finalizer_removal_was_lost_acts_no_more_and_leaves_the_name_free(
+    model_world: World,
+) -> None:
+    """The create fails, the CR is deleted, and its deletion lets go (its binding deleted) but
+    the finalizer's removal is lost: the CR stays, being deleted, holding nothing. Another
+    namespace's CR of that name binds and creates; the first never acts again and goes at its
+    next look."""
+    machine = replay(
+        model_world,
+        [
+            step("fail_next_operation"),
+            step(
+                "create_cr",
+                namespace="ns-b",
+                name="alpha",
+                resource_name=None,
+                size=10,
+                policy="Delete",
+                same_instant=False,
+            ),
+            step("reconcile", pick=0),
+            step("delete_cr", pick=0, policy="Delete"),
+            step("reconcile_losing_status_write", pick=0),
+            CREATE_ALPHA,
+            step("reconcile", pick=1),
+            step("reconcile", pick=0),
+        ],
+    )
+    (left,) = machine.cluster.live()
+    assert left["metadata"]["namespace"] == "ns-a", "the first CR went at its next look"
+    assert [creator_of(r) for r in resources(machine)] == [left["metadata"]["uid"]]
