@@ -73,6 +73,16 @@ class Teams:
             )
             self._await_serving(Operator(process, log, f"http://127.0.0.1:{port}/metrics"))
 
+    def owner_ready(self, name: str) -> str:
+        """Both namespaces granted, one operator process for both, and the first namespace's
+        Bucket `name` Ready: its host uid."""
+        owners, others = self.namespaces
+        self.grant(owners, others)
+        self.start(one_process=True)
+        self.apply(owners, bucket(name))
+        self.wait_ready(owners, name)
+        return str(cr_status(self.cluster, owners, name)["uid"])
+
     def vanish(self, namespace: str, name: str) -> None:
         """Delete the CR and remove its finalizer by hand: it goes without its operator's
         deletion."""
@@ -184,11 +194,7 @@ def test_a_released_resource_goes_to_its_own_namespace_not_to_a_waiting_import(
     teams: Teams,
 ) -> None:
     owners, others = teams.namespaces
-    teams.grant(owners, others)
-    teams.start(one_process=True)
-    teams.apply(owners, bucket("app-data"))
-    teams.wait_ready(owners, "app-data")
-    uid = cr_status(teams.cluster, owners, "app-data")["uid"]
+    uid = teams.owner_ready("app-data")
     import_id = canonical_import_id(SPACE, "app-data", REF)
     teams.apply(others, bucket("app-data", importId=import_id))  # pre-staged by another team
     teams.wait_blocked(others, "app-data", "AlreadyManaged")
@@ -250,11 +256,7 @@ def test_two_namespaces_at_the_same_instant_make_exactly_one_owner(teams: Teams,
 
 def test_a_cr_that_vanished_leaves_its_binding_lost_for_its_restore_only(teams: Teams) -> None:
     owners, others = teams.namespaces
-    teams.grant(owners, others)
-    teams.start(one_process=True)
-    teams.apply(owners, bucket("kept"))
-    teams.wait_ready(owners, "kept")
-    uid = cr_status(teams.cluster, owners, "kept")["uid"]
+    uid = teams.owner_ready("kept")
     # Someone removes the finalizer by hand: the CR goes without the operator's deletion (it
     # is paused first, so the operator does not start the deletion meanwhile).
     teams.cluster.kubectl("annotate", "bucket", "kept", "takoform.io/paused=true",
@@ -290,10 +292,7 @@ def test_an_admins_delete_of_a_bound_binding_is_refused_and_hands_nothing_over(
     teams: Teams,
 ) -> None:
     owners, others = teams.namespaces
-    teams.grant(owners, others)
-    teams.start(one_process=True)
-    teams.apply(owners, bucket("guarded"))
-    teams.wait_ready(owners, "guarded")
+    teams.owner_ready("guarded")
     bound = teams.binding("guarded")
     name = bound["metadata"]["name"]
     assert bound["metadata"]["finalizers"] == ["takoform.io/binding-protection"]
@@ -333,11 +332,7 @@ def test_an_owner_that_vanished_while_no_operator_ran_is_rebound_by_its_own_mani
     teams: Teams,
 ) -> None:
     owners, others = teams.namespaces
-    teams.grant(owners, others)
-    teams.start(one_process=True)
-    teams.apply(owners, bucket("kept"))
-    teams.wait_ready(owners, "kept")
-    uid = cr_status(teams.cluster, owners, "kept")["uid"]
+    uid = teams.owner_ready("kept")
     teams.stop()
     # With no operator running, no operator ever sees its DELETED event.
     teams.vanish(owners, "kept")
