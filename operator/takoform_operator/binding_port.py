@@ -52,3 +52,10 @@ class BindingPort(Protocol):
         """The CR the claim names (its Form line is the identity's) exists with the claim's uid.
         When that cannot be told (forbidden, API trouble) the answer is True: only a CR proven
         gone is treated as gone."""
+
+    async def recorded_elsewhere(
+        self, identity: Identity, cr_uid: str, creator: str | None
+    ) -> bool:
+        """A CR other than `cr_uid` exists that records `identity` in its status, or is the
+        CR `creator` (the uid a creation key names): a quorum read of the API server. When
+        that cannot be told, the answer is True: an import waits rather than bind on a guess."""

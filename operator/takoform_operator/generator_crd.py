@@ -723,6 +723,12 @@ def render_crd(
                     "name": line.version,
                     "served": True,
                     "storage": True,
+                    # Where an import finds a CR whose status records the resource it would
+                    # bind (kube.bindings.recorded_elsewhere): a field selector, not a list.
+                    "selectableFields": [
+                        {"jsonPath": ".status.space"},
+                        {"jsonPath": ".status.name"},
+                    ],
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": [
                         {"name": "Space", "type": "string", "jsonPath": ".spec.space"},

@@ -159,7 +159,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     async def watch_bindings() -> None:
         await writer.connected.wait()  # kopf logs in as it starts (_login)
         await runtime.bindings.introduce()  # before any binding is written: its guardian
-        guarding = asyncio.create_task(runtime.bindings.guard_all(), name="binding guard")
+        guarding = asyncio.create_task(runtime.bindings.at_start(), name="bindings at start")
         try:
             await binding_watch.run()
         finally:

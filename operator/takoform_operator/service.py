@@ -61,9 +61,11 @@ from takoform_operator.core.ownership import (
     Ours,
     by_evidence,
     claim,
+    creator_to_weigh,
     let_go,
     restored,
     restores,
+    waits_for_its_owner,
 )
 from takoform_operator.core.plan import host_of, may_have_created, plan, reclaims, target_of
 from takoform_operator.core.policy import hold, observe_only
@@ -243,6 +245,10 @@ async def _own(
             if taken is None:
                 return verdict.outcome
             verdict = taken
+        if not verdict.binding.resource_version and desired.import_id is not None:
+            waits = await _waits_for_owner(desired, state, target, identity, bindings, port)
+            if waits is not None:
+                return waits
         try:
             if verdict.binding.resource_version:
                 written = await bindings.replace(verdict.binding)
@@ -252,6 +258,30 @@ async def _own(
             continue  # somebody else wrote it first: decide again on what they wrote
         return written, verdict.state, (verdict.event,) if verdict.event else ()
     raise BindingError(f"the TakoformBinding of {identity} kept changing; deciding again later")
+
+
+async def _waits_for_owner(
+    desired: Desired,
+    state: State,
+    target: Target,
+    identity: Identity,
+    bindings: BindingPort,
+    port: HostPort,
+) -> Outcome | None:
+    """An import about to bind a resource nobody has bound: a live CR that records it (in its
+    status, or by the creation key of the host resource) binds it again, and the import waits
+    (core.ownership.waits_for_its_owner). A missing binding is rebuilt from evidence, never won
+    by a race: one read of the resource and a list of the CRs naming it, on the first bind."""
+    try:
+        resource = await port.read(target)
+    except HostUnavailable as exc:
+        return unavailable(state, f"host unavailable while reading: {exc}", exc.retry_after)
+    except (FormUnknown, SpaceNotFound, HostRejected, HostProtocolError) as exc:
+        return _trouble(state, Reason.HOST_REJECTED, f"the host refused the read: {exc}")
+    creator = creator_to_weigh(desired, resource)
+    if await bindings.recorded_elsewhere(identity, desired.cr_uid, creator):
+        return waits_for_its_owner(desired, state, identity)
+    return None
 
 
 async def _claimed_elsewhere(

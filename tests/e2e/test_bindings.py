@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_kube import KubeCluster, drop_namespace, wait_until
+from fixtures_kube import FORCED, UNPROTECTED, KubeCluster, drop_namespace, wait_until
 from manifests import bucket
 from operator_process import Operator, condition_of, cr_status, is_ready, operator_process, serving
 from processes import free_port
@@ -347,3 +347,58 @@ def test_an_owner_that_vanished_while_no_operator_ran_is_rebound_by_its_own_mani
     assert (claim["namespace"], claim["name"]) == (owners, "kept")
     assert teams.blocked(others, "kept")["reason"] == "AlreadyManaged"
     assert teams.mutations() == [("create", "kept")], "nothing created again, nothing deleted"
+
+
+def test_a_missing_binding_is_rebuilt_by_its_owner_never_taken_by_a_waiting_import(
+    teams: Teams,
+) -> None:
+    owners, others = teams.namespaces
+    uid = teams.owner_ready("rebuilt")
+    teams.apply(others, bucket("rebuilt", importId=canonical_import_id(SPACE, "rebuilt", REF)))
+    teams.wait_blocked(others, "rebuilt", "AlreadyManaged")
+    # The owner is paused, so it cannot write its binding again at once; then the binding goes
+    # the way an admin's forced release (or a reinstalled binding CRD) takes it.
+    teams.cluster.kubectl("annotate", "bucket", "rebuilt", "takoform.io/paused=true",
+                          namespace=owners)  # fmt: skip
+    name = teams.binding("rebuilt")["metadata"]["name"]
+    for patch in (FORCED, UNPROTECTED):
+        teams.cluster.kubectl("patch", "takoformbinding", name, "--type=merge",
+                              "-p", json.dumps(patch), *AS_ADMIN)  # fmt: skip
+    teams.cluster.kubectl("delete", "takoformbinding", name, *AS_ADMIN)
+
+    # The waiting import is woken and waits on: the owner's status records the resource.
+    wait_until(
+        lambda: "another CR records it" in teams.blocked(others, "rebuilt").get("message", ""),
+        "the import waits for the CR that records the resource",
+    )
+    assert binding_of(teams.cluster, "Bucket", "rebuilt") is None, "the import bound nothing"
+    teams.cluster.kubectl("annotate", "bucket", "rebuilt", "takoform.io/paused-",
+                          namespace=owners)  # fmt: skip
+    wait_until(
+        lambda: (binding_of(teams.cluster, "Bucket", "rebuilt") or {})
+        .get("spec", {}).get("claimRef", {}).get("namespace") == owners,
+        "the owner binds it again",
+    )  # fmt: skip
+    teams.wait_ready(owners, "rebuilt")
+    assert cr_status(teams.cluster, owners, "rebuilt")["uid"] == uid
+    assert teams.wait_blocked(others, "rebuilt", "AlreadyManaged")
+    assert not cr_status(teams.cluster, others, "rebuilt").get("uid"), "never bound"
+    assert teams.mutations() == [("create", "rebuilt")], "the importer changed nothing"
+
+
+def test_an_owner_that_vanished_while_no_operator_ran_is_found_lost_at_start(
+    teams: Teams,
+) -> None:
+    owners, _ = teams.namespaces
+    uid = teams.owner_ready("vanished")
+    teams.stop()
+    teams.vanish(owners, "vanished")
+    wait_until(lambda: teams.cluster.get_object("bucket", "vanished", owners) is None, "CR gone")
+    teams.start(one_process=True)
+    # Nobody names the identity again: the operator finds the owner gone by itself.
+    wait_until(lambda: teams.binding("vanished")["spec"]["phase"] == "Lost", "the binding Lost")
+    lost = teams.binding("vanished")["spec"]
+    assert (lost["lastOwner"]["namespace"], lost["lastOwner"]["name"]) == (owners, "vanished")
+    assert lost.get("uid") in (None, uid)
+    assert "finalizers" not in teams.binding("vanished")["metadata"], "Lost is not protected"
+    assert teams.mutations() == [("create", "vanished")]

@@ -15,11 +15,18 @@ _versions = itertools.count(1)
 
 
 class MemoryBindings:
-    """`exists(identity, claim)` says whether a claimed CR still exists (default: always)."""
+    """`exists(identity, claim)` says whether a claimed CR still exists (default: always);
+    `recorded(identity, cr_uid, creator)` whether another CR records the identity or is its
+    creator (default: none does)."""
 
-    def __init__(self, exists: Callable[[Identity, ClaimRef], bool] | None = None) -> None:
+    def __init__(
+        self,
+        exists: Callable[[Identity, ClaimRef], bool] | None = None,
+        recorded: Callable[[Identity, str, str | None], bool] | None = None,
+    ) -> None:
         self.objects: dict[str, Binding] = {}
         self._exists = exists or (lambda identity, claim: True)
+        self._recorded = recorded or (lambda identity, cr_uid, creator: False)
         #: Every write, in order: (verb, binding name).
         self.writes: list[tuple[str, str]] = []
 
@@ -54,6 +61,11 @@ class MemoryBindings:
 
     async def claim_exists(self, identity: Identity, claim: ClaimRef) -> bool:
         return self._exists(identity, claim)
+
+    async def recorded_elsewhere(
+        self, identity: Identity, cr_uid: str, creator: str | None
+    ) -> bool:
+        return self._recorded(identity, cr_uid, creator)
 
     def _store(self, verb: str, binding: Binding) -> Binding:
         stored = replace(binding, resource_version=str(next(_versions)))

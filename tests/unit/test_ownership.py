@@ -347,6 +347,56 @@ def test_an_import_records_the_incarnation_it_bound_in_its_binding_once() -> Non
     assert isinstance(taken, Bind) and taken.state.uid == "h-1", "held to that incarnation"
 
 
+class _Serving:
+    """A host that serves one resource to reads and accepts nothing."""
+
+    def __init__(self, resource: ResourceView) -> None:
+        self.resource = resource
+
+    async def read(self, target: Target) -> ResourceView:
+        return self.resource
+
+    async def list_operations(self, target: Target) -> list[Any]:
+        return []
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"host call {name}")
+
+
+@pytest.mark.parametrize(
+    ("creation_key", "recorder", "waits"),
+    [
+        ("owner:create:0", "owner", True),  # its creator lives: it binds again
+        ("owner:create:0", "status", True),  # another CR's status records it
+        ("owner:create:0", None, False),  # its creator is gone, nobody records it
+        (None, None, False),  # made without any CR
+    ],
+)
+async def test_an_import_never_binds_a_resource_another_live_cr_records(
+    creation_key: str | None, recorder: str | None, waits: bool
+) -> None:
+    """A resource without a binding (an admin's forced release, the binding CRD reinstalled, a
+    restore without cluster-scoped objects) is rebuilt from evidence, never won by a race: an
+    import waits while another CR records it, and asks the API server (not a cache) first."""
+    asked: list[tuple[str, str | None]] = []
+
+    def recorded(identity: Identity, cr_uid: str, creator: str | None) -> bool:
+        asked.append((cr_uid, creator))
+        return recorder == "status" or (recorder is not None and creator == recorder)
+
+    bindings = MemoryBindings(recorded=recorded)
+    desired = _desired(import_id=canonical_import_id("team-a", "logs", REF))
+    host = _Serving(_served("h-1", creation_key))
+    outcome = await reconcile_with_one_host(desired, State(), host, REGISTRY, bindings)  # type: ignore[arg-type]
+    assert asked == [("me", creation_key and "owner")], "asked once, before any binding write"
+    if waits:
+        assert outcome.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+        assert "another CR records it" in outcome.conditions[0].message
+        assert bindings.writes == [] and outcome.state.uid is None, "bound nothing"
+    else:
+        assert bindings.writes[0] == ("create", IDENTITY.binding_name())
+
+
 def test_a_binding_whose_owner_went_is_lost_remembering_it() -> None:
     lost = _bound(uid=None).lost("h-2")
     assert lost.phase is Phase.LOST and lost.claim is None

@@ -44,3 +44,11 @@ def proves_ours(resource: ResourceView, desired: Desired) -> bool:
 def is_ours(operation: OperationView, desired: Desired) -> bool:
     """Our CR uid is in the operation's key: it was sent by this CR."""
     return (operation.idempotency_key or "").startswith(key_prefix(desired.cr_uid))
+
+
+def creator_of(resource: ResourceView) -> str | None:
+    """The uid of the CR whose create made `resource`, when its creation key is one of ours
+    (any CR's, of any release): the evidence an import weighs before it binds a resource
+    nobody has bound (kube.bindings.recorded_elsewhere)."""
+    uid, verb, _ = (resource.creation_key or "").partition(":create:")
+    return uid if verb and uid else None

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from .actions import Target
 from .binding import Binding, ClaimRef, Identity, Phase
 from .conditions import Reason
-from .keys import proves_ours
+from .keys import creator_of, proves_ours
 from .outcome import Event, Outcome, blocked, finalized
 from .policy import releases_without_host_call
 from .remedies import Remedy, kubectl_object
@@ -150,6 +150,34 @@ def restores(binding: Binding, desired: Desired) -> str:
     if binding.uid or last is None or not last.uid or last.uid == desired.cr_uid:
         return ""
     return last.uid if last.same_namespace(me(desired)) and last.name == desired.cr_name else ""
+
+
+def creator_to_weigh(desired: Desired, resource: ResourceView | None) -> str | None:
+    """The uid of another CR whose create made `resource` (its creation key says so), or None.
+    An import that would bind a resource nobody has bound weighs it first: that CR, alive,
+    still holds the resource though its binding went (an admin's forced release, the binding
+    CRD reinstalled, a restore without cluster-scoped objects) and binds it again."""
+    creator = creator_of(resource) if resource is not None else None
+    return None if creator in (desired.cr_uid, desired.restores) else creator
+
+
+def waits_for_its_owner(desired: Desired, state: State, identity: Identity) -> Outcome:
+    """An import of a resource without a binding that another live CR records (its status, or
+    the creation key naming it): never won by a race, it waits (AlreadyManaged)."""
+    obj = kubectl_object(desired)
+    message = (
+        f"{identity} has no TakoformBinding, but another CR records it (in its status, or as "
+        "the creator of the host resource) and binds it again; this import sends nothing "
+        "while that CR exists."
+    )
+    remedies = (
+        Remedy("delete this CR", f"kubectl delete {obj}", obj),
+        Remedy(
+            "or ask a cluster admin to have that CR release it (deletionPolicy Orphan), then "
+            "import it from that CR's namespace"
+        ),
+    )
+    return blocked(state, Reason.ALREADY_MANAGED, message, remedies)
 
 
 def _imports(state: State) -> bool:

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeAlias
 
@@ -36,10 +37,13 @@ from takoform_operator.core.binding import (
 from takoform_operator.core.state import Requested
 from takoform_operator.core.tenancy import GROUP, VERSION
 from takoform_operator.kube.freshness import older, resource_version
+from takoform_operator.kube.json_seam import LIST_LIMIT, safe_loads
 from takoform_spec.identity import FormLine, FormRef
 
 _COLLECTION = f"/apis/{GROUP}/{VERSION}/{BINDING_PLURAL}"
 _REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+#: A list of CRs as their metadata only (uids), however large their bodies.
+_METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 logger = logging.getLogger(__name__)
 
 #: A binding as the book keeps it: nested tuples of strings (`_pack`). The book holds every
@@ -189,6 +193,50 @@ class BindingBook:
         uid = str((answer.json().get("metadata") or {}).get("uid") or "")
         return not claim.uid or uid == claim.uid
 
+    async def recorded_elsewhere(
+        self, identity: Identity, cr_uid: str, creator: str | None
+    ) -> bool:
+        line = identity.line
+        found = await self._list_crs(line, _recording(identity))
+        if found is None:
+            return True
+        if any(uid != cr_uid and _records(status, identity) for uid, status in found):
+            return True
+        if creator is None or creator == cr_uid:
+            return False
+        everyone = await self._list_crs(line, None)
+        return everyone is None or any(uid == creator for uid, _ in everyone)
+
+    async def _list_crs(self, line: FormLine, fields: str | None) -> list[tuple[str, Any]] | None:
+        """(uid, status) of every CR of `line` in every namespace, the field selector `fields`
+        applied (a CRD of an earlier release selects on no status field: then filtered by the
+        caller), page by page; None: their metadata only (uid, None). None when the API server
+        cannot tell."""
+        path = f"/apis/{line.api_version}/{line.plural}"
+        found: list[tuple[str, Any]] = []
+        params = {"limit": "500", "fieldSelector": fields} if fields else {"limit": "500"}
+        headers = {"Accept": _METADATA_ONLY} if fields is None else {}
+        while True:
+            try:
+                answer = await self._client().get(path, params=params, headers=headers)
+            except httpx.HTTPError:
+                return None
+            if answer.status_code == 400 and "fieldSelector" in params:
+                del params["fieldSelector"]
+                continue
+            if answer.status_code != 200:
+                return None
+            try:
+                page = safe_loads(answer.content, LIST_LIMIT)
+            except ValueError:
+                return None
+            for item in page.get("items") or ():
+                uid = str((item.get("metadata") or {}).get("uid") or "")
+                found.append((uid, item.get("status") if isinstance(item, dict) else None))
+            params["continue"] = str((page.get("metadata") or {}).get("continue") or "")
+            if not params["continue"]:
+                return found
+
     async def refresh(self, name: str) -> None:
         """Read one binding again after a refused write (the cache was behind)."""
         try:
@@ -244,15 +292,42 @@ class BindingBook:
         with contextlib.suppress(BindingConflict):
             await self.replace(binding)
 
-    async def guard_all(self) -> None:
-        """Once the book is listed: protect what an earlier release wrote unprotected (an
-        upgrade costs one write per Bound binding, once)."""
+    async def at_start(self) -> None:
+        """Once the book is listed, what no watch event will ever say: the bindings an earlier
+        release wrote unprotected are protected (an upgrade costs one write per Bound binding,
+        once), and those whose owner went while no operator ran are found Lost."""
         await self.listed.wait()
         for binding in self.unguarded():
             try:
                 await self.guard(binding)
             except BindingError as exc:
                 logger.warning("TakoformBinding %s left unprotected: %s", binding.name, exc)
+        await self.find_lost()
+
+    async def find_lost(self) -> None:
+        """Every binding Bound to a CR that no longer exists is written Lost, conditioned on
+        the resourceVersion listed, so exactly one process does (a binding that changed since
+        is its owner's). One list of each Form line's CRs (metadata only), taken after the
+        bindings were, then a GET of each CR missing from it: only a CR proven gone is gone."""
+        bound: dict[FormLine, list[Binding]] = {}
+        for record in list(self._by_name.values()):
+            binding = _unpack(record)
+            if binding.phase is Phase.BOUND and binding.claim is not None and binding.claim.uid:
+                bound.setdefault(binding.identity.line, []).append(binding)
+        for line, bindings in bound.items():
+            listed = await self._list_crs(line, None)
+            alive = {uid for uid, _ in listed} if listed is not None else None
+            for binding in bindings:
+                claim = binding.claim
+                assert claim is not None
+                if alive is None or claim.uid in alive:
+                    continue
+                if await self.claim_exists(binding.identity, claim):
+                    continue
+                logger.info("TakoformBinding %s: its owner %s/%s is gone, Lost", binding.name,
+                            claim.namespace, claim.name)  # fmt: skip
+                with contextlib.suppress(BindingError):
+                    await self.replace(binding.lost(None))
 
     def _store(self, name: str, binding: Binding | None, guard: _Guard = None) -> _Record | None:
         """Hold `binding` under `name` (None: drop it) with the protection it carries on the
@@ -351,4 +426,25 @@ def _refused(verb: str, name: str, answer: httpx.Response) -> str:
     return (
         f"TakoformBinding {name}: the API server refused the {verb}: {answer.status_code} "
         + (answer.text[:300])
+    )
+
+
+def _recording(identity: Identity) -> str:
+    """The field selector of the CRs whose status names the identity's space and name."""
+    escaped = [re.sub(r"([\\,=])", r"\\\1", v) for v in (identity.space, identity.name)]
+    return f"status.space={escaped[0]},status.name={escaped[1]}"
+
+
+def _records(status: Any, identity: Identity) -> bool:
+    """The status records `identity` (a host it does not name: the default, any host)."""
+    if not isinstance(status, dict):
+        return False
+    ref = status.get("formRef")
+    kind = ref.get("kind") if isinstance(ref, dict) else None
+    host = status.get("host")
+    return (
+        status.get("space") == identity.space
+        and status.get("name") == identity.name
+        and kind in (None, identity.line.kind)
+        and host in (None, identity.host)
     )
