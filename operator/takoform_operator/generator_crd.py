@@ -20,7 +20,8 @@ from typing import Any
 import yaml
 
 from takoform_operator.core import limits
-from takoform_operator.core.conditions import ConditionType
+from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.policy import PAUSED_ANNOTATION
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import ManagementPolicy
 from takoform_spec.bounds import Bounds, Convention
@@ -700,6 +701,14 @@ def render_crd(
         },
     }
     ready = f'.status.conditions[?(@.type=="{ConditionType.READY}")]'
+    degraded = f'.status.conditions[?(@.type=="{ConditionType.DEGRADED}")]'
+    # The annotation as written: "true" pauses, "false" does not, anything else is refused
+    # (Degraded InvalidSpec) and shows here as it is.
+    paused = ".metadata.annotations." + PAUSED_ANNOTATION.replace(".", "\\.")
+    # The API server prints the first match: Ready's message unless Ready is simply Available,
+    # then the first condition that says something else (Degraded during a host outage, the
+    # pause), else nothing. Every False condition of a Ready CR carries Available too.
+    message = f'.status.conditions[?(@.reason!="{Reason.AVAILABLE}")].message'
     crd = {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -745,6 +754,9 @@ def render_crd(
                         },
                         {"name": "Ready", "type": "string", "jsonPath": ready + ".status"},
                         {"name": "Reason", "type": "string", "jsonPath": ready + ".reason"},
+                        # Ready stays True through a host outage: only Degraded says so.
+                        {"name": "Degraded", "type": "string", "jsonPath": degraded + ".status"},
+                        {"name": "Paused", "type": "string", "jsonPath": paused},
                         {
                             "name": "Pending",
                             "type": "string",
@@ -759,6 +771,12 @@ def render_crd(
                             "priority": 1,
                         },
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                        {
+                            "name": "Message",
+                            "type": "string",
+                            "jsonPath": message,
+                            "priority": 1,
+                        },
                     ],
                     "schema": {
                         "openAPIV3Schema": {

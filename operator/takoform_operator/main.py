@@ -64,7 +64,13 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-def kopf_settings(namespace: str | None) -> kopf.OperatorSettings:
+#: Who signs the operator's Events (reportingComponent, source.component) and how they are named.
+EVENT_COMPONENT = "takoform-operator"
+
+
+def kopf_settings(namespace: str | None, instance: str) -> kopf.OperatorSettings:
+    """kopf's settings; `instance` (this replica's identity: its pod name in the chart) signs
+    the Events as their reportingInstance."""
     settings = kopf.OperatorSettings()
     if namespace is not None:
         # One exact namespace: nothing to discover, and a namespaced Role cannot list namespaces.
@@ -76,6 +82,11 @@ def kopf_settings(namespace: str | None) -> kopf.OperatorSettings:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="takoform.io")
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.level = logging.WARNING  # our own Events say what matters
+    # Signed as this operator, not kopf's defaults (kopf / dev / kopf-event-*): event exporters
+    # and `kubectl events` tell them from any other kopf operator's.
+    settings.posting.reporting_component = EVENT_COMPONENT
+    settings.posting.reporting_instance = instance
+    settings.posting.event_name_prefix = f"{EVENT_COMPONENT}-"
     # kopf starts a worker for each listed object without yielding to the event loop, so one
     # unpaged list of every CR (or binding) held the loop for seconds at start; a page is now
     # the most it holds at once.
@@ -172,7 +183,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         try:
             await kopf.operator(
                 registry=kopf_registry,
-                settings=kopf_settings(settings.namespace),
+                settings=kopf_settings(settings.namespace, _identity(settings)[1]),
                 standalone=True,
                 clusterwide=settings.namespace is None,
                 namespaces=[settings.namespace] if settings.namespace else (),

@@ -143,7 +143,8 @@ class Settings(BaseSettings):
     lease_retry_seconds: float = Field(default=2.0, gt=0, description="Renew/retry period.")
     pod_name: str | None = Field(
         default=None,
-        description="This replica's identity in the Lease (default: hostname and process id).",
+        description="This replica's identity: in the Lease, and as the reportingInstance of "
+        "its Events (default: hostname and process id).",
     )
 
     @field_validator("log_level", mode="before")

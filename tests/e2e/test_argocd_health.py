@@ -129,15 +129,16 @@ def _holds(kind: str, status: str = "True", reason: str | tuple[str, ...] = ()) 
 
 
 #: sample -> (Argo CD health, Flux status with the chart's healthCheckExprs, kstatus alone).
-#: kstatus alone reads a CR without any status as Current (nothing says otherwise) and a Blocked
-#: one as InProgress; with the exprs the first is Unknown (an evaluation error: Flux keeps
-#: waiting, as for InProgress) and the second Failed (Flux stops waiting at once).
+#: kstatus alone reads a CR without any status as Current (nothing says otherwise), and a
+#: Blocked one as Failed, from its Stalled condition, as the exprs do: neither waits out its
+#: timeout. With the exprs a CR without status is Unknown (an evaluation error: Flux keeps
+#: waiting, as for InProgress).
 EXPECTED = {
     "no status yet": ("Progressing", "Unknown", "Current"),
     "creating": ("Progressing", "InProgress", "InProgress"),
     "ready": ("Healthy", "Current", "Current"),
-    "blocked (space not granted)": ("Degraded", "Failed", "InProgress"),
-    "blocked (uid mismatch)": ("Degraded", "Failed", "InProgress"),
+    "blocked (space not granted)": ("Degraded", "Failed", "Failed"),
+    "blocked (uid mismatch)": ("Degraded", "Failed", "Failed"),
     "degraded (operation failed)": ("Degraded", "InProgress", "InProgress"),
     "drifted under Observe": ("Suspended", "InProgress", "InProgress"),
     "paused": ("Suspended", "Current", "Current"),
@@ -153,7 +154,8 @@ def test_real_statuses_as_argo_cd_and_flux_see_them(
     """CR bodies exactly as the API server serves them after the real operator wrote their
     status, one per state a GitOps tool meets, judged by the chart's Lua (real lua5.1) and by
     Flux's CEL status reader with the chart's healthCheckExprs (and by kstatus alone, which is
-    what a Kustomization without them does: a Blocked CR InProgress until the timeout)."""
+    what a Kustomization without them, cli-utils and older Flux do: a Blocked CR is Failed,
+    from its Stalled condition)."""
     _running, host, namespace = operator
     samples: dict[str, dict[str, Any]] = {}
 
@@ -256,6 +258,11 @@ def test_real_statuses_as_argo_cd_and_flux_see_them(
     assert health(samples["blocked (uid mismatch)"])[1].startswith("Blocked UidMismatch: ")
     errors = {name: v.error for name, v in zip(names, with_exprs, strict=True) if v.error}
     assert list(errors) == ["no status yet"] and "no such attribute" in errors["no status yet"]
+    # kstatus's own reading: the Stalled message is the Blocked one, remedies included.
+    blocked = _condition(samples["blocked (uid mismatch)"], "Blocked")
+    assert alone[names.index("blocked (uid mismatch)")].message == blocked["message"]
+    ready = _condition(samples["ready"], "Reconciling")
+    assert (ready["status"], ready["reason"]) == ("False", "Available"), "true now, not stale"
     kube_cluster.kubectl(
         "wait", "--for=delete", "bucket/ready", "--timeout=60s", namespace=namespace
     )

@@ -42,6 +42,20 @@ def _warnings(cluster: KubeCluster, namespace: str, name: str, reason: str) -> i
     )
 
 
+def _table(cluster: KubeCluster, namespace: str, *extra: str) -> dict[str, dict[str, str]]:
+    """`kubectl get buckets -o wide` as the API server renders the CRD's printer columns: row
+    name -> column -> cell. Every row's cell starts where its column's header does."""
+    printed = cluster.kubectl("get", "buckets", "-o", "wide", *extra, namespace=namespace).stdout
+    header, *rows = printed.splitlines()
+    columns = [(found.group(), found.start()) for found in re.finditer(r"\S+", header)]
+    bounds = list(itertools.pairwise([start for _name, start in columns] + [None]))
+    table = {}
+    for row in rows:
+        cells = {name: row[a:b].strip() for (name, _), (a, b) in zip(columns, bounds, strict=True)}
+        table[cells["NAME"]] = cells
+    return table
+
+
 def _host_errors(operator: Operator, reason: str) -> float:
     found = re.findall(
         rf'^takoform_host_errors_total\{{[^}}]*reason="{reason}"[^}}]*\}} (\S+)$',
@@ -68,6 +82,16 @@ def test_a_host_outage_keeps_idle_crs_ready_with_one_warning_each(
     for name in names:
         wait_until(lambda n=name: is_ready(kube_cluster, namespace, n), f"{name} Ready", 60)  # type: ignore[misc]
     ready_since = {n: _condition(kube_cluster, namespace, n, "Ready") for n in names}
+    # Nothing in flight: Reconciling False, with the reason that is true now (not the
+    # CreatePending it had while it was True).
+    for name in names:
+        reconciling = _condition(kube_cluster, namespace, name, "Reconciling")
+        assert (reconciling["status"], reconciling["reason"]) == ("False", "Available"), name
+    # Never Degraded, not paused, nothing else to say: empty cells.
+    before = _table(kube_cluster, namespace)["idle-a"]
+    assert (before["READY"], before["DEGRADED"], before["PAUSED"], before["MESSAGE"]) == (
+        "True", "", "", "",
+    )  # fmt: skip
 
     host.stop()
     try:
@@ -92,25 +116,49 @@ def test_a_host_outage_keeps_idle_crs_ready_with_one_warning_each(
             assert _condition(kube_cluster, namespace, name, "Ready") == ready_since[name], (
                 f"{name}: the last known Ready is kept as it was"
             )
+        # What the on-call sees: Ready as last known, Degraded, and why.
+        during = _table(kube_cluster, namespace)
+        print("kubectl get buckets -o wide, host down:", during, sep="\n")
+        for name in names:
+            row = during[name]
+            assert (row["READY"], row["REASON"], row["DEGRADED"]) == ("True", "Available", "True")
+            assert row["MESSAGE"].startswith("host unavailable"), row
     finally:
         host.start()
 
     def cleared(name: str) -> bool:
-        return _condition(kube_cluster, namespace, name, "Degraded").get("status") == "False"
+        degraded = _condition(kube_cluster, namespace, name, "Degraded")
+        return (degraded.get("status"), degraded.get("reason")) == ("False", "Available")
 
     for name in names:
         wait_until(lambda n=name: cleared(n), f"{name} Degraded cleared", 60)  # type: ignore[misc]
-        # The Normal Event of the clearing is posted after the outage's Warning: once it is
-        # there, every Event of the outage is.
+        # The Normal Event of the clearing (its reason what is true now) is posted after the
+        # outage's Warning: once it is there, every Event of the outage is.
         wait_until(
             lambda n=name: any(  # type: ignore[misc]
-                e["type"] == "Normal" and e["reason"] == "HostUnavailable"
+                (e["type"], e["reason"], e["message"])
+                == ("Normal", "Available", "Degraded cleared")
                 for e in _events(kube_cluster, namespace, n)
             ),
             f"{name}: the Event of Degraded clearing",
         )
         assert is_ready(kube_cluster, namespace, name)
         assert _warnings(kube_cluster, namespace, name, "HostUnavailable") == 1, name
+
+    # A paused CR says so in its column, and its message says how to resume.
+    kube_cluster.kubectl(
+        "annotate", "bucket", "idle-b", "takoform.io/paused=true", namespace=namespace
+    )
+    wait_until(
+        lambda: (
+            _condition(kube_cluster, namespace, "idle-b", "Reconciling").get("reason") == "Paused"
+        ),
+        "idle-b Paused",
+        60,
+    )
+    paused = _table(kube_cluster, namespace)["idle-b"]
+    assert (paused["READY"], paused["PAUSED"]) == ("True", "true")
+    assert paused["MESSAGE"].startswith("paused by the annotation takoform.io/paused"), paused
 
 
 def test_a_host_resource_degraded_on_the_host_makes_its_cr_not_ready(
@@ -195,11 +243,17 @@ def test_failures_back_off_exponentially(
         kube_cluster.kubectl("delete", "takoformspacegrant", grant, "--wait=false", check=False)
 
 
+POD = "takoform-operator-6f8b9c7d4-x7k2p"
+
+
+@pytest.mark.operator_settings(POD_NAME=POD)
 def test_the_uid_mismatch_remedy_runs_as_printed(
     operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
 ) -> None:
     """The CR `archive` manages the host resource `vault` (spec.resourceName): the remedy must
-    name the CR, fully qualified, with its namespace -- and do what it says."""
+    name the CR, fully qualified, with its namespace -- and do what it says. While Blocked it is
+    Stalled for kstatus readers (`kubectl wait` returns at once), and its Warning Event is
+    signed by this operator and this replica (TAKOFORM_POD_NAME, as the chart sets it)."""
     _running, host, namespace = operator
     kube_cluster.apply(bucket("archive", resourceName="vault"), namespace=namespace)
     wait_until(lambda: is_ready(kube_cluster, namespace, "archive"), "archive Ready", 60)
@@ -208,12 +262,39 @@ def test_the_uid_mismatch_remedy_runs_as_printed(
         "/admin/v1/resources/recreate",
         {"space": "team-a", **BUCKET, "name": "vault"},
     ).json()["metadata"]["uid"]
+    kube_cluster.kubectl(
+        "wait", "--for=condition=Stalled", "bucket/archive", "--timeout=60s",
+        namespace=namespace, timeout=90,
+    )  # fmt: skip
+    blocked = _condition(kube_cluster, namespace, "archive", "Blocked")
+    stalled = _condition(kube_cluster, namespace, "archive", "Stalled")
+    assert blocked["reason"] == "UidMismatch" and blocked["status"] == "True"
+    assert (stalled["status"], stalled["reason"], stalled["message"]) == (
+        "True", blocked["reason"], blocked["message"],
+    )  # fmt: skip
+    reconciling = _condition(kube_cluster, namespace, "archive", "Reconciling")
+    assert (reconciling["status"], reconciling["reason"]) == ("False", "UidMismatch")
     wait_until(
-        lambda: (
-            _condition(kube_cluster, namespace, "archive", "Blocked").get("reason") == "UidMismatch"
-        ),
-        "archive Blocked UidMismatch",
-        60,
+        lambda: _warnings(kube_cluster, namespace, "archive", "UidMismatch") >= 1,
+        "the Warning Event of archive Blocked",
+    )
+    signed = kube_cluster.kubectl_json(
+        "get", "events", "--field-selector",
+        "source=takoform-operator,reason=UidMismatch,involvedObject.name=archive",
+        namespace=namespace,
+    )["items"]  # fmt: skip
+    assert len(signed) == 1, signed
+    event = signed[0]
+    assert event["type"] == "Warning" and event["message"][:200] == blocked["message"][:200]
+    assert event["reportingComponent"] == "takoform-operator"
+    assert event["source"]["component"] == "takoform-operator"
+    assert event["reportingInstance"] == POD
+    assert event["metadata"]["name"].startswith("takoform-operator-"), event["metadata"]
+    assert (
+        event["involvedObject"]["uid"]
+        == kube_cluster.kubectl_json("get", "bucket", "archive", namespace=namespace)["metadata"][
+            "uid"
+        ]
     )
     remedies = cr_status(kube_cluster, namespace, "archive")["remedies"]
     printed = next(r["command"] for r in remedies if "accept-uid" in r.get("command", ""))

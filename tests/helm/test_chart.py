@@ -362,6 +362,13 @@ def test_two_replicas_need_leader_election(helm: Any) -> None:
     assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
 
 
+@pytest.mark.parametrize("values", [(), ("leaderElection.enabled=false",)])
+def test_every_replica_knows_its_pod_name_for_its_events(helm: Any, values: tuple[str]) -> None:
+    """The pod's name signs its Events (reportingInstance), elected or not."""
+    env = {e["name"]: e for e in _operator_env(render(helm, *values))}
+    assert env["TAKOFORM_POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+
+
 def test_sharding_makes_every_replica_an_active_shard(helm: Any) -> None:
     """sharding.enabled: N replicas are N shards (leader election off, whatever its value),
     with the Lease timings and the pod's name; the Role may list and write the shard Leases."""

@@ -2,8 +2,8 @@
 merge patch (one key per Form line, each the shipped Lua exactly) and the Flux
 `healthCheckExprs` (one entry per Form line), judged by Flux's own CEL status reader
 (hack/go/fluxhealth) on CR bodies: Blocked is Failed, Ready for the current spec is Current,
-everything else InProgress. kstatus alone, without the snippet, reads a Blocked CR as
-InProgress: the Kustomization would wait its whole timeout."""
+everything else InProgress. kstatus alone, without the snippet, reads a Blocked CR as Failed
+too, from the Stalled condition written beside Blocked."""
 
 from __future__ import annotations
 
@@ -63,8 +63,8 @@ def _status(*conditions: tuple[str, str], observed: int = 2) -> dict[str, Any]:
     }
 
 
-BLOCKED = _status(("Ready", "False"), ("Blocked", "True"))
-READY = _status(("Ready", "True"), ("Blocked", "False"))
+BLOCKED = _status(("Ready", "False"), ("Blocked", "True"), ("Stalled", "True"))
+READY = _status(("Ready", "True"), ("Blocked", "False"), ("Stalled", "False"))
 
 
 @pytest.mark.parametrize(
@@ -93,10 +93,14 @@ def test_flux_judges_the_conditions(body: dict[str, Any], expected: str) -> None
     assert (verdict.status, verdict.error) == (expected, "")
 
 
-def test_without_the_exprs_flux_waits_on_a_blocked_cr_until_its_timeout() -> None:
-    """kstatus alone (no healthCheckExprs): Blocked is InProgress, which is why they ship."""
+def test_without_the_exprs_kstatus_fails_a_blocked_cr_from_its_stalled_condition() -> None:
+    """kstatus alone (no healthCheckExprs, cli-utils, older Flux): Stalled makes a Blocked CR
+    Failed, so nothing waits out its timeout on it; without Stalled it would be InProgress."""
     blocked, ready = flux_status([_cr(0, BLOCKED), _cr(0, READY)], exprs=[])
-    assert blocked.status == "InProgress" and ready.status == "Current"
+    assert blocked.status == "Failed" and ready.status == "Current"
+    without = _status(("Ready", "False"), ("Blocked", "True"))
+    (unstalled,) = flux_status([_cr(0, without)], exprs=[])
+    assert unstalled.status == "InProgress"
     (with_exprs,) = flux_status([_cr(0, BLOCKED)])
     assert with_exprs.status == "Failed"
 

@@ -36,7 +36,7 @@ def _body() -> bodies.Body:
 def test_kopf_builds_no_diff_base_and_finds_no_difference() -> None:
     # kopf builds a diff-base (a deep copy of the whole body) for every watch event, for change
     # handlers the operator does not have: none is built, and none differs.
-    storage = kopf_settings(None).persistence.diffbase_storage
+    storage = kopf_settings(None, "test").persistence.diffbase_storage
     body = _body()
     old, new = storage.fetch(body=body), storage.build(body=body)
     assert new == {} and old == {}
@@ -69,7 +69,7 @@ async def test_initial_lists_are_read_page_by_page(monkeypatch: pytest.MonkeyPat
     pages = [
         len(chunk)
         async for chunk, _ in fetching.fetch_objs(
-            settings=kopf_settings(None),
+            settings=kopf_settings(None, "test"),
             resource=bucket,
             namespace=None,
             logger=logging.getLogger(),

@@ -75,6 +75,11 @@ def _claimed_state(desired: Desired, **changes: object) -> State:
 TARGET = Target("team-a", REF, "logs")
 IDENTITY = Identity("team-a", REF.line, "logs", DEFAULT_HOST)
 OWNER = ClaimRef("a", "cr-owner", "owner-uid")
+#: What a CR that may not take the binding asserts: Blocked, and Stalled beside it.
+ALREADY_MANAGED = {
+    ConditionType.BLOCKED: Reason.ALREADY_MANAGED,
+    ConditionType.STALLED: Reason.ALREADY_MANAGED,
+}
 
 
 def _bound(claim: ClaimRef | None = OWNER, **changes: object) -> Binding:
@@ -112,7 +117,7 @@ def test_bound_to_another_cr_is_contested_and_names_only_the_binding() -> None:
     verdict = claim(_desired(namespace="b"), State(), TARGET, _bound())
     assert isinstance(verdict, Contested)
     blocked = verdict.outcome
-    assert blocked.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+    assert blocked.asserted() == ALREADY_MANAGED
     message = blocked.conditions[0].message
     assert IDENTITY.binding_name() in message
     assert "cr-owner" not in message and "cr-owner" not in str(blocked.remedies)
@@ -147,7 +152,7 @@ def test_who_may_take_over_a_released_or_lost_binding(
     verdict = claim(desired, State(), TARGET, let_go)
     if not binds:
         assert isinstance(verdict, Outcome)
-        assert verdict.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+        assert verdict.asserted() == ALREADY_MANAGED
         return
     assert isinstance(verdict, Bind) and verdict.binding.resource_version == "7", "a replace"
     assert verdict.binding.claim == ClaimRef(namespace, name, "new-uid")
@@ -166,7 +171,7 @@ def test_an_admins_pre_binding_admits_exactly_the_cr_it_names(phase: Phase) -> N
     assert verdict.state.uid == "h-1"
     other = claim(_desired(namespace="b", cr_name="other"), State(), TARGET, reserved)
     assert isinstance(other, Outcome)
-    assert other.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+    assert other.asserted() == ALREADY_MANAGED
 
 
 @pytest.mark.parametrize("recorded", [False, True], ids=["fresh", "target recorded"])
@@ -177,7 +182,7 @@ def test_a_bound_binding_without_claim_ref_blocks_every_cr(recorded: bool) -> No
     state = _claimed_state(desired) if recorded else State()
     verdict = claim(desired, state, TARGET, hand_made)
     assert isinstance(verdict, Outcome), verdict
-    assert verdict.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+    assert verdict.asserted() == ALREADY_MANAGED
     assert "without claimRef, to no CR" in verdict.conditions[0].message
     commands = [remedy.command for remedy in verdict.remedies]
     assert f"kubectl takoform release {IDENTITY.binding_name()} --to a/cr-me" in commands
@@ -245,7 +250,7 @@ async def test_a_look_at_a_bound_binding_without_claim_ref_sends_and_writes_noth
     bindings = MemoryBindings()
     bindings.objects[IDENTITY.binding_name()] = _bound(None)
     outcome = await reconcile_with_one_host(_desired(), State(), _NoHost(), REGISTRY, bindings)
-    assert outcome.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+    assert outcome.asserted() == ALREADY_MANAGED
     assert bindings.writes == [], "the binding stays as the admin made it"
 
 
@@ -294,7 +299,7 @@ def test_a_namespace_created_again_under_the_same_name_inherits_nothing(phase: P
     recycled = _desired(cr_uid="new-cr", import_id=import_id, namespace_uid="ns-2")
     verdict = claim(recycled, State(), TARGET, left)
     assert isinstance(verdict, Outcome), "another tenant's namespace of the same name"
-    assert verdict.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+    assert verdict.asserted() == ALREADY_MANAGED
     same = _desired(cr_uid="new-cr", import_id=import_id, namespace_uid="ns-1")
     taken = claim(same, State(), TARGET, left)
     assert isinstance(taken, Bind) and taken.binding.claim == ClaimRef(

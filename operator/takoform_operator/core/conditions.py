@@ -16,6 +16,10 @@ class ConditionType(StrEnum):
     DEGRADED = "Degraded"
     DRIFTED = "Drifted"
     BLOCKED = "Blocked"
+    #: kstatus's abnormal-true condition for "progress stopped, a human must act": True exactly
+    #: when Blocked is, with its reason and message, so generic readers (`kubectl wait`,
+    #: cli-utils, Flux without healthCheckExprs) stop waiting on a Blocked CR.
+    STALLED = "Stalled"
     DELETING = "Deleting"
 
 
@@ -73,10 +77,11 @@ class Reason(StrEnum):
 
 
 _C = ConditionType
-#: Every reason a condition can carry, with the condition types it is written on; Ready False
-#: repeats the reason of the condition that made it so, whatever that is. Reasons absent here
-#: (Resumed) name Events only. docs/operator.md "Conditions and reasons" shows this table, and
-#: tests/unit/test_conditions_doc.py holds the two equal.
+#: Every reason a condition can carry True, with the condition types it is written on; Ready False
+#: repeats the reason of the condition that made it so, whatever that is, and so does every
+#: condition that is no longer True (merge_conditions): a False condition says what is true now.
+#: Reasons absent here (Resumed) name Events only. docs/operator.md "Conditions and reasons"
+#: shows this table, and tests/unit/test_conditions_doc.py holds the two equal.
 REASON_CONDITIONS: Mapping[Reason, frozenset[ConditionType]] = {
     reason: frozenset(kinds)
     for kinds, reasons in (
@@ -96,7 +101,7 @@ REASON_CONDITIONS: Mapping[Reason, frozenset[ConditionType]] = {
         ),
         ({_C.RECONCILING, _C.DELETING}, (Reason.PAUSED,)),
         (
-            {_C.BLOCKED},
+            {_C.BLOCKED, _C.STALLED},
             (
                 Reason.SPACE_NOT_GRANTED,
                 Reason.HOST_NOT_FOUND,
@@ -150,8 +155,9 @@ class Condition:
         # condition message, and a status write refused for its length would show nothing.
         object.__setattr__(self, "message", condition_message(self.message))
         # The closed table above, enforced where every condition is made: a reason written on
-        # the wrong condition would mislead alerts, the plugin and the docs alike.
-        if self.type is ConditionType.READY and not self.status:
+        # the wrong condition would mislead alerts, the plugin and the docs alike. A False
+        # condition repeats the reason Ready carries, whatever made it so.
+        if not self.status:
             return
         if self.type not in REASON_CONDITIONS.get(self.reason, frozenset()):
             raise ValueError(f"reason {self.reason} is not written on condition {self.type}")
@@ -166,13 +172,16 @@ def merge_conditions(
     keep_unnamed: bool = False,
 ) -> list[dict[str, Any]]:
     """The new conditions list. lastTransitionTime moves only when the status flips; types not
-    in `current` are reported False with the last reason they had, so nothing lingers True.
+    in `current` are reported False, so nothing lingers True, with the reason Ready carries now
+    (`Available`, or what keeps it from being Ready): a False condition's reason is true now,
+    never the one it had while it was True.
     With `keep_unnamed` (nothing was observed: a paused CR, or a host that could not be asked,
     so the last known Ready is still the best answer) they keep their last value as is.
     A condition that reported a pause and is not named again is dropped: the pause is over.
     `previous` is the status as found: what the operator could not have written is dropped."""
     before = _written(previous)
     given = {c.type: c for c in current}
+    ready = given.get(ConditionType.READY)
     merged: list[dict[str, Any]] = []
     for kind in ConditionType:
         new = given.get(kind)
@@ -185,14 +194,16 @@ def merge_conditions(
                 continue
             if old.get("reason") == Reason.PAUSED:
                 continue
-            # No longer asserted: it turns False, keeping the reason that was last true.
-            status, reason, message = "False", str(old.get("reason") or ""), ""
+            # No longer asserted: it turns False with what is true now. Every outcome that is not
+            # kept whole names Ready; without it, nothing new is known and the reason stays.
+            now_true = ready.reason if ready is not None else old.get("reason")
+            status, reason, message = "False", str(now_true or ""), ""
         else:
             status = "True" if new.status else "False"
             reason, message = str(new.reason), new.message
         if old is not None and old.get("status") == status:
             since = old.get("lastTransitionTime", now)
-            if new is None:
+            if new is None and reason == old.get("reason"):
                 message = condition_message(str(old.get("message") or ""))
         else:
             since = now
@@ -210,26 +221,26 @@ def merge_conditions(
 
 
 def transitions(previous: object, merged: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Conditions whose status or reason changed: each becomes a Kubernetes Event."""
+    """Conditions that turned True, turned False, or stayed True for another reason: each
+    becomes a Kubernetes Event. A False condition whose reason follows Ready's is no news."""
     before = _written(previous)
     changed = []
     for condition in merged:
         old = before.get(condition["type"])
-        if old is None or (old.get("status"), old.get("reason")) != (
-            condition["status"],
-            condition["reason"],
-        ):
-            if old is None and condition["status"] == "False":
-                continue
+        if condition["status"] == "False":
+            if old is not None and old.get("status") == "True":
+                changed.append(condition)
+        elif old is None or (old.get("status"), old.get("reason")) != ("True", condition["reason"]):
             changed.append(condition)
     return changed
 
 
 def _written(previous: object) -> dict[str, Mapping[str, Any]]:
     """The previous conditions by type, those the operator could have written: of the closed
-    set, True or False, a reason the table allows on the type. Anything else in a status (edited
-    by hand, restored from an old backup, an older release's reason) is neither kept nor turned
-    False with its reason: it would carry a condition outside the set into the next write."""
+    set, True with a reason the table allows on the type or False with any reason of the set.
+    Anything else in a status (edited by hand, restored from an old backup, an older release's
+    reason) is neither kept nor turned False with its reason: it would carry a condition outside
+    the set into the next write."""
     if not isinstance(previous, list | tuple):
         return {}
     written: dict[str, Mapping[str, Any]] = {}

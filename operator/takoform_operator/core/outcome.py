@@ -83,13 +83,15 @@ def not_ready(
     remedies: Sequence[Remedy] = (),
 ) -> Outcome:
     """The one shape of every not-Ready outcome: `kind` True, Ready False, same reason; the
-    message ends with the remedies, which the outcome also carries as data."""
+    message ends with the remedies, which the outcome also carries as data. Blocked comes with
+    Stalled, kstatus's name for it."""
     if remedies:
         message = f"{message} {remedies_text(remedies)}"
+    stalled = (ConditionType.STALLED,) if kind is ConditionType.BLOCKED else ()
     return Outcome(
         state=state,
         conditions=(
-            _cond(kind, True, reason, message),
+            *(_cond(each, True, reason, message) for each in (kind, *stalled)),
             _cond(ConditionType.READY, False, reason, message),
         ),
         next_look=next_look,
