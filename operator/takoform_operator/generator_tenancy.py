@@ -210,9 +210,16 @@ def grant_crd() -> dict[str, Any]:
                 "type": "array",
                 "minItems": 1,
                 "maxItems": _GRANT_MAX_ITEMS,
-                "items": {**_STRING, "maxLength": limits.SPACE_MAX_LENGTH, "pattern": "^[^/]+$"},
+                # A space written literally (core.tenancy.literal_space) takes up to three
+                # characters for each of its own: `*` is `[*]`.
+                "items": {
+                    **_STRING,
+                    "maxLength": 3 * limits.SPACE_MAX_LENGTH,
+                    "pattern": "^[^/]+$",
+                },
                 "description": "Spaces: exact names or shell-style patterns (*, ?, [...]); "
-                "case-sensitive.",
+                "case-sensitive. A space whose name holds *, ? or [ is written with that "
+                "character in brackets ([*], [?], [[]) to match it alone.",
             },
             "namespaces": {
                 "type": "object",

@@ -4,13 +4,18 @@ before anything is sent (brief section 9)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import shlex
 from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from builders import cr_body
 from memory_bindings import MemoryBindings
 
+from takoform_operator.core import limits
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.state import Requested
 from takoform_operator.core.tenancy import (
@@ -20,11 +25,13 @@ from takoform_operator.core.tenancy import (
     SpaceGrant,
     access,
     grant_from_body,
+    literal_space,
     remedy,
 )
 from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.registry_data import load_registry
 
+ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = load_registry()
 REF = next(r for r in REGISTRY.default_creates.values() if r.kind == "Bucket")
 TEAM = Selector((("team", "a"),))
@@ -100,6 +107,48 @@ def test_no_grant_at_all_denies_and_names_namespace_space_host_and_the_grant_to_
         assert word in denied.message
     assert denied.remedies[0].command == remedy("ns-x", "team-z", "prod")
     assert "TakoformSpaceGrant" in remedy("ns-x", "team-z", "prod")
+
+
+def _printed_grant(command: str) -> dict[str, Any]:
+    """The TakoformSpaceGrant a remedy's `echo '<json>' | kubectl create -f -` creates."""
+    words = shlex.split(command)
+    assert words[0] == "echo" and words[2:] == ["|", "kubectl", "create", "-f", "-"]
+    return dict(json.loads(words[1]))
+
+
+@pytest.mark.parametrize(
+    ("space", "others"),
+    [
+        ("*", ("team-a", "", "x*")),
+        ("team-?", ("team-a", "team-")),
+        ("team-[ab]", ("team-a", "team-b")),
+        ("[!x]", ("a", "!")),
+        ("a[", ("a", "a[[")),
+        ("a]", ("a",)),
+        ("[*?]", ("*", "?", "[?]")),
+        ("team-a", ("team-b",)),
+    ],
+)
+def test_the_printed_grant_names_exactly_the_space_never_a_pattern(
+    space: str, others: tuple[str, ...]
+) -> None:
+    """Grants treat *, ? and [..] as patterns: the remedy escapes them, so the grant an admin
+    pastes opens the one space the CR names, never every space it happens to match."""
+    printed = _printed_grant(remedy("ns-a", space, "prod"))
+    grant = grant_from_body(printed)
+    assert grant.covers_space(space)
+    for other in others:
+        assert not grant.covers_space(other), other
+    assert grant.namespaces == ("ns-a",) and grant.host == "prod"
+
+
+def test_a_literal_space_of_any_length_fits_the_grant_crd() -> None:
+    crd = yaml.safe_load((ROOT / "crds/takoformspacegrants.operator.takoform.io.yaml").read_text())
+    spaces = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+        "properties"
+    ]["spaces"]
+    longest = literal_space("[" * limits.SPACE_MAX_LENGTH)
+    assert len(longest) == spaces["items"]["maxLength"]
 
 
 @pytest.mark.parametrize(

@@ -194,17 +194,29 @@ def access(
 
 
 def remedy(namespace: str, space: str, host: str) -> str:
-    """The command that creates the TakoformSpaceGrant an admin must write (pasteable). Its
-    name is readable and ends in a digest of (namespace, space, host), so two different grants
-    never share one; `kubectl create` refuses, rather than overwrites, a grant that exists."""
+    """The command that creates the TakoformSpaceGrant an admin must write (pasteable), for
+    exactly that space (literal_space). Its name is readable and ends in a digest of
+    (namespace, space, host), so two different grants never share one; `kubectl create`
+    refuses, rather than overwrites, a grant that exists."""
     digest = sha256_digest(canonical_json([namespace, space, host])).removeprefix("sha256:")[:10]
     grant = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "TakoformSpaceGrant",
         "metadata": {"name": f"{_object_name(f'{namespace}-{space}')[:52]}-{digest}"},
-        "spec": {"hostRef": host, "spaces": [space], "namespaces": {"names": [namespace]}},
+        "spec": {
+            "hostRef": host,
+            "spaces": [literal_space(space)],
+            "namespaces": {"names": [namespace]},
+        },
     }
     return f"echo {shlex.quote(json.dumps(grant, separators=(',', ':')))} | kubectl create -f -"
+
+
+def literal_space(space: str) -> str:
+    """`space` as a grant's spaces entry that matches that space alone: the pattern characters
+    `*`, `?` and `[` each stand in brackets (`[*]`, `[?]`, `[[]`), so a remedy never hands an
+    admin a pattern (a CR's `space: "*"` would otherwise become a grant to every space)."""
+    return re.sub(r"([*?[])", r"[\1]", space)
 
 
 def _object_name(text: str) -> str:
