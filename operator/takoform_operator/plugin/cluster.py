@@ -188,6 +188,16 @@ class Cluster:
         annotations = (document.get("metadata") or {}).get("annotations") or {}
         return data, {str(k): str(v) for k, v in annotations.items()}
 
+    def namespace_uid(self, name: str) -> str | None:
+        """The uid of namespace `name` (None when it does not exist)."""
+        document = self._read(
+            lambda: self._core.read_namespace(name, _preload_content=False, **_timeout()),
+            f"get namespace {name}",
+            missing_ok=True,
+        )
+        uid = ((document or {}).get("metadata") or {}).get("uid")
+        return str(uid) if uid else None
+
     # -- TakoformBindings (cluster-scoped) -------------------------------------------------------
 
     def list_bindings(self) -> list[dict[str, Any]] | None:
