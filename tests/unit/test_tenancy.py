@@ -73,7 +73,7 @@ GRANTS = (
         ("ns-a", {}, "staging", "team-a", Reason.SPACE_NOT_GRANTED),
         ("any", {"env": "dev"}, "prod", "whatever", Reason.SPACE_NOT_GRANTED),
         # unknown host, no host at all
-        ("ns-a", {}, "elsewhere", "team-a", Reason.HOST_NOT_FOUND),
+        ("ns-a", {}, "elsewhere", "team-a", Reason.SPACE_NOT_GRANTED),  # like an ungranted one
         ("ns-a", {}, None, "team-a", Reason.HOST_NOT_FOUND),
     ],
 )
@@ -155,7 +155,7 @@ def test_a_literal_space_of_any_length_fits_the_grant_crd() -> None:
     ("marked_default", "says"),
     [
         ((), "no TakoformHost is marked default"),
-        (("prod", "staging"), "2 TakoformHosts are marked default ('prod', 'staging')"),
+        (("prod", "staging"), "2 TakoformHosts are marked default, so none is"),
     ],
 )
 def test_without_a_host_the_message_says_why_none_is_the_default(
@@ -173,22 +173,41 @@ def test_without_a_host_the_message_says_why_none_is_the_default(
     )
     assert denied is not None and denied.reason is Reason.HOST_NOT_FOUND
     assert says in denied.message
+    assert "prod" not in denied.message and "staging" not in denied.message, "not listed"
 
 
-def test_an_unknown_host_ref_is_refused_without_listing_the_hosts_there_are() -> None:
-    """A tenant learns that the host it named does not exist, not which hosts do."""
-    denied = access(
-        namespace="ns-a",
+def _denied(host: str, hosts: Iterable[str], grants: Iterable[SpaceGrant] = GRANTS) -> Any:
+    return access(
+        namespace="ns-x",
         namespace_labels={},
-        host="nowhere",
-        host_ref="nowhere",
+        host=host,
+        host_ref=host,
         space="team-a",
-        hosts=("prod", "secret-staging"),
-        grants=GRANTS,
+        hosts=hosts,
+        grants=grants,
+        obj="buckets.storage.takoform.io/logs -n ns-x",
     )
+
+
+def test_an_unknown_host_answers_like_an_ungranted_one() -> None:
+    """A tenant cannot tell which host names exist: naming a host there is none of is answered
+    as naming a host its namespace holds no grant for, word for word."""
+    unknown = _denied("nowhere", ("prod", "secret-staging"))
+    ungranted = _denied("secret-staging", ("prod", "secret-staging"))
+    assert unknown is not None and ungranted is not None
+    assert unknown.reason is ungranted.reason is Reason.SPACE_NOT_GRANTED
+    assert unknown.message == ungranted.message.replace("secret-staging", "nowhere")
+    assert [r.does for r in unknown.remedies] == [r.does for r in ungranted.remedies]
+    assert "prod" not in unknown.message
+
+
+def test_a_granted_host_that_is_gone_says_so() -> None:
+    """The namespace holds a grant for the host: its admin named that host to it, so the
+    operator may say the TakoformHost is missing."""
+    grants = (SpaceGrant("g", "gone", ("team-a",), namespaces=("ns-x",)),)
+    denied = _denied("gone", ("prod",), grants)
     assert denied is not None and denied.reason is Reason.HOST_NOT_FOUND
-    assert "'nowhere'" in denied.message
-    assert "prod" not in denied.message and "secret-staging" not in denied.message
+    assert "'gone'" in denied.message and "prod" not in denied.message
 
 
 @pytest.mark.parametrize(
@@ -343,7 +362,13 @@ def _blocked(result: Any) -> str | None:
     [
         (_body(), (), "prod", "SpaceNotGranted"),
         (_body(), (SpaceGrant("g", "staging", ("team-a",), ("ns-a",)),), "prod", "SpaceNotGranted"),
-        (_body(hostRef="nowhere"), GRANTS, "prod", "HostNotFound"),
+        (_body(hostRef="nowhere"), GRANTS, "prod", "SpaceNotGranted"),
+        (
+            _body(hostRef="nowhere"),
+            (SpaceGrant("g", "nowhere", ("team-a",), ("ns-a",)),),
+            "prod",
+            "HostNotFound",
+        ),
         (_body(), GRANTS, None, "HostNotFound"),
         (_body(importId="team-a/logs"), (), "prod", "SpaceNotGranted"),
         (_body(status=_claimed_status()), (), "prod", "SpaceNotGranted"),

@@ -138,18 +138,19 @@ def access(
     `host` is the resolved host (the recorded one once claimed), `host_ref` what the spec said
     (for the message), `hosts` the names of the hosts the operator knows, `marked_default` those
     marked default (more than one leaves no default), `obj` the CR as kubectl names it
-    (core.remedies.kubectl_object), for the remedy commands."""
-    known = set(hosts)
+    (core.remedies.kubectl_object), for the remedy commands. A host there is none of is
+    answered as a host without a grant (SpaceNotGranted, the same words) unless the namespace
+    is granted the space on it: a tenant learns no host names by trying them."""
     if host is None:
         if len(marked_default) > 1:
-            names = ", ".join(repr(name) for name in sorted(marked_default))
+            # Which hosts are a cluster admin's business: not listed to a tenant.
             return Denied(
                 Reason.HOST_NOT_FOUND,
                 f"spec.hostRef is not set and {len(marked_default)} TakoformHosts are marked "
-                f"default ({names}), so none is; nothing is sent.",
+                "default, so none is; nothing is sent.",
                 (
                     Remedy("set spec.hostRef"),
-                    Remedy("or ask a cluster admin to leave spec.default: true on one of them"),
+                    Remedy("or ask a cluster admin to leave spec.default: true on one host"),
                 ),
             )
         return Denied(
@@ -161,19 +162,21 @@ def access(
                 Remedy("or ask a cluster admin to mark one default"),
             ),
         )
-    if host not in known:
+    if any(grant.allows(host, space, namespace, namespace_labels) for grant in grants):
+        if host in set(hosts):
+            return None
+        # Granted: the admin named this host to the namespace, so its absence may be told.
         named = f"spec.hostRef {host_ref!r}" if host_ref else f"the recorded host {host!r}"
         return Denied(
             Reason.HOST_NOT_FOUND,
-            # The hosts there are are a cluster admin's business: not listed to a tenant.
-            f"{named} names no TakoformHost this operator knows; nothing is sent.",
+            f"{named} names no TakoformHost this operator knows, though namespace "
+            f"{namespace!r} is granted space {space!r} on it; nothing is sent.",
             (
-                Remedy("fix spec.hostRef (before anything was sent)"),
-                Remedy(f"or ask a cluster admin to create TakoformHost {host!r}"),
+                Remedy(f"ask a cluster admin to create TakoformHost {host!r}"),
+                Remedy("or fix spec.hostRef (before anything was sent)"),
             ),
         )
-    if any(grant.allows(host, space, namespace, namespace_labels) for grant in grants):
-        return None
+    # Ungranted, whether the host exists or not: a tenant learns no host names by trying them.
     return Denied(
         Reason.SPACE_NOT_GRANTED,
         f"namespace {namespace!r} has no TakoformSpaceGrant for space {space!r} on host "
