@@ -14,9 +14,10 @@ from typing import Any, Protocol
 
 import httpx
 
+from takoform_operator.core.depth import safe_loads
 from takoform_operator.http_transport import CookielessClient, Urls, pooled_transport
 from takoform_operator.kube.echoes import OwnWrites
-from takoform_operator.kube.json_seam import OBJECT_LIMIT, safe_loads
+from takoform_operator.kube.json_seam import OBJECT_LIMIT
 from takoform_operator.version import user_agent
 
 
