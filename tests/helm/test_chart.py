@@ -77,6 +77,8 @@ def test_watch_namespace_narrows_rbac_to_a_role(helm: Any) -> None:
         ("operator.takoform.io", "takoformspacegrants", "watch"),
         ("operator.takoform.io", "takoformhosts/status", "get"),
         ("operator.takoform.io", "takoformhosts/status", "patch"),
+        ("operator.takoform.io", "takoformspacegrants/status", "get"),
+        ("operator.takoform.io", "takoformspacegrants/status", "patch"),
         *(("operator.takoform.io", "takoformbindings", verb) for verb in BINDING_VERBS),
         ("", "namespaces", "get"),
         ("", "namespaces", "list"),
@@ -643,6 +645,14 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
             print(log.read_text(errors="replace")[-4000:])
             raise
         kube_cluster.kubectl("delete", "zone", "example-org", "--timeout=60s", namespace=namespace)
+
+        # The grant's status, written under the same rights: its selector is not too broad.
+        def grant_checked() -> bool:
+            found = kube_cluster.kubectl_json("get", "takoformspacegrant", f"{namespace}-team-a")
+            too_broad = condition_of(found.get("status") or {}, "SelectorTooBroad")
+            return too_broad.get("status") == "False"
+
+        wait_until(grant_checked, "the grant's status under the chart's RBAC", timeout=60)
         # A Form with sensitive outputs: its connection Secret is written under the same rights.
         kube_cluster.apply(json.dumps(certificate), namespace=namespace)
 

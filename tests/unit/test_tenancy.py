@@ -25,8 +25,10 @@ from takoform_operator.core.tenancy import (
     SpaceGrant,
     access,
     grant_from_body,
+    grant_status,
     literal_space,
     remedy,
+    too_broad,
 )
 from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.registry_data import load_registry
@@ -455,3 +457,49 @@ def test_one_owner_per_host_the_same_name_on_two_hosts_is_two_resources() -> Non
             _run(body, tenancy, bindings=bindings)  # bound, then the first read
     owners = {b.identity.host: b.claim.uid for b in bindings.objects.values() if b.claim}
     assert owners == {"prod": "cr-1", "staging": "cr-2"}  # no hostRef: the default host's
+
+
+def _selecting(*expressions: Requirement, labels: tuple[tuple[str, str], ...] = ()) -> SpaceGrant:
+    return SpaceGrant("g", "prod", ("team-a",), selector=Selector(labels, expressions))
+
+
+@pytest.mark.parametrize(
+    ("grant", "broad"),
+    [
+        (_selecting(Requirement("team", "NotIn", ("b",))), True),
+        (_selecting(Requirement("sandbox", "DoesNotExist")), True),
+        (
+            _selecting(Requirement("team", "NotIn", ("b",)), Requirement("x", "DoesNotExist")),
+            True,
+        ),
+        (_selecting(labels=(("team", "a"),)), False),
+        (_selecting(Requirement("team", "In", ("a",))), False),
+        (_selecting(Requirement("team", "Exists")), False),
+        (_selecting(Requirement("team", "Exists"), Requirement("team", "NotIn", ("b",))), False),
+        (_selecting(), False),  # an empty selector matches nothing here
+        (SpaceGrant("g", "prod", ("team-a",), namespaces=("ns-a",)), False),
+    ],
+)
+def test_a_selector_without_a_positive_term_is_flagged(grant: SpaceGrant, broad: bool) -> None:
+    """NotIn and DoesNotExist alone match every namespace lacking a label, including those
+    anybody creates later: namespaces nobody meant to grant."""
+    assert (too_broad(grant) is not None) is broad
+    # A namespace nobody named, with no labels at all, is covered exactly when it is flagged.
+    assert grant.covers_namespace("created-later", {}) is broad
+
+
+def test_the_grant_status_says_it_once_and_clears_when_fixed() -> None:
+    broad = _selecting(Requirement("team", "NotIn", ("b",)))
+    status = grant_status(broad, 3, None, "2026-12-04T10:00:00Z")
+    assert status is not None
+    (condition,) = status["conditions"]
+    assert condition["type"] == "SelectorTooBroad" and condition["status"] == "True"
+    assert condition["reason"] == "NoPositiveTerm" and condition["observedGeneration"] == 3
+    assert "positive term" in condition["message"]
+    assert grant_status(broad, 3, status, "2026-12-04T10:05:00Z") is None, "nothing new to say"
+    fixed = _selecting(Requirement("team", "In", ("a",)))
+    cleared = grant_status(fixed, 4, status, "2026-12-04T10:06:00Z")
+    assert cleared is not None
+    assert cleared["conditions"][0]["status"] == "False"
+    assert cleared["conditions"][0]["lastTransitionTime"] == "2026-12-04T10:06:00Z"
+    assert cleared["observedGeneration"] == 4

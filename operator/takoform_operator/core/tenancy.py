@@ -72,6 +72,15 @@ class Selector:
     match_labels: tuple[tuple[str, str], ...] = ()
     match_expressions: tuple[Requirement, ...] = ()
 
+    def has_positive_term(self) -> bool:
+        """A term a namespace matches only by carrying a label: a matchLabels pair, or an In or
+        Exists expression. Without one (NotIn, DoesNotExist alone), every namespace lacking
+        some labels matches, including those anybody creates later."""
+        positive = ("In", "Exists")
+        return bool(self.match_labels) or any(
+            r.operator in positive for r in self.match_expressions
+        )
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         if not self.match_labels and not self.match_expressions:
             return False
@@ -226,6 +235,59 @@ def _object_name(text: str) -> str:
     """A DNS-1123 name made from `text` (spaces are opaque UTF-8)."""
     name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:63].strip("-")
     return name or "grant"
+
+
+# -- what a grant's status says -----------------------------------------------------------------
+
+#: The condition a TakoformSpaceGrant's status carries: True when its selector matches
+#: namespaces nobody named (too_broad).
+TOO_BROAD = "SelectorTooBroad"
+
+
+def too_broad(grant: SpaceGrant) -> str | None:
+    """Why the grant covers namespaces nobody named (None: it does not): a selector without a
+    positive term (Selector.has_positive_term). An empty selector matches nothing here."""
+    selector = grant.selector
+    if selector is None or not (selector.match_labels or selector.match_expressions):
+        return None
+    if selector.has_positive_term():
+        return None
+    return (
+        "spec.namespaces.selector has no positive term (a matchLabels pair, or an In or Exists "
+        "expression): it matches every namespace without the labels it excludes, including "
+        "namespaces created later; name the namespaces, or select them by a label they carry"
+    )
+
+
+def grant_status(
+    grant: SpaceGrant, generation: int, previous: Mapping[str, Any] | None, now: str
+) -> dict[str, Any] | None:
+    """The status to write on the grant (its TOO_BROAD condition), or None when `previous`
+    (the status it has) says the same already. The transition time moves only with the
+    condition's status."""
+    why = too_broad(grant)
+    status = "True" if why else "False"
+    reason = "NoPositiveTerm" if why else "Bounded"
+    message = why or "every namespace the grant covers is named, or carries a label it selects"
+    conditions = (previous or {}).get("conditions") or ()
+    old: Mapping[str, Any] = next((c for c in conditions if c.get("type") == TOO_BROAD), {})
+    if (
+        (previous or {}).get("observedGeneration") == generation
+        and old.get("status") == status
+        and old.get("reason") == reason
+        and old.get("message") == message
+    ):
+        return None
+    since = str(old.get("lastTransitionTime") or now) if old.get("status") == status else now
+    condition = {
+        "type": TOO_BROAD,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+        "observedGeneration": generation,
+    }
+    return {"conditions": [condition], "observedGeneration": generation}
 
 
 # -- reading the objects -----------------------------------------------------------------------

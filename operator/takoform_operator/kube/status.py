@@ -217,4 +217,6 @@ def _finalizers_patch(
 
 
 def _path(group: str, version: str, plural: str, namespace: str, name: str) -> str:
-    return f"/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"
+    """The object's path; without a namespace, a cluster-scoped object's."""
+    where = f"/namespaces/{namespace}" if namespace else ""
+    return f"/apis/{group}/{version}{where}/{plural}/{name}"
