@@ -12,5 +12,6 @@ chart="${1:-$repo/charts/takoform-operator}"
 kubectl="${KUBECTL:-kubectl}"
 [[ -d "$chart/crds" ]] || { echo "crds.sh: no crds/ in $chart" >&2; exit 1; }
 "$kubectl" apply --server-side --force-conflicts --field-manager=takoform-crds -f "$chart/crds/"
-# Beside the CRDs: the admission policy that protects Bound TakoformBindings (no condition to wait for).
+# Beside the CRDs: the admission policies that protect Bound TakoformBindings and bound the Forms'
+# label keys (no condition to wait for).
 "$kubectl" wait --for=condition=Established --timeout=60s crd -l app.kubernetes.io/part-of=takoform-operator

@@ -17,6 +17,7 @@ import yaml
 from takoform_operator import generator_tenancy
 from takoform_operator.core.registry import Registry
 from takoform_operator.generator_crd import (
+    BOUNDS_POLICY_FILE,
     GENERATED_NOTE,
     bounds_policy,
     check_bounded,
@@ -35,8 +36,6 @@ from takoform_spec.identity import FormLine
 REGISTRY_PATH = "operator/takoform_operator/generated/registry.json"
 CRD_DIR = "crds"
 CHART_CRD_DIR = "charts/takoform-operator/crds"
-#: The spec of the chart's ValidatingAdmissionPolicy (templates/bounds-policy.yaml).
-BOUNDS_POLICY_PATH = "charts/takoform-operator/files/bounds-policy.yaml"
 DOCS_DIR = "docs/forms"
 
 
@@ -84,12 +83,13 @@ def render(catalog: Catalog, *, with_chart: bool, argocd_lua: str | None = None)
     files[f"{CRD_DIR}/{generator_tenancy.PROTECTION_FILE}"] = protection
     if with_chart:
         files[f"{CHART_CRD_DIR}/{generator_tenancy.PROTECTION_FILE}"] = protection
-    if with_chart and key_rules:
-        files[BOUNDS_POLICY_PATH] = (
-            f"# {GENERATED_NOTE}.\n# Regenerate with `make generate`.\n# The spec of the "
-            "ValidatingAdmissionPolicy in templates/bounds-policy.yaml.\n"
-            + yaml.safe_dump(bounds_policy(key_rules), sort_keys=False, width=100)
+    if key_rules:
+        bounds = f"# {GENERATED_NOTE}.\n# Regenerate with `make generate`.\n" + yaml.safe_dump_all(
+            bounds_policy(key_rules), sort_keys=False, width=100
         )
+        files[f"{CRD_DIR}/{BOUNDS_POLICY_FILE}"] = bounds
+        if with_chart:
+            files[f"{CHART_CRD_DIR}/{BOUNDS_POLICY_FILE}"] = bounds
     if argocd_lua is not None:
         from takoform_operator import generator_argocd
 

@@ -24,6 +24,7 @@ from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.policy import PAUSED_ANNOTATION
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import ManagementPolicy
+from takoform_operator.core.tenancy import GROUP
 from takoform_spec.bounds import Bounds, Convention
 from takoform_spec.definitions import FieldSpec, FormDefinition
 from takoform_spec.errors import CatalogError
@@ -297,9 +298,15 @@ def field_schema(field: MergedField, bounds: Bounds) -> dict[str, Any]:
 # -- what no CRD schema can bound: the keys of a union's map shape ------------------------------
 
 
+#: The file beside the CRDs (crds/ and the chart's crds/) that holds the bounds policy.
+BOUNDS_POLICY_FILE = "form-bounds.yaml"
+#: The name of that ValidatingAdmissionPolicy and of its binding.
+BOUNDS_POLICY = f"form-bounds.{GROUP}"
+
+
 @dataclass(frozen=True)
 class KeyRule:
-    """One admission rule of the chart's bounds policy: the resource it guards and its CEL."""
+    """One admission rule of the bounds policy: the resource it guards and its CEL."""
 
     group: str
     resource: str
@@ -313,7 +320,9 @@ def union_key_rules(
     """The admission rules bounding the keys of each desired field whose type differs between
     definitions and that one of them declares a map: a CRD's CEL rule cannot see a node
     without a type (the API server refuses such a CRD), an admission policy sees the object as
-    it is. The chart ships them as a ValidatingAdmissionPolicy (files/bounds-policy.yaml)."""
+    it is. They ship with the CRDs as a ValidatingAdmissionPolicy (bounds_policy). Each rule
+    ratchets: an update that leaves the field as stored passes, so an object stored before the
+    rule (or under a looser one) can still lose its finalizer and be deleted."""
     rules = []
     resource = plural_of(line.kind)
     guard = (
@@ -326,10 +335,16 @@ def union_key_rules(
         sized = _FieldBounds(field.name, field.declarations, bounds)
         _, key_length, key_pattern = sized.map_bounds()
         value = f"object.spec.parameters.{field.name}"
+        old = f"oldObject.spec.parameters.{field.name}"
+        unchanged = (
+            "oldObject != null && has(oldObject.spec) && has(oldObject.spec.parameters) && "
+            f"has({old}) && {old} == {value}"
+        )
         keys = key_rule(key_length, key_pattern, f"{line.kind} spec.parameters.{field.name} keys")
         expression = (
             f"!({guard}) || !has(object.spec.parameters) || !has({value}) || "
-            f"type({value}) != map || " + keys["rule"].replace("self.", f"{value}.", 1)
+            f"type({value}) != map || ({unchanged}) || "
+            + keys["rule"].replace("self.", f"{value}.", 1)
         )
         rules.append(KeyRule(line.group, resource, expression, keys["message"]))
     return rules
@@ -341,22 +356,39 @@ def map_key_bounds(field: MergedField, bounds: Bounds) -> tuple[int, str | None]
     return length, pattern
 
 
-def bounds_policy(rules: Sequence[KeyRule]) -> dict[str, Any]:
-    """The spec of the chart's ValidatingAdmissionPolicy (templates/bounds-policy.yaml)."""
-    return {
-        "failurePolicy": "Fail",
-        "matchConstraints": {
-            "resourceRules": [
-                {
-                    "apiGroups": sorted({rule.group for rule in rules}),
-                    "apiVersions": ["*"],
-                    "operations": ["CREATE", "UPDATE"],
-                    "resources": sorted({rule.resource for rule in rules}),
-                }
-            ]
+def bounds_policy(rules: Sequence[KeyRule]) -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicy of `rules` and its binding (BOUNDS_POLICY_FILE), shipped
+    with the CRDs: `make crds-upgrade` and a CRD-only install have it too, and the chart never
+    renders it a second time."""
+    labels = {"app.kubernetes.io/part-of": "takoform-operator"}
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": BOUNDS_POLICY, "labels": labels},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": sorted({rule.group for rule in rules}),
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": sorted({rule.resource for rule in rules}),
+                    }
+                ]
+            },
+            "validations": [
+                {"expression": rule.expression, "message": rule.message} for rule in rules
+            ],
         },
-        "validations": [{"expression": rule.expression, "message": rule.message} for rule in rules],
     }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": BOUNDS_POLICY, "labels": labels},
+        "spec": {"policyName": BOUNDS_POLICY, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
 
 
 # -- the unbounded-node check -------------------------------------------------------------------

@@ -193,7 +193,7 @@ def _bound_of(schema: dict[str, Any], union_keys: tuple[int, str | None]) -> str
         return (
             f"any of its shapes: a map of at most {_n(schema['maxProperties'])} "
             f"{scalar(schema['additionalProperties'])}, keys of at most {_n(length)} "
-            f"characters{syntax} (the chart's admission policy checks them), "
+            f"characters{syntax} (the admission policy beside the CRDs checks them), "
             f"a list of at most {_n(schema['maxItems'])} {scalar(schema['items'])}, or a string of "
             f"at most {_n(schema['maxLength'])} characters; nothing nested"
         )
@@ -378,10 +378,10 @@ def _catalog_limits(bounds: Bounds) -> list[str]:
         "",
         "A field whose type differs between definitions (a Bucket's `labels`) admits each of "
         "its shapes, one level deep, bounded as above. The keys of its map shape are the one "
-        "bound no CRD schema can express: the chart's ValidatingAdmissionPolicy "
-        "`<fullname>-bounds` (e.g. `takoform-operator-bounds`) enforces it (Kubernetes 1.30 "
-        "or later). With the CRDs installed without the chart, those keys are bounded by the "
-        "object's size only.",
+        "bound no CRD schema can express: the ValidatingAdmissionPolicy "
+        "`form-bounds.operator.takoform.io`, shipped with the CRDs (`crds/form-bounds.yaml`), "
+        "enforces it (Kubernetes 1.30 or later). It ratchets: an update that leaves the field "
+        "as stored passes, so a CR stored before the policy can still lose its finalizer.",
         "",
     ]
 

@@ -28,6 +28,7 @@ from takoform_operator.core.tenancy import (
     GROUP,
     HOST_KIND,
     HOST_PLURAL,
+    TOO_BROAD,
     VERSION,
 )
 from takoform_operator.generator_crd import (
@@ -210,9 +211,16 @@ def grant_crd() -> dict[str, Any]:
                 "type": "array",
                 "minItems": 1,
                 "maxItems": _GRANT_MAX_ITEMS,
-                "items": {**_STRING, "maxLength": limits.SPACE_MAX_LENGTH, "pattern": "^[^/]+$"},
+                # A space written literally (core.tenancy.literal_space) takes up to three
+                # characters for each of its own: `*` is `[*]`.
+                "items": {
+                    **_STRING,
+                    "maxLength": 3 * limits.SPACE_MAX_LENGTH,
+                    "pattern": "^[^/]+$",
+                },
                 "description": "Spaces: exact names or shell-style patterns (*, ?, [...]); "
-                "case-sensitive.",
+                "case-sensitive. A space whose name holds *, ? or [ is written with that "
+                "character in brackets ([*], [?], [[]) to match it alone.",
             },
             "namespaces": {
                 "type": "object",
@@ -250,10 +258,29 @@ def grant_crd() -> dict[str, Any]:
             },
         },
     }
+    status = {
+        "type": "object",
+        "description": "Written by the operator: what it finds in the grant.",
+        "properties": {
+            "conditions": conditions_schema(
+                f"{TOO_BROAD}: True (reason NoPositiveTerm) when spec.namespaces.selector has no "
+                "positive term (a matchLabels pair, or an In or Exists expression), so that it "
+                "matches every namespace without the labels it excludes, including namespaces "
+                "created later.",
+                {"type": "string", "maxLength": 316},
+            ),
+            "observedGeneration": {"type": "integer"},
+        },
+    }
     columns = [
         {"name": "Host", "type": "string", "jsonPath": ".spec.hostRef"},
         {"name": "Spaces", "type": "string", "jsonPath": ".spec.spaces"},
         {"name": "Namespaces", "type": "string", "jsonPath": ".spec.namespaces.names"},
+        {
+            "name": "Too broad",
+            "type": "string",
+            "jsonPath": f'.status.conditions[?(@.type=="{TOO_BROAD}")].status',
+        },
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
     return _crd(
@@ -263,7 +290,7 @@ def grant_crd() -> dict[str, Any]:
         "Lets namespaces address spaces on one TakoformHost; without a grant nothing is sent "
         "(deny by default). Cluster admins only.",
         spec,
-        None,
+        status,
         columns,
     )
 

@@ -6,8 +6,11 @@ reported, never overwritten."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
 import uuid
@@ -38,7 +41,10 @@ REF = FormRef(BUCKET.api_version, BUCKET.kind, "1.1.0", "sha256:" + "ab" * 32)
 
 
 def plugin(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(PLUGIN), *args], capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [str(PLUGIN), *args],
+        capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
 
 
 class Bindings:
@@ -181,6 +187,96 @@ def test_release_to_reserves_it_for_one_cr_and_changes_nothing_else(bindings: Bi
     assert again["spec"]["phase"] == "Bound"
 
 
+def test_release_to_another_namespace_is_a_hand_off_confirmed_with_yes(
+    bindings: Bindings, kube_cluster: KubeCluster
+) -> None:
+    """Reserving a binding for a CR of another namespace than its last owner's hands a host
+    resource across namespaces: without a terminal to ask on, nothing is written unless --yes
+    says the admin means it."""
+    ns = bindings.space
+    made = bindings.create("shared", Phase.RELEASED, None, ClaimRef(ns, "shared", "u-5"))
+    before = bindings.get(made.name)
+    asked = plugin("release", made.name, "--to", "team-z/taker", env=bindings.env)
+    _one_line_error(
+        asked, 2,
+        f"error: {made.name} is of namespace '{ns}' (last owner {ns}/shared); reserving it for "
+        "team-z/taker hands Bucket 'shared'",
+    )  # fmt: skip
+    assert "--yes" in asked.stderr
+    assert bindings.get(made.name) == before, "not a single write"
+
+    confirmed = plugin("release", made.name, "--to", "team-z/taker", "--yes", env=bindings.env)
+    assert confirmed.returncode == 0, confirmed.stderr
+    after = bindings.get(made.name)
+    assert after is not None
+    assert after["spec"]["claimRef"] == {"namespace": "team-z", "name": "taker"}
+
+    # Made by hand, it is no namespace's: any reservation is a hand-off.
+    hand_made = bindings.create("nobodys", Phase.BOUND, None)
+    _one_line_error(
+        plugin("release", hand_made.name, "--to", f"{ns}/x", env=bindings.env), 2,
+        "is of no namespace (made by hand)",
+    )  # fmt: skip
+
+
+def _on_a_terminal(args: list[str], answer: str, env: dict[str, str]) -> tuple[int, str]:
+    """Run the plugin with a terminal as its stdin and stderr, type `answer` when it asks;
+    its exit status and what the terminal showed."""
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [str(PLUGIN), *args], stdin=follower, stdout=subprocess.PIPE, stderr=follower, env=env
+    )
+    os.close(follower)
+    shown = b""
+    while b"[y/N]" not in shown:
+        ready, _, _ = select.select([leader], [], [], 60)
+        assert ready, f"no question asked: {shown!r}"
+        shown += os.read(leader, 4096)
+    os.write(leader, answer.encode() + b"\n")
+    status = process.wait(timeout=60)
+    with contextlib.suppress(OSError):  # the terminal closes with the process
+        while select.select([leader], [], [], 0.5)[0]:
+            shown += os.read(leader, 4096)
+    os.close(leader)
+    return status, shown.decode("utf-8", "replace")
+
+
+def test_on_a_terminal_the_hand_off_is_asked_and_done_only_on_yes(bindings: Bindings) -> None:
+    ns = bindings.space
+    made = bindings.create("asked", Phase.RELEASED, None, ClaimRef(ns, "asked", "u-6"))
+    before = bindings.get(made.name)
+    args = ["release", made.name, "--to", "team-z/taker"]
+    status, shown = _on_a_terminal(args, "n", bindings.env)
+    assert status == 1 and "reserving it for team-z/taker hands" in shown, shown
+    assert "not confirmed: nothing was written" in shown
+    assert bindings.get(made.name) == before
+    status, shown = _on_a_terminal(args, "y", bindings.env)
+    assert status == 0, shown
+    after = bindings.get(made.name)
+    assert after is not None
+    assert after["spec"]["claimRef"] == {"namespace": "team-z", "name": "taker"}
+
+
+def test_a_namespace_created_again_under_the_same_name_is_another_namespace(
+    bindings: Bindings, kube_cluster: KubeCluster
+) -> None:
+    """The binding recorded the uid of its last owner's namespace: a namespace of that name
+    with another uid (deleted and created again, another tenant's perhaps) inherits nothing
+    without the admin's confirmation; the same namespace needs none."""
+    ns = bindings.space
+    namespace = kube_cluster.get_object("namespace", ns)
+    assert namespace is not None
+    same = ClaimRef(ns, "old", "u-1", namespace["metadata"]["uid"])
+    kept = bindings.create("kept", Phase.LOST, None, same)
+    answer = plugin("release", kept.name, "--to", f"{ns}/new", env=bindings.env)
+    assert answer.returncode == 0, answer.stderr
+
+    other = bindings.create("other", Phase.LOST, None, ClaimRef(ns, "old", "u-1", "gone-uid"))
+    asked = plugin("release", other.name, "--to", f"{ns}/new", env=bindings.env)
+    _one_line_error(asked, 2, f"reserving it for {ns}/new hands Bucket 'other'")
+    assert "deleted and created again" in asked.stderr
+
+
 def test_release_without_to_deletes_it_and_says_the_resource_is_unbound(bindings: Bindings) -> None:
     ns = bindings.space
     made = bindings.create("cache", Phase.LOST, None, ClaimRef(ns, "cache", "u-9"))
@@ -231,7 +327,7 @@ def test_force_overrides_the_protection_of_a_bound_binding_and_says_what_it_risk
     plain = plugin("release", made.name, *extra, env=bindings.env)
     _one_line_error(plain, 1, "(or override it: --force)")
 
-    forced = plugin("release", made.name, *extra, "--force", env=bindings.env)
+    forced = plugin("release", made.name, *extra, "--force", "--yes", env=bindings.env)
     assert forced.returncode == 0, forced.stderr
     assert forced.stdout.splitlines()[-1] == (
         f"Forced: {ns}/owned was Bound to it and still acts on Bucket 'owned' in space '{ns}' "
@@ -282,7 +378,7 @@ def test_a_binding_changed_meanwhile_is_reported_and_not_overwritten(
 
     monkeypatch.setattr(Cluster, "get_binding", read_then_someone_writes)
     argv = ["release", made.name, "--kubeconfig", str(kube_cluster.kubeconfig)]
-    assert cli.main([*argv, *(["--to", to] if to else [])]) == 1
+    assert cli.main([*argv, *(["--to", to, "--yes"] if to else [])]) == 1
     out, err = capsys.readouterr()
     assert out == ""
     assert err == f"error: {made.name} changed meanwhile, nothing was written: run it again\n"

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +33,7 @@ pytestmark = [pytest.mark.kube, pytest.mark.host]
 REF = load_registry().default_create_ref(FormLine("storage.takoform.io/v1", "Bucket"))
 assert REF is not None
 EXACT = {"definitionVersion": REF.definition_version, "schemaDigest": REF.schema_digest}
+PLUGIN = Path(sys.executable).with_name("kubectl-takoform")
 BUCKETS = "/v1alpha3/spaces/team-a/forms/storage.takoform.io/v1/Bucket/resources"
 
 #: The deepest `labels` the API server (v1.35) both accepts and serves back: its decoder stops at
@@ -279,3 +283,42 @@ def test_a_watch_that_fails_for_good_makes_healthz_fail(
         except BaseException:
             print(running.operator.log_tail())
             raise
+
+
+def test_the_plugin_lists_blocked_crs_past_a_deeply_nested_one(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    namespaces: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    """`kubectl takoform blocked -A` reads the API server's answers depth-safe, as the operator
+    does: one old Bucket nested as deep as the API server serves is no traceback, and the
+    Blocked CR beside it is listed."""
+    poisoned = namespaces("poisoned")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TAKOFORM_")}
+    env["KUBECONFIG"] = str(kube_cluster.kubeconfig)
+    with before_the_bounds(kube_cluster, tmp_path):
+        create_raw(
+            kube_cluster, poisoned, deep_bucket("deep", nested(DEEPEST_SERVED)), tmp_path / "a"
+        )
+        kube_cluster.apply(bucket("blocked", 1), namespace=poisoned)
+        blocked = {
+            "type": "Blocked",
+            "status": "True",
+            "reason": "SpaceNotGranted",
+            "message": "no grant",
+            "lastTransitionTime": "2026-12-04T00:00:00Z",
+        }
+        kube_cluster.kubectl(
+            "patch", "buckets.storage.takoform.io", "blocked", "--subresource=status",
+            "--type=merge", "-p", json.dumps({"status": {"conditions": [blocked]}}),
+            namespace=poisoned,
+        )  # fmt: skip
+        answer = subprocess.run(
+            [str(PLUGIN), "blocked", "-A"],
+            capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    assert answer.returncode == 0, answer.stderr[-4000:]
+    assert "Traceback" not in answer.stderr
+    (row,) = [line for line in answer.stdout.splitlines() if poisoned in line]
+    assert "blocked" in row and "SpaceNotGranted" in row, answer.stdout

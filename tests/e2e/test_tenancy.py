@@ -444,3 +444,51 @@ def test_a_namespace_reaches_only_the_spaces_granted_to_it(
         policy(grant_manifest(grant_b, host_name, ["team-b"], [ns_b]))
         wait_until(lambda: cr_status(kube_cluster, ns_b, "data") == {}, "B's CR gone", timeout=90)
         assert host_names(host, "team-b") == set()
+
+
+def grant_condition(cluster: KubeCluster, name: str) -> dict[str, Any]:
+    """The SelectorTooBroad condition of TakoformSpaceGrant `name` (empty before it is written)."""
+    found = cluster.kubectl_json("get", "takoformspacegrant", name)
+    return dict(condition_of(found.get("status") or {}, "SelectorTooBroad"))
+
+
+def test_a_grant_whose_selector_has_no_positive_term_says_so(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    kube_namespace: str,
+    policy: Callable[[str], None],
+    tmp_path: Path,
+) -> None:
+    """NotIn alone matches every namespace without that label, those created later too: the
+    grant's status says so (and the operator's log), and stops saying so once it is fixed."""
+    suffix = uuid.uuid4().hex[:6]
+    broad, named = f"broad-{suffix}", f"named-{suffix}"
+    negative = {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["b"]}]}
+    policy(grant_manifest(broad, "prod", ["team-a"], selector=negative))
+    policy(grant_manifest(named, "prod", ["team-a"], [kube_namespace]))
+    log = tmp_path / "operator.log"
+    with cluster_operator(kube_cluster, kube_namespace, log):
+        wait_until(
+            lambda: grant_condition(kube_cluster, broad).get("status") == "True",
+            f"{broad} SelectorTooBroad",
+            timeout=60,
+        )
+        condition = grant_condition(kube_cluster, broad)
+        assert condition["reason"] == "NoPositiveTerm" and "positive term" in condition["message"]
+        wait_until(
+            lambda: grant_condition(kube_cluster, named).get("status") == "False",
+            f"{named} not SelectorTooBroad",
+            timeout=60,
+        )
+        fixed = {"matchLabels": {"team": "a"}, **negative}
+        policy(grant_manifest(broad, "prod", ["team-a"], selector=fixed))
+        wait_until(
+            lambda: grant_condition(kube_cluster, broad).get("status") == "False",
+            f"{broad} fixed",
+            timeout=60,
+        )
+        listed = kube_cluster.kubectl("get", "takoformspacegrant", broad).stdout
+        assert "TOO BROAD" in listed.splitlines()[0]
+    assert f"TakoformSpaceGrant {broad}: spec.namespaces.selector has no positive term" in (
+        log.read_text(errors="replace")
+    )

@@ -18,6 +18,8 @@ from fixtures_kube import KubeCluster, drop_namespace, wait_until
 from operator_process import condition_of, cr_status, is_ready, operator_process
 from tenancy import granted
 
+from takoform_operator.generator_crd import BOUNDS_POLICY
+
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.kube
 
@@ -29,12 +31,10 @@ def test_chart_lints_strictly(helm: Any) -> None:
 #: The operator's roles, the tenancy and user ClusterRoles, and the Role of the leader Lease.
 #: With nothing granted, the connection-Secret ClusterRole (the sixth) is bound nowhere.
 RBAC_KINDS = ["ClusterRole"] * 6 + ["ClusterRoleBinding"] * 2 + ["Role", "RoleBinding"] * 2
-#: The size bounds no CRD schema can express (templates/bounds-policy.yaml), always on.
-POLICY_KINDS = ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
 
 
 def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: Any) -> None:
-    base = sorted([*RBAC_KINDS, *POLICY_KINDS, "Deployment", "Service", "ServiceAccount"])
+    base = sorted([*RBAC_KINDS, "Deployment", "Service", "ServiceAccount"])
     assert kinds(render(helm)) == base
     monitoring = ["metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"]
     # The PrometheusRule comes with the kube-state-metrics configuration its resource alerts read
@@ -43,7 +43,7 @@ def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: A
         [*base, "PrometheusRule", "ServiceMonitor", "ConfigMap", "ClusterRole"]
     )
     off = kinds(render(helm, "metrics.enabled=false", *monitoring))
-    assert off == sorted([*RBAC_KINDS, *POLICY_KINDS, "Deployment", "ServiceAccount"])
+    assert off == sorted([*RBAC_KINDS, "Deployment", "ServiceAccount"])
     without_user_roles = kinds(render(helm, "rbac.userRoles.create=false"))
     assert without_user_roles.count("ClusterRole") == 3
     assert "PodDisruptionBudget" in kinds(render(helm, "replicaCount=2"))
@@ -77,6 +77,8 @@ def test_watch_namespace_narrows_rbac_to_a_role(helm: Any) -> None:
         ("operator.takoform.io", "takoformspacegrants", "watch"),
         ("operator.takoform.io", "takoformhosts/status", "get"),
         ("operator.takoform.io", "takoformhosts/status", "patch"),
+        ("operator.takoform.io", "takoformspacegrants/status", "get"),
+        ("operator.takoform.io", "takoformspacegrants/status", "patch"),
         *(("operator.takoform.io", "takoformbindings", verb) for verb in BINDING_VERBS),
         ("", "namespaces", "get"),
         ("", "namespaces", "list"),
@@ -524,8 +526,8 @@ def test_crds_upgrade_applies_every_chart_crd(
     kube_cluster: KubeCluster, kube_crds: list[Any]
 ) -> None:
     """`make crds-upgrade` (hack/crds.sh) applies every file of the chart's crds/, the policy
-    CRDs and the TakoformBinding too, and waits until each is Established; the bindings'
-    admission policy beside them is applied as well."""
+    CRDs and the TakoformBinding too, and waits until each is Established; the admission
+    policies beside them (the bindings' protection, the Forms' bounds) are applied as well."""
     env = {
         **os.environ,
         "KUBECONFIG": str(kube_cluster.kubeconfig),
@@ -535,11 +537,11 @@ def test_crds_upgrade_applies_every_chart_crd(
         [str(REPO / "hack" / "crds.sh")], capture_output=True, text=True, env=env, timeout=120
     )
     assert applied.returncode == 0, applied.stderr + applied.stdout
-    protection = "takoformbinding-protection.operator.takoform.io"
-    for kind in ("validatingadmissionpolicy", "validatingadmissionpolicybinding"):
-        assert f"{kind}.admissionregistration.k8s.io/{protection} serverside-applied" in (
-            applied.stdout
-        ), kind
+    for policy in ("takoformbinding-protection.operator.takoform.io", BOUNDS_POLICY):
+        for kind in ("validatingadmissionpolicy", "validatingadmissionpolicybinding"):
+            assert f"{kind}.admissionregistration.k8s.io/{policy} serverside-applied" in (
+                applied.stdout
+            ), (kind, policy)
     for crd in _shipped_crds(CHART / "crds"):
         name = crd["metadata"]["name"]
         assert f"customresourcedefinition.apiextensions.k8s.io/{name} serverside-applied" in (
@@ -650,6 +652,14 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
             print(log.read_text(errors="replace")[-4000:])
             raise
         kube_cluster.kubectl("delete", "zone", "example-org", "--timeout=60s", namespace=namespace)
+
+        # The grant's status, written under the same rights: its selector is not too broad.
+        def grant_checked() -> bool:
+            found = kube_cluster.kubectl_json("get", "takoformspacegrant", f"{namespace}-team-a")
+            too_broad = condition_of(found.get("status") or {}, "SelectorTooBroad")
+            return too_broad.get("status") == "False"
+
+        wait_until(grant_checked, "the grant's status under the chart's RBAC", timeout=60)
         # A Form with sensitive outputs: its connection Secret is written under the same rights.
         kube_cluster.apply(json.dumps(certificate), namespace=namespace)
 

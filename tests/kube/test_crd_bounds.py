@@ -2,7 +2,8 @@
 namespace user could write are refused (deep labels, a 10,000-character label value, 10,000
 labels, a 1 MB string in any spec field of any line), and an object at the bounds is accepted.
 The one bound no CRD schema can express, the keys of a Bucket's labels (their type differs
-between definitions), is the chart's ValidatingAdmissionPolicy, applied here as helm renders it.
+between definitions), is a ValidatingAdmissionPolicy shipped with the CRDs (crds/form-bounds.yaml,
+applied with them); it ratchets, so an object stored before it can still lose its finalizer.
 The largest Bucket the API server accepts under the bounds is printed (run with -s to see it).
 
 Bodies go to the API server as raw bytes (`KubeCluster.create_raw`, what `kubectl create --raw`
@@ -13,16 +14,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
-from fixtures_helm import render
-from fixtures_kube import KubeCluster, KubeTools, wait_until
-from runners import Helm
+from fixtures_kube import REPO, KubeCluster, wait_until
 
 from takoform_operator.core import limits
+from takoform_operator.generator_crd import BOUNDS_POLICY_FILE
 from takoform_spec.catalog import load_catalog
 
 pytestmark = pytest.mark.kube
@@ -237,29 +236,8 @@ def test_a_bucket_at_the_bounds_is_accepted_and_its_size_is_measured(
     assert max(stored for _, stored in sizes.values()) < 64 * 1024
 
 
-@pytest.fixture(scope="module")
-def bounds_policy(
-    kube_cluster: KubeCluster, kube_tools: KubeTools, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[list[Any]]:
-    """The chart's bounds policy and its binding, applied as helm renders them."""
-    assert kube_tools.helm, "helm not built: run `make tools`"
-    helm = Helm(kube_tools.helm, tmp_path_factory.mktemp("helm-home"))
-    docs = [d for d in render(helm) if d["kind"].startswith("ValidatingAdmissionPolicy")]
-    assert sorted(d["kind"] for d in docs) == [
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-    ]
-    kube_cluster.apply("\n---\n".join(yaml.safe_dump(d) for d in docs))
-    yield docs
-    for doc in docs:
-        kube_cluster.kubectl("delete", doc["kind"], doc["metadata"]["name"], check=False)
-
-
-def test_a_bucket_label_key_beyond_the_label_limits_is_refused_by_the_chart_policy(
-    kube_cluster: KubeCluster,
-    kube_crds: list[Any],
-    kube_namespace: str,
-    bounds_policy: Any,
+def test_a_bucket_label_key_beyond_the_label_limits_is_refused_by_the_bounds_policy(
+    kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str
 ) -> None:
     crd = _crd(kube_crds, "Bucket")
     long_key = _cr(crd, _bucket({"k" * 10_000: "v"}))
@@ -287,3 +265,68 @@ def test_a_bucket_label_key_beyond_the_label_limits_is_refused_by_the_chart_poli
             kube_cluster, crd, kube_namespace, json.dumps(_cr(crd, _bucket(labels)))
         )
         assert accepted, answer[:2000]
+
+
+def _policy_binding() -> dict[str, Any]:
+    docs = list(yaml.safe_load_all((REPO / "crds" / BOUNDS_POLICY_FILE).read_text()))
+    binding: dict[str, Any] = next(
+        d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"
+    )
+    return binding
+
+
+def test_a_bucket_stored_before_the_bounds_policy_can_still_be_finalized_and_deleted(
+    kube_cluster: KubeCluster, kube_crds: list[Any], kube_namespace: str
+) -> None:
+    """The policy ratchets: an update that leaves the label set as stored passes, so a Bucket
+    stored with a bad label key before the policy existed loses its finalizer and goes; a new
+    bad key, in it or in any other Bucket, is still refused."""
+    crd = _crd(kube_crds, "Bucket")
+    binding = _policy_binding()
+    name = binding["metadata"]["name"]
+    bad = _cr(crd, _bucket({"-bad": "v"}))
+    bad["metadata"]["finalizers"] = ["takoform.io/test-hold"]
+    message = "Bucket spec.parameters.labels keys are at most 317 characters"
+    kube_cluster.kubectl("delete", "validatingadmissionpolicybinding", name)
+    try:
+        # Without its binding the policy stops within moments: the Bucket is stored as it is.
+        def stored() -> bool:
+            accepted, answer = _post(kube_cluster, crd, kube_namespace, json.dumps(bad))
+            return accepted or "already exists" in answer
+
+        wait_until(stored, "a Bucket with a bad label key stored without the policy")
+    finally:
+        kube_cluster.apply(yaml.safe_dump(binding))
+    plural = "buckets.storage.takoform.io"
+    cr = bad["metadata"]["name"]
+
+    def patch(body: dict[str, Any]) -> Any:
+        return kube_cluster.kubectl(
+            "patch", plural, cr, "--type=merge", "-p", json.dumps(body),
+            namespace=kube_namespace, check=False,
+        )  # fmt: skip
+
+    # The policy is back once a new Bucket with a bad key is refused again.
+    def refused() -> bool:
+        probe = _cr(crd, _bucket({"-b": "v"}))
+        accepted, answer = _post(kube_cluster, crd, kube_namespace, json.dumps(probe))
+        if accepted:
+            kube_cluster.kubectl(
+                "delete", plural, probe["metadata"]["name"], namespace=kube_namespace
+            )
+        return not accepted and message in answer
+
+    wait_until(refused, "the bounds policy refusing a bad label key again")
+    # A new bad key in the stored Bucket is refused; its labels stay as stored.
+    answer = patch({"spec": {"parameters": {"labels": {"-worse": "v"}}}})
+    assert answer.returncode != 0 and message in answer.stderr, answer.stderr
+    stored_labels = kube_cluster.get_object(plural, cr, kube_namespace)["spec"]["parameters"]
+    assert stored_labels["labels"] == {"-bad": "v"}
+    # Unchanged labels: the deletion goes through, finalizer and all.
+    kube_cluster.kubectl("delete", plural, cr, "--wait=false", namespace=kube_namespace)
+    removed = patch({"metadata": {"finalizers": None}})
+    assert removed.returncode == 0, removed.stderr
+    wait_until(
+        lambda: kube_cluster.get_object(plural, cr, kube_namespace) is None,
+        "the Bucket stored before the policy gone",
+    )

@@ -457,13 +457,14 @@ def test_a_lost_resource_never_goes_to_another_namespaces_import(model_world: Wo
     assert not sent_by(machine, importer)
 
 
-def test_the_pre_bind_remedy_hands_a_released_resource_to_another_namespace(
+def test_a_hand_off_to_another_namespace_is_an_admins_decision_not_a_remedy_to_paste(
     model_world: World,
 ) -> None:
-    """The binding design's way out for the hand-off: ns-b/alpha's import of what ns-a released
-    is Blocked AlreadyManaged; its remedy "ask a cluster admin to pre-bind it to this CR"
-    (`kubectl takoform release NAME --to ns-b/alpha`), run as printed, lets exactly that CR bind
-    the incarnation ns-a released, and nothing else changes hands."""
+    """ns-b/alpha's import of what ns-a released is Blocked AlreadyManaged. Its remedies hand
+    nothing across namespaces: the one for the binding says a cluster admin decides and only
+    reads it, so running it as printed changes nothing. The admin's own pre-binding
+    (`kubectl takoform release NAME --to ns-b/alpha`, which asks to confirm a hand-off) lets
+    exactly that CR bind the incarnation ns-a released, and nothing else changes hands."""
     machine = replay(
         model_world,
         [
@@ -484,11 +485,14 @@ def test_the_pre_bind_remedy_hands_a_released_resource_to_another_namespace(
         ],
     )
     importer = cr_named(machine, "ns-b", "alpha")
+    assert asserted(machine, importer, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
+    assert not machine.prebound, "no remedy pre-binds another namespace's resource"
+    machine.pre_bind(which=0, namespace="ns-b", name="alpha")
+    machine.reconcile(pick=0)
     assert asserted(machine, importer, ConditionType.READY) is Reason.AVAILABLE
     (alpha,) = resources(machine)
     assert status_of(importer)["uid"] == alpha["metadata"]["uid"]
     assert creator_of(alpha) not in machine.cluster.crs, "made by ns-a/alpha, which is gone"
-    assert machine.prebound
 
 
 # -- the checker's own alarms on the TakoformBinding design -----------------------------------

@@ -404,3 +404,25 @@ async def test_a_document_outside_the_contract_is_reported_without_its_values() 
             await client.get_resource("s", BUCKET_REF, "n")
     assert "metadata.uid" in str(caught.value) and "status.outputs" in str(caught.value)
     assert "hunter22" not in str(caught.value)
+
+
+def _deep(depth: int) -> str:
+    return '{"a":' * depth + '"x"' + "}" * depth
+
+
+@pytest.mark.parametrize("status", [200, 422])
+async def test_an_answer_nested_too_deep_is_a_protocol_error_not_a_traceback(status: int) -> None:
+    """Python's json raises RecursionError from about 1,000 levels: a host answer (a document or
+    an error body) nested deeper than the depth-safe decoder reads is outside the contract."""
+    if status == 200:
+        text = '{"id":"op-1","state":"running","extra":' + _deep(5000) + "}"
+    else:
+        text = '{"error":{"code":"validation_failed","message":"m","details":' + _deep(5000) + "}}"
+    transport = httpx.MockTransport(
+        lambda request: httpx.Response(
+            status, content=text.encode(), headers={"Content-Type": "application/json"}
+        )
+    )
+    async with HostClient("http://host", "t", transport=transport) as client:
+        with pytest.raises(errors.HostProtocolError, match="nested deeper than"):
+            await client.get_operation("op-1")

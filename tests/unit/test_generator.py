@@ -146,9 +146,6 @@ def tree(tmp_path: Path) -> Iterator[Path]:
         (tmp_path / "charts" / "takoform-operator").mkdir(parents=True)
         shutil.copy(CHART / "Chart.yaml", tmp_path / "charts" / "takoform-operator")
         shutil.copytree(REPO_ROOT / generator.CHART_CRD_DIR, tmp_path / generator.CHART_CRD_DIR)
-        policy = tmp_path / generator.BOUNDS_POLICY_PATH
-        policy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO_ROOT / generator.BOUNDS_POLICY_PATH, policy)
         flux = tmp_path / generator_flux.EXPRS_PATH
         flux.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO_ROOT / generator_flux.EXPRS_PATH, flux)

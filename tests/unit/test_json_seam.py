@@ -11,7 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from takoform_operator.core.depth import MAX_DEPTH, PRUNED, pruned_paths, too_deep_message
+from takoform_operator.core.depth import (
+    MAX_DEPTH,
+    PRUNED,
+    prune,
+    pruned_paths,
+    safe_loads,
+    too_deep_message,
+)
 from takoform_operator.health import RETRIED_WITHIN, Health
 from takoform_operator.kube.json_seam import (
     LIST_LIMIT,
@@ -20,8 +27,6 @@ from takoform_operator.kube.json_seam import (
     identity,
     install,
     list_loads,
-    prune,
-    safe_loads,
     uninstall,
     watch_loads,
 )

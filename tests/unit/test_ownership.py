@@ -184,8 +184,55 @@ def test_a_bound_binding_without_claim_ref_blocks_every_cr(recorded: bool) -> No
     assert isinstance(verdict, Outcome), verdict
     assert verdict.asserted() == ALREADY_MANAGED
     assert "without claimRef, to no CR" in verdict.conditions[0].message
-    commands = [remedy.command for remedy in verdict.remedies]
-    assert f"kubectl takoform release {IDENTITY.binding_name()} --to a/cr-me" in commands
+    _an_admin_decides(verdict)
+
+
+def _commands(outcome: Outcome) -> list[str]:
+    return [remedy.command or "" for remedy in outcome.remedies]
+
+
+def _an_admin_decides(outcome: Outcome) -> None:
+    """A binding of another namespace (or of none): the remedy hands nothing across namespaces
+    as routine; it says an admin decides, and points at the binding to inspect."""
+    assert not any("takoform release" in command for command in _commands(outcome))
+    texts = " ".join(remedy.text() for remedy in outcome.remedies)
+    assert "a cluster admin decides" in texts
+    assert f"kubectl get takoformbindings/{IDENTITY.binding_name()} -o yaml" in _commands(outcome)
+
+
+@pytest.mark.parametrize("phase", [Phase.RELEASED, Phase.LOST])
+def test_a_binding_of_another_namespace_is_an_admins_decision_never_a_routine_remedy(
+    phase: Phase,
+) -> None:
+    let_go = replace(_bound(None, uid="h-1", last_owner=OWNER), phase=phase)
+    verdict = claim(_desired(namespace="b", cr_name="cr-owner"), State(), TARGET, let_go)
+    assert isinstance(verdict, Outcome)
+    assert verdict.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+    _an_admin_decides(verdict)
+
+
+def test_a_namespace_of_the_same_name_created_again_is_another_namespace() -> None:
+    owner = replace(OWNER, namespace_uid="ns-uid-1")
+    let_go = replace(_bound(None, uid="h-1", last_owner=owner), phase=Phase.LOST)
+    verdict = claim(_desired(cr_name="other", namespace_uid="ns-uid-2"), State(), TARGET, let_go)
+    assert isinstance(verdict, Outcome)
+    _an_admin_decides(verdict)
+
+
+def test_a_reservation_for_another_namespaces_cr_is_an_admins_decision() -> None:
+    reserved = _bound(ClaimRef("b", "taker"))
+    verdict = claim(_desired(), State(), TARGET, reserved)
+    assert isinstance(verdict, Outcome)
+    _an_admin_decides(verdict)
+
+
+@pytest.mark.parametrize("phase", [Phase.RELEASED, Phase.LOST])
+def test_a_binding_of_this_namespace_offers_the_pre_binding_to_ask_for(phase: Phase) -> None:
+    let_go = replace(_bound(None, uid="h-1", last_owner=OWNER), phase=phase)
+    verdict = claim(_desired(cr_name="other"), State(), TARGET, let_go)
+    assert isinstance(verdict, Outcome)
+    release = f"kubectl takoform release {IDENTITY.binding_name()} --to a/other"
+    assert release in _commands(verdict)
 
 
 class _NoHost:

@@ -139,8 +139,14 @@ def test_already_managed_names_this_cr_and_the_binding_never_the_owner() -> None
         ["kubectl", "get", binding, "-o", "yaml"],
     ]
     assert "ops" not in str(verdict.outcome), "another namespace's CR is never named"
+    # Released by another namespace: an admin decides; the remedy only reads the binding.
     released = replace(owned, phase=Phase.RELEASED, claim=None, last_owner=owned.claim)
     outcome = claim(DESIRED, State(), Target("team-a", REF, "logs"), released)
+    assert isinstance(outcome, Outcome)
+    assert _commands(_remedies(outcome))[-1] == ["kubectl", "get", binding, "-o", "yaml"]
+    # Released by this namespace: the pre-binding to ask an admin for.
+    ours = replace(released, last_owner=ClaimRef(DESIRED.namespace, "first", "cr-0"))
+    outcome = claim(DESIRED, State(), Target("team-a", REF, "logs"), ours)
     assert isinstance(outcome, Outcome)
     to = f"{DESIRED.namespace}/{DESIRED.cr_name}"
     assert _commands(_remedies(outcome))[-1] == [

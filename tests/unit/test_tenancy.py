@@ -4,13 +4,18 @@ before anything is sent (brief section 9)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import shlex
 from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from builders import cr_body
 from memory_bindings import MemoryBindings
 
+from takoform_operator.core import limits
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.state import Requested
 from takoform_operator.core.tenancy import (
@@ -20,11 +25,15 @@ from takoform_operator.core.tenancy import (
     SpaceGrant,
     access,
     grant_from_body,
+    grant_status,
+    literal_space,
     remedy,
+    too_broad,
 )
 from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.registry_data import load_registry
 
+ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = load_registry()
 REF = next(r for r in REGISTRY.default_creates.values() if r.kind == "Bucket")
 TEAM = Selector((("team", "a"),))
@@ -66,7 +75,7 @@ GRANTS = (
         ("ns-a", {}, "staging", "team-a", Reason.SPACE_NOT_GRANTED),
         ("any", {"env": "dev"}, "prod", "whatever", Reason.SPACE_NOT_GRANTED),
         # unknown host, no host at all
-        ("ns-a", {}, "elsewhere", "team-a", Reason.HOST_NOT_FOUND),
+        ("ns-a", {}, "elsewhere", "team-a", Reason.SPACE_NOT_GRANTED),  # like an ungranted one
         ("ns-a", {}, None, "team-a", Reason.HOST_NOT_FOUND),
     ],
 )
@@ -102,11 +111,53 @@ def test_no_grant_at_all_denies_and_names_namespace_space_host_and_the_grant_to_
     assert "TakoformSpaceGrant" in remedy("ns-x", "team-z", "prod")
 
 
+def _printed_grant(command: str) -> dict[str, Any]:
+    """The TakoformSpaceGrant a remedy's `echo '<json>' | kubectl create -f -` creates."""
+    words = shlex.split(command)
+    assert words[0] == "echo" and words[2:] == ["|", "kubectl", "create", "-f", "-"]
+    return dict(json.loads(words[1]))
+
+
+@pytest.mark.parametrize(
+    ("space", "others"),
+    [
+        ("*", ("team-a", "", "x*")),
+        ("team-?", ("team-a", "team-")),
+        ("team-[ab]", ("team-a", "team-b")),
+        ("[!x]", ("a", "!")),
+        ("a[", ("a", "a[[")),
+        ("a]", ("a",)),
+        ("[*?]", ("*", "?", "[?]")),
+        ("team-a", ("team-b",)),
+    ],
+)
+def test_the_printed_grant_names_exactly_the_space_never_a_pattern(
+    space: str, others: tuple[str, ...]
+) -> None:
+    """Grants treat *, ? and [..] as patterns: the remedy escapes them, so the grant an admin
+    pastes opens the one space the CR names, never every space it happens to match."""
+    printed = _printed_grant(remedy("ns-a", space, "prod"))
+    grant = grant_from_body(printed)
+    assert grant.covers_space(space)
+    for other in others:
+        assert not grant.covers_space(other), other
+    assert grant.namespaces == ("ns-a",) and grant.host == "prod"
+
+
+def test_a_literal_space_of_any_length_fits_the_grant_crd() -> None:
+    crd = yaml.safe_load((ROOT / "crds/takoformspacegrants.operator.takoform.io.yaml").read_text())
+    spaces = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+        "properties"
+    ]["spaces"]
+    longest = literal_space("[" * limits.SPACE_MAX_LENGTH)
+    assert len(longest) == spaces["items"]["maxLength"]
+
+
 @pytest.mark.parametrize(
     ("marked_default", "says"),
     [
         ((), "no TakoformHost is marked default"),
-        (("prod", "staging"), "2 TakoformHosts are marked default ('prod', 'staging')"),
+        (("prod", "staging"), "2 TakoformHosts are marked default, so none is"),
     ],
 )
 def test_without_a_host_the_message_says_why_none_is_the_default(
@@ -124,22 +175,41 @@ def test_without_a_host_the_message_says_why_none_is_the_default(
     )
     assert denied is not None and denied.reason is Reason.HOST_NOT_FOUND
     assert says in denied.message
+    assert "prod" not in denied.message and "staging" not in denied.message, "not listed"
 
 
-def test_an_unknown_host_ref_is_refused_without_listing_the_hosts_there_are() -> None:
-    """A tenant learns that the host it named does not exist, not which hosts do."""
-    denied = access(
-        namespace="ns-a",
+def _denied(host: str, hosts: Iterable[str], grants: Iterable[SpaceGrant] = GRANTS) -> Any:
+    return access(
+        namespace="ns-x",
         namespace_labels={},
-        host="nowhere",
-        host_ref="nowhere",
+        host=host,
+        host_ref=host,
         space="team-a",
-        hosts=("prod", "secret-staging"),
-        grants=GRANTS,
+        hosts=hosts,
+        grants=grants,
+        obj="buckets.storage.takoform.io/logs -n ns-x",
     )
+
+
+def test_an_unknown_host_answers_like_an_ungranted_one() -> None:
+    """A tenant cannot tell which host names exist: naming a host there is none of is answered
+    as naming a host its namespace holds no grant for, word for word."""
+    unknown = _denied("nowhere", ("prod", "secret-staging"))
+    ungranted = _denied("secret-staging", ("prod", "secret-staging"))
+    assert unknown is not None and ungranted is not None
+    assert unknown.reason is ungranted.reason is Reason.SPACE_NOT_GRANTED
+    assert unknown.message == ungranted.message.replace("secret-staging", "nowhere")
+    assert [r.does for r in unknown.remedies] == [r.does for r in ungranted.remedies]
+    assert "prod" not in unknown.message
+
+
+def test_a_granted_host_that_is_gone_says_so() -> None:
+    """The namespace holds a grant for the host: its admin named that host to it, so the
+    operator may say the TakoformHost is missing."""
+    grants = (SpaceGrant("g", "gone", ("team-a",), namespaces=("ns-x",)),)
+    denied = _denied("gone", ("prod",), grants)
     assert denied is not None and denied.reason is Reason.HOST_NOT_FOUND
-    assert "'nowhere'" in denied.message
-    assert "prod" not in denied.message and "secret-staging" not in denied.message
+    assert "'gone'" in denied.message and "prod" not in denied.message
 
 
 @pytest.mark.parametrize(
@@ -294,7 +364,13 @@ def _blocked(result: Any) -> str | None:
     [
         (_body(), (), "prod", "SpaceNotGranted"),
         (_body(), (SpaceGrant("g", "staging", ("team-a",), ("ns-a",)),), "prod", "SpaceNotGranted"),
-        (_body(hostRef="nowhere"), GRANTS, "prod", "HostNotFound"),
+        (_body(hostRef="nowhere"), GRANTS, "prod", "SpaceNotGranted"),
+        (
+            _body(hostRef="nowhere"),
+            (SpaceGrant("g", "nowhere", ("team-a",), ("ns-a",)),),
+            "prod",
+            "HostNotFound",
+        ),
         (_body(), GRANTS, None, "HostNotFound"),
         (_body(importId="team-a/logs"), (), "prod", "SpaceNotGranted"),
         (_body(status=_claimed_status()), (), "prod", "SpaceNotGranted"),
@@ -381,3 +457,49 @@ def test_one_owner_per_host_the_same_name_on_two_hosts_is_two_resources() -> Non
             _run(body, tenancy, bindings=bindings)  # bound, then the first read
     owners = {b.identity.host: b.claim.uid for b in bindings.objects.values() if b.claim}
     assert owners == {"prod": "cr-1", "staging": "cr-2"}  # no hostRef: the default host's
+
+
+def _selecting(*expressions: Requirement, labels: tuple[tuple[str, str], ...] = ()) -> SpaceGrant:
+    return SpaceGrant("g", "prod", ("team-a",), selector=Selector(labels, expressions))
+
+
+@pytest.mark.parametrize(
+    ("grant", "broad"),
+    [
+        (_selecting(Requirement("team", "NotIn", ("b",))), True),
+        (_selecting(Requirement("sandbox", "DoesNotExist")), True),
+        (
+            _selecting(Requirement("team", "NotIn", ("b",)), Requirement("x", "DoesNotExist")),
+            True,
+        ),
+        (_selecting(labels=(("team", "a"),)), False),
+        (_selecting(Requirement("team", "In", ("a",))), False),
+        (_selecting(Requirement("team", "Exists")), False),
+        (_selecting(Requirement("team", "Exists"), Requirement("team", "NotIn", ("b",))), False),
+        (_selecting(), False),  # an empty selector matches nothing here
+        (SpaceGrant("g", "prod", ("team-a",), namespaces=("ns-a",)), False),
+    ],
+)
+def test_a_selector_without_a_positive_term_is_flagged(grant: SpaceGrant, broad: bool) -> None:
+    """NotIn and DoesNotExist alone match every namespace lacking a label, including those
+    anybody creates later: namespaces nobody meant to grant."""
+    assert (too_broad(grant) is not None) is broad
+    # A namespace nobody named, with no labels at all, is covered exactly when it is flagged.
+    assert grant.covers_namespace("created-later", {}) is broad
+
+
+def test_the_grant_status_says_it_once_and_clears_when_fixed() -> None:
+    broad = _selecting(Requirement("team", "NotIn", ("b",)))
+    status = grant_status(broad, 3, None, "2026-12-04T10:00:00Z")
+    assert status is not None
+    (condition,) = status["conditions"]
+    assert condition["type"] == "SelectorTooBroad" and condition["status"] == "True"
+    assert condition["reason"] == "NoPositiveTerm" and condition["observedGeneration"] == 3
+    assert "positive term" in condition["message"]
+    assert grant_status(broad, 3, status, "2026-12-04T10:05:00Z") is None, "nothing new to say"
+    fixed = _selecting(Requirement("team", "In", ("a",)))
+    cleared = grant_status(fixed, 4, status, "2026-12-04T10:06:00Z")
+    assert cleared is not None
+    assert cleared["conditions"][0]["status"] == "False"
+    assert cleared["conditions"][0]["lastTransitionTime"] == "2026-12-04T10:06:00Z"
+    assert cleared["observedGeneration"] == 4

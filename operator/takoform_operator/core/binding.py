@@ -164,6 +164,20 @@ class Binding:
         hand it to another CR."""
         return self.phase is Phase.BOUND and self.claim is not None and bool(self.claim.uid)
 
+    @property
+    def home(self) -> ClaimRef | None:
+        """The CR whose namespace the binding is of: its owner, else its last owner, else the
+        CR an admin reserved it for. None: made by hand, nobody's."""
+        if self.claim is not None and self.claim.uid:
+            return self.claim
+        return self.last_owner or self.claim
+
+    def hands_across(self, to: ClaimRef) -> bool:
+        """Giving the binding to `to` moves a host resource to another namespace (or to one,
+        from nobody's): an admin's decision, never a routine remedy."""
+        home = self.home
+        return home is None or not home.same_namespace(to)
+
     def released(self, last_owner: ClaimRef, uid: str | None) -> Binding:
         """The owner let go (deletionPolicy Orphan, or a deletion that sent nothing)."""
         return replace(

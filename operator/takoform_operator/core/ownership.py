@@ -271,7 +271,8 @@ def _take_over(
 
 
 def _blocked(desired: Desired, state: State, binding: Binding, why: str) -> Outcome:
-    """AlreadyManaged: names the binding an admin can inspect, never another namespace's CR."""
+    """AlreadyManaged: names the binding an admin can inspect, never another namespace's CR.
+    A pre-binding to this CR is offered as a remedy only for a binding of this namespace."""
     obj = kubectl_object(desired)
     message = (
         f"{binding.identity} is {why} (TakoformBinding {binding.name}, phase {binding.phase}); "
@@ -285,6 +286,17 @@ def _blocked(desired: Desired, state: State, binding: Binding, why: str) -> Outc
         remedies.append(
             Remedy(
                 "or ask a cluster admin to have its owner release it (deletionPolicy Orphan)",
+                f"kubectl get {where} -o yaml",
+                where,
+            )
+        )
+    elif binding.hands_across(me(desired)):
+        # Another namespace's (or nobody's): handing it here is a cross-namespace hand-off,
+        # which an admin weighs; no ready-made command makes it look routine.
+        remedies.append(
+            Remedy(
+                "or, as it is not this namespace's, a cluster admin decides whether it may "
+                "pass to this namespace",
                 f"kubectl get {where} -o yaml",
                 where,
             )

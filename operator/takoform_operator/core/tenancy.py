@@ -72,6 +72,15 @@ class Selector:
     match_labels: tuple[tuple[str, str], ...] = ()
     match_expressions: tuple[Requirement, ...] = ()
 
+    def has_positive_term(self) -> bool:
+        """A term a namespace matches only by carrying a label: a matchLabels pair, or an In or
+        Exists expression. Without one (NotIn, DoesNotExist alone), every namespace lacking
+        some labels matches, including those anybody creates later."""
+        positive = ("In", "Exists")
+        return bool(self.match_labels) or any(
+            r.operator in positive for r in self.match_expressions
+        )
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         if not self.match_labels and not self.match_expressions:
             return False
@@ -138,18 +147,19 @@ def access(
     `host` is the resolved host (the recorded one once claimed), `host_ref` what the spec said
     (for the message), `hosts` the names of the hosts the operator knows, `marked_default` those
     marked default (more than one leaves no default), `obj` the CR as kubectl names it
-    (core.remedies.kubectl_object), for the remedy commands."""
-    known = set(hosts)
+    (core.remedies.kubectl_object), for the remedy commands. A host there is none of is
+    answered as a host without a grant (SpaceNotGranted, the same words) unless the namespace
+    is granted the space on it: a tenant learns no host names by trying them."""
     if host is None:
         if len(marked_default) > 1:
-            names = ", ".join(repr(name) for name in sorted(marked_default))
+            # Which hosts are a cluster admin's business: not listed to a tenant.
             return Denied(
                 Reason.HOST_NOT_FOUND,
                 f"spec.hostRef is not set and {len(marked_default)} TakoformHosts are marked "
-                f"default ({names}), so none is; nothing is sent.",
+                "default, so none is; nothing is sent.",
                 (
                     Remedy("set spec.hostRef"),
-                    Remedy("or ask a cluster admin to leave spec.default: true on one of them"),
+                    Remedy("or ask a cluster admin to leave spec.default: true on one host"),
                 ),
             )
         return Denied(
@@ -161,19 +171,21 @@ def access(
                 Remedy("or ask a cluster admin to mark one default"),
             ),
         )
-    if host not in known:
+    if any(grant.allows(host, space, namespace, namespace_labels) for grant in grants):
+        if host in set(hosts):
+            return None
+        # Granted: the admin named this host to the namespace, so its absence may be told.
         named = f"spec.hostRef {host_ref!r}" if host_ref else f"the recorded host {host!r}"
         return Denied(
             Reason.HOST_NOT_FOUND,
-            # The hosts there are are a cluster admin's business: not listed to a tenant.
-            f"{named} names no TakoformHost this operator knows; nothing is sent.",
+            f"{named} names no TakoformHost this operator knows, though namespace "
+            f"{namespace!r} is granted space {space!r} on it; nothing is sent.",
             (
-                Remedy("fix spec.hostRef (before anything was sent)"),
-                Remedy(f"or ask a cluster admin to create TakoformHost {host!r}"),
+                Remedy(f"ask a cluster admin to create TakoformHost {host!r}"),
+                Remedy("or fix spec.hostRef (before anything was sent)"),
             ),
         )
-    if any(grant.allows(host, space, namespace, namespace_labels) for grant in grants):
-        return None
+    # Ungranted, whether the host exists or not: a tenant learns no host names by trying them.
     return Denied(
         Reason.SPACE_NOT_GRANTED,
         f"namespace {namespace!r} has no TakoformSpaceGrant for space {space!r} on host "
@@ -194,23 +206,88 @@ def access(
 
 
 def remedy(namespace: str, space: str, host: str) -> str:
-    """The command that creates the TakoformSpaceGrant an admin must write (pasteable). Its
-    name is readable and ends in a digest of (namespace, space, host), so two different grants
-    never share one; `kubectl create` refuses, rather than overwrites, a grant that exists."""
+    """The command that creates the TakoformSpaceGrant an admin must write (pasteable), for
+    exactly that space (literal_space). Its name is readable and ends in a digest of
+    (namespace, space, host), so two different grants never share one; `kubectl create`
+    refuses, rather than overwrites, a grant that exists."""
     digest = sha256_digest(canonical_json([namespace, space, host])).removeprefix("sha256:")[:10]
     grant = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "TakoformSpaceGrant",
         "metadata": {"name": f"{_object_name(f'{namespace}-{space}')[:52]}-{digest}"},
-        "spec": {"hostRef": host, "spaces": [space], "namespaces": {"names": [namespace]}},
+        "spec": {
+            "hostRef": host,
+            "spaces": [literal_space(space)],
+            "namespaces": {"names": [namespace]},
+        },
     }
     return f"echo {shlex.quote(json.dumps(grant, separators=(',', ':')))} | kubectl create -f -"
+
+
+def literal_space(space: str) -> str:
+    """`space` as a grant's spaces entry that matches that space alone: the pattern characters
+    `*`, `?` and `[` each stand in brackets (`[*]`, `[?]`, `[[]`), so a remedy never hands an
+    admin a pattern (a CR's `space: "*"` would otherwise become a grant to every space)."""
+    return re.sub(r"([*?[])", r"[\1]", space)
 
 
 def _object_name(text: str) -> str:
     """A DNS-1123 name made from `text` (spaces are opaque UTF-8)."""
     name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:63].strip("-")
     return name or "grant"
+
+
+# -- what a grant's status says -----------------------------------------------------------------
+
+#: The condition a TakoformSpaceGrant's status carries: True when its selector matches
+#: namespaces nobody named (too_broad).
+TOO_BROAD = "SelectorTooBroad"
+
+
+def too_broad(grant: SpaceGrant) -> str | None:
+    """Why the grant covers namespaces nobody named (None: it does not): a selector without a
+    positive term (Selector.has_positive_term). An empty selector matches nothing here."""
+    selector = grant.selector
+    if selector is None or not (selector.match_labels or selector.match_expressions):
+        return None
+    if selector.has_positive_term():
+        return None
+    return (
+        "spec.namespaces.selector has no positive term (a matchLabels pair, or an In or Exists "
+        "expression): it matches every namespace without the labels it excludes, including "
+        "namespaces created later; name the namespaces, or select them by a label they carry"
+    )
+
+
+def grant_status(
+    grant: SpaceGrant, generation: int, previous: Mapping[str, Any] | None, now: str
+) -> dict[str, Any] | None:
+    """The status to write on the grant (its TOO_BROAD condition), or None when `previous`
+    (the status it has) says the same already. The transition time moves only with the
+    condition's status."""
+    why = too_broad(grant)
+    status = "True" if why else "False"
+    reason = "NoPositiveTerm" if why else "Bounded"
+    message = why or "every namespace the grant covers is named, or carries a label it selects"
+    conditions = (previous or {}).get("conditions") or ()
+    old: Mapping[str, Any] = next((c for c in conditions if c.get("type") == TOO_BROAD), {})
+    if (
+        (previous or {}).get("observedGeneration") == generation
+        and old.get("status") == status
+        and old.get("reason") == reason
+        and old.get("message") == message
+    ):
+        return None
+    since = str(old.get("lastTransitionTime") or now) if old.get("status") == status else now
+    condition = {
+        "type": TOO_BROAD,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+        "observedGeneration": generation,
+    }
+    return {"conditions": [condition], "observedGeneration": generation}
 
 
 # -- reading the objects -----------------------------------------------------------------------

@@ -23,6 +23,7 @@ from urllib.parse import quote, urlencode
 import httpx
 from pydantic import ValidationError
 
+from takoform_operator.core.depth import MAX_DEPTH, TooDeep, strict_loads
 from takoform_operator.core.scrub import clip
 from takoform_operator.host_client.models import Operation, Resource
 from takoform_operator.host_port import (
@@ -48,6 +49,10 @@ MAX_ANSWER_BYTES = 4 * 1024 * 1024
 #: any credential it might echo to be whole, so core.scrub finds it (the condition and Event caps
 #: cut further, after the scrub).
 MAX_MESSAGE_CHARS = 16 * 1024
+#: Levels of objects and lists one answer may nest (core.depth): a page of representations
+#: ({"items": [RESOURCE]}) and an error body nest a few levels above the deepest object the
+#: operator reads. Deeper is outside the contract, a HostProtocolError, never a RecursionError.
+MAX_ANSWER_DEPTH = MAX_DEPTH + 2
 #: Headers that describe the bytes on the wire, not the body as read (already decoded).
 _WIRE_HEADERS = ("content-encoding", "content-length", "transfer-encoding")
 
@@ -387,11 +392,13 @@ def _translate(response: httpx.Response) -> HostError:
             retry_after=_retry_after(response),
         )
     try:
-        error = response.json()["error"]
+        error = _decoded(response)["error"]
         code, message = str(error["code"]), clip(str(error.get("message", "")), MAX_MESSAGE_CHARS)
         details = error.get("details") or {}
         if not isinstance(details, dict):
             details = {}
+    except HostProtocolError as exc:  # nested too deep
+        return exc
     except (ValueError, KeyError, TypeError):
         return HostProtocolError(f"host answered {status} without a contract error body")
     try:
@@ -409,9 +416,21 @@ def _translate(response: httpx.Response) -> HostError:
     return cls(status, known, message, dict(details))
 
 
+def _decoded(response: httpx.Response) -> Any:
+    """The answer's JSON, decoded depth-safe (core.depth.strict_loads). Raises ValueError when
+    it is not JSON, HostProtocolError when it nests deeper than MAX_ANSWER_DEPTH."""
+    try:
+        return strict_loads(response.content, MAX_ANSWER_DEPTH)
+    except TooDeep:
+        raise HostProtocolError(
+            f"host answered {response.status_code} with JSON nested deeper than "
+            f"{MAX_ANSWER_DEPTH} levels"
+        ) from None
+
+
 def _json(response: httpx.Response) -> dict[str, Any]:
     try:
-        document = response.json()
+        document = _decoded(response)
     except ValueError:
         raise HostProtocolError("host answered with a body that is not JSON") from None
     if not isinstance(document, dict):

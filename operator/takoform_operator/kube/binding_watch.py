@@ -26,10 +26,11 @@ from typing import Any
 import httpx
 
 from takoform_operator.core.binding import BINDING_PLURAL
+from takoform_operator.core.depth import safe_loads
 from takoform_operator.core.tenancy import GROUP, VERSION
 from takoform_operator.kube.bindings import BindingBook
 from takoform_operator.kube.freshness import resource_version
-from takoform_operator.kube.json_seam import LIST_LIMIT, WATCH_LIMIT, safe_loads
+from takoform_operator.kube.json_seam import LIST_LIMIT, WATCH_LIMIT
 
 logger = logging.getLogger(__name__)
 

@@ -43,7 +43,10 @@ from takoform_operator.core.tenancy import (
     GROUP,
     HOST_PLURAL,
     VERSION,
+    InvalidPolicy,
     connection_secret_refusal,
+    grant_from_body,
+    grant_status,
 )
 from takoform_operator.kube.bindings import BindingBook
 from takoform_operator.kube.connection_secrets import (
@@ -460,6 +463,7 @@ def register(
         await loops.close()
 
     _register_tenancy(runtime.tenancy, loops, kopf_registry)
+    _register_grant_status(runtime, kopf_registry)
 
     for line in runtime.registry.lines():
         group, version, plural = line.group, line.version, line.plural
@@ -510,6 +514,35 @@ def wake_contenders(runtime: Runtime) -> None:
     if runtime.loops is not None:
         for uid in {*runtime.contending, *touched}:
             runtime.loops.wake(uid)
+
+
+def _register_grant_status(runtime: Runtime, kopf_registry: kopf.OperatorRegistry) -> None:
+    """Each TakoformSpaceGrant's status says whether its selector matches namespaces nobody
+    named (core.tenancy.grant_status), written when what it says changes. An unreadable grant
+    grants nothing (the index logs it) and gets no status."""
+
+    async def event(body: kopf.Body, type: str | None, **_: Any) -> None:
+        if type == "DELETED":
+            return
+        try:
+            grant = grant_from_body(body)
+        except InvalidPolicy:
+            return
+        metadata = body.get("metadata") or {}
+        generation = int(metadata.get("generation") or 0)
+        status = grant_status(grant, generation, body.get("status"), _now(runtime))
+        if status is None:
+            return
+        name = str(metadata.get("name"))
+        condition = status["conditions"][0]
+        if condition["status"] == "True":
+            logger.warning("TakoformSpaceGrant %s: %s", name, condition["message"])
+        try:
+            await runtime.writer.write(GROUP, VERSION, GRANT_PLURAL, "", name, status)
+        except StatusWriteFailed as exc:
+            logger.warning("status of TakoformSpaceGrant %s not written: %s", name, exc)
+
+    kopf.on.event(GROUP, VERSION, GRANT_PLURAL, id="grant-status", registry=kopf_registry)(event)
 
 
 def _register_tenancy(

@@ -29,16 +29,16 @@ keeping kopf's contract (same arguments, same results), nothing else of kopf is 
   after kopf's own retries, or succeeds, is reported to the health check (health.Health): a
   list or watch that keeps failing makes /healthz fail.
 
-`safe_loads` first tries the C decoder when the text cannot be deeper than allowed (fewer
-brackets than the limit); otherwise, or if that fails, it cuts every object or list nested deeper
-than the limit out of the text (a scan that skips strings) and puts core.depth.PRUNED in its
-place, then decodes that. The reconcile reports a CR with PRUNED in its spec as Degraded,
-NestedTooDeep, and never sends it; every other object is decoded exactly as before.
+`safe_loads` (core.depth, the one depth-safe decoder, which the plugin and the host client use
+too) first tries the C decoder when the text cannot be deeper than allowed; otherwise, or if
+that fails, it cuts every object or list nested deeper than the limit out of the text (a scan
+that skips strings) and puts core.depth.PRUNED in its place, then decodes that. The reconcile
+reports a CR with PRUNED in its spec as Degraded, NestedTooDeep, and never sends it; every
+other object is decoded exactly as before.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import types
@@ -46,7 +46,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from takoform_operator.core.depth import MAX_DEPTH, PRUNED
+from takoform_operator.core.depth import MAX_DEPTH, safe_loads
 
 logger = logging.getLogger("takoform_operator")
 
@@ -58,70 +58,7 @@ WATCH_LIMIT = MAX_DEPTH + 1
 LIST_LIMIT = MAX_DEPTH + 2
 #: What a watch line that cannot be read becomes: kopf logs and skips unknown event types.
 UNREADABLE_EVENT = "TakoformUnreadable"
-#: Python refuses integers of more digits than this (sys.get_int_max_str_digits); the API
-#: server never sends one (its numbers are int64 or float64).
-_INT_DIGITS = 4300
-
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_PAIR = re.compile(r"\{\}|\[\]")
-_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 _KEYED = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"\s*:|"([^"\\]*(?:\\.[^"\\]*)*)"|([\[\]{}])')
-_PRUNED_JSON = json.dumps(PRUNED)
-
-
-def prune(text: str, limit: int) -> str:
-    """`text` with every object or list that opens deeper than `limit` levels replaced by
-    PRUNED (a JSON string). Strings are skipped whole, so brackets inside them do not count."""
-    pieces: list[str] = []
-    depth, cut, kept = 0, -1, 0
-    for match in _TOKEN.finditer(text):
-        char = text[match.start()]
-        if char == '"':
-            continue
-        if char in "[{":
-            depth += 1
-            if depth == limit + 1 and cut < 0:
-                cut = match.start()
-        else:
-            if depth == limit + 1 and cut >= 0:
-                pieces += (text[kept:cut], _PRUNED_JSON)
-                kept, cut = match.end(), -1
-            depth -= 1
-    pieces.append(text[kept:])
-    return "".join(pieces)
-
-
-def _bounded_int(digits: str) -> int | str:
-    return int(digits) if len(digits.lstrip("-")) <= _INT_DIGITS else PRUNED
-
-
-def _deeper_than(text: str, limit: int) -> bool:
-    """Whether `text` nests objects or lists deeper than `limit` levels, with C-speed string
-    operations only (scanning an ordinary object token by token in Python took 20 times as long
-    as decoding it): escapes dropped, then the strings (every other piece between quotes), then
-    all but the brackets, then the innermost pairs removed once per level."""
-    if text.count("{") + text.count("[") <= limit:
-        return False
-    unescaped = text.replace("\\\\", "").replace('\\"', "")
-    brackets = _NOT_BRACKET.sub("", "".join(unescaped.split('"')[::2]))
-    for _ in range(limit):
-        if not brackets:
-            return False
-        brackets = _PAIR.sub("", brackets)
-    return bool(brackets)
-
-
-def safe_loads(text: str | bytes, limit: int) -> Any:
-    """Decode JSON `text` keeping at most `limit` levels of objects and lists (deeper values
-    become PRUNED, as do integers Python would refuse). Raises ValueError if even that fails."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")  # as the API server's own encoder does
-    if not _deeper_than(text, limit):
-        try:
-            return json.loads(text)
-        except (ValueError, RecursionError):
-            pass  # decoded again below, where an integer too long to convert is cut too
-    return json.loads(prune(text, limit), parse_int=_bounded_int)
 
 
 def list_loads(text: str | bytes, report: Callable[[dict[str, str], str], None]) -> Any:

@@ -14,9 +14,10 @@ from typing import Any, Protocol
 
 import httpx
 
+from takoform_operator.core.depth import safe_loads
 from takoform_operator.http_transport import CookielessClient, Urls, pooled_transport
 from takoform_operator.kube.echoes import OwnWrites
-from takoform_operator.kube.json_seam import OBJECT_LIMIT, safe_loads
+from takoform_operator.kube.json_seam import OBJECT_LIMIT
 from takoform_operator.version import user_agent
 
 
@@ -216,4 +217,6 @@ def _finalizers_patch(
 
 
 def _path(group: str, version: str, plural: str, namespace: str, name: str) -> str:
-    return f"/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"
+    """The object's path; without a namespace, a cluster-scoped object's."""
+    where = f"/namespaces/{namespace}" if namespace else ""
+    return f"/apis/{group}/{version}{where}/{plural}/{name}"

@@ -20,7 +20,9 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
 from takoform_operator.core.binding import BINDING_PLURAL
+from takoform_operator.core.depth import safe_loads
 from takoform_operator.core.tenancy import GROUP, HOST_PLURAL, VERSION
+from takoform_operator.kube.json_seam import LIST_LIMIT
 from takoform_spec.identity import FormLine
 
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -188,6 +190,16 @@ class Cluster:
         annotations = (document.get("metadata") or {}).get("annotations") or {}
         return data, {str(k): str(v) for k, v in annotations.items()}
 
+    def namespace_uid(self, name: str) -> str | None:
+        """The uid of namespace `name` (None when it does not exist)."""
+        document = self._read(
+            lambda: self._core.read_namespace(name, _preload_content=False, **_timeout()),
+            f"get namespace {name}",
+            missing_ok=True,
+        )
+        uid = ((document or {}).get("metadata") or {}).get("uid")
+        return str(uid) if uid else None
+
     # -- TakoformBindings (cluster-scoped) -------------------------------------------------------
 
     def list_bindings(self) -> list[dict[str, Any]] | None:
@@ -262,7 +274,9 @@ class Cluster:
         except (HTTPError, OSError) as exc:
             raise PluginError(f"cannot reach the cluster at {self.server}: {_cause(exc)}") from None
         try:
-            document = json.loads(response.data)
+            # Depth-safe, as the operator reads: one old object nested deeper than Python's
+            # json goes (about 1,000 levels) is cut where it is too deep, not a traceback.
+            document = safe_loads(response.data, LIST_LIMIT)
         except ValueError:
             raise PluginError(f"{what}: the API server answered something not JSON") from None
         return document if isinstance(document, dict) else None

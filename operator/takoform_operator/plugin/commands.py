@@ -10,6 +10,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TextIO
 
 import yaml
@@ -18,6 +19,8 @@ from pydantic import ValidationError
 from takoform_operator.core.binding import (
     BINDING_KIND,
     BINDING_PLURAL,
+    Binding,
+    ClaimRef,
     InvalidBinding,
     binding_from_json,
 )
@@ -34,10 +37,11 @@ from takoform_operator.host_port import (
     ResourceNotFound,
     SecretNotFound,
 )
-from takoform_operator.plugin.cluster import Cluster, Conflict, PluginError
+from takoform_operator.plugin.cluster import Cluster, Conflict, Forbidden, PluginError
 from takoform_operator.plugin.hosts import DEFAULT_OPERATOR_NAMESPACE, chosen_host, host_pool
 from takoform_operator.plugin.render import (
     OUTPUTS,
+    UNKNOWN_UID,
     Lookup,
     UsageError,
     binding_name_arg,
@@ -51,6 +55,7 @@ from takoform_operator.plugin.render import (
     claim_arg,
     forced_document,
     forced_warning,
+    hand_off,
     import_manifest,
     printable,
     release_refusal,
@@ -126,7 +131,11 @@ For cluster admins: let a host resource go whose owner is gone (phase Released o
 change an admin's pre-binding (a claimRef without uid, also while Bound).
 
   --to NAMESPACE/NAME  reserve it: spec.claimRef becomes that CR, without uid, and nothing else
-                       changes; only the CR of that namespace and name may bind it next
+                       changes; only the CR of that namespace and name may bind it next. A
+                       CR of another namespace than the binding's (its owner's, else its last
+                       owner's, else the one it is reserved for; a namespace deleted and
+                       created again is another) is a hand-off across namespaces: asked on
+                       the terminal, refused without one unless --yes
   without --to         delete the TakoformBinding: the host resource is unbound, and any
                        namespace granted its space on its host may import it
 
@@ -286,6 +295,11 @@ def add_commands(commands: Any) -> None:
         "--force",
         action="store_true",
         help="also a binding Bound to a CR, overriding its protection (see above)",
+    )
+    release.add_argument(
+        "--yes",
+        action="store_true",
+        help="hand it to another namespace without asking (see above)",
     )
     _common(release, host=False)
     release.set_defaults(handler=_guarded(run_release))
@@ -596,6 +610,30 @@ def run_bindings(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _as_now(cluster: Cluster, binding: Binding, claim: ClaimRef) -> ClaimRef:
+    """`claim` with the uid its namespace has now, where the binding recorded the uid of a
+    namespace of that name (a namespace deleted and created again is another one)."""
+    home = binding.home
+    if home is None or not home.namespace_uid or home.namespace != claim.namespace:
+        return claim
+    try:
+        uid = cluster.namespace_uid(claim.namespace)
+    except Forbidden:
+        uid = None
+    return replace(claim, namespace_uid=uid or UNKNOWN_UID)
+
+
+def _confirm(question: str) -> None:
+    """Ask on the terminal whether the hand-off `question` states is meant; without one
+    (a script, a pipe) it is refused: --yes says it is meant."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise UsageError(f"{question}; nothing was written: confirm it with --yes")
+    print(f"{question}.", file=sys.stderr)
+    print("Hand it over? [y/N] ", end="", file=sys.stderr, flush=True)
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise PluginError("not confirmed: nothing was written")
+
+
 def run_release(args: argparse.Namespace, out: TextIO) -> int:
     name = binding_name_arg(args.binding)
     claim = claim_arg(args.to) if args.to is not None else None
@@ -618,6 +656,10 @@ def run_release(args: argparse.Namespace, out: TextIO) -> int:
         refusal = release_refusal(name, binding)
         if refusal is not None and not args.force:
             raise PluginError(refusal + " (or override it: --force)")
+        if claim is not None and not args.yes:
+            question = hand_off(name, binding, _as_now(cluster, binding, claim))
+            if question is not None:
+                _confirm(question)
         forced = False
         try:
             if refusal is not None:

@@ -619,6 +619,34 @@ def release_refusal(name: str, binding: Binding) -> str | None:
     )
 
 
+def hand_off(name: str, binding: Binding, to: ClaimRef) -> str | None:
+    """What reserving the binding for `to` hands across namespaces (None: it stays in the
+    namespace it is of, Binding.home). Where the binding recorded the uid of a namespace of
+    `to`'s name, `to.namespace_uid` is that namespace's uid now (UNKNOWN_UID: none, or not
+    readable)."""
+    if not binding.hands_across(to):
+        return None
+    home = binding.home
+    if home is None:
+        of = "of no namespace (made by hand)"
+    else:
+        if home.uid and home is binding.claim:
+            role = "owner"
+        else:
+            role = "last owner" if home is binding.last_owner else "reserved for"
+        of = f"of namespace {home.namespace!r} ({role} {home})"
+        if home.namespace == to.namespace:
+            of += ", which was deleted and created again since, or cannot be read"
+    return printable(
+        f"{name} is {of}; reserving it for {to} hands {_what(binding)} to namespace "
+        f"{to.namespace!r}"
+    )
+
+
+#: The namespace uid of a --to target that does not exist or cannot be read: matches none.
+UNKNOWN_UID = "(unknown)"
+
+
 def reserved_document(body: Mapping[str, Any], claim: ClaimRef) -> dict[str, Any]:
     """The object as read with spec.claimRef set to `claim` (no uid) and nothing else changed
     but the protection, which a pre-binding does not carry: its metadata.resourceVersion makes
