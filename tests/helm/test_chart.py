@@ -225,7 +225,7 @@ def test_secret_rights_are_host_tokens_by_name_and_connection_secrets_where_serv
             "apiGroups": [""],
             "resources": ["secrets"],
             "verbs": ["get"],
-            "resourceNames": ["prod-token"],
+            "resourceNames": ["prod-token", "takoform-host-token"],
         },
     )
     connection = ("ClusterRole", "t-takoform-operator-connection-secrets", None)
@@ -247,6 +247,31 @@ def test_secret_rights_are_host_tokens_by_name_and_connection_secrets_where_serv
     }
     assert env["TAKOFORM_CONNECTION_SECRET_ROLE"] == connection[1]
     assert env["TAKOFORM_SERVICE_ACCOUNT"] == "ops:t-takoform-operator"
+
+
+@pytest.mark.parametrize(
+    ("values", "names"),
+    [
+        ((), ["takoform-host-token"]),
+        (("host.tokenSecret.name=prod-token",), ["prod-token"]),
+        (
+            ("host.tokenSecret.name=prod-token", "rbac.hostSecretNames={a-token,b-client}"),
+            ["a-token", "b-client", "prod-token"],
+        ),
+        (("referenceHost.enabled=true",), ["t-takoform-operator-reference-host-token"]),
+    ],
+    ids=["default", "host.tokenSecret", "and hostSecretNames", "the reference host's"],
+)
+def test_the_operator_reads_only_the_secrets_the_values_name(
+    helm: Any, values: tuple[str, ...], names: list[str]
+) -> None:
+    """Never every Secret of its namespace: by default only the implicit host's token."""
+    docs = render(helm, *values)
+    role = next(d for d in docs if d["metadata"]["name"] == "t-takoform-operator-host-secrets")
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == "ops"
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": names}
+    ]
 
 
 def test_the_host_is_https_unless_insecure_is_said_and_its_token_is_read_by_name(
@@ -606,10 +631,18 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
         conditions = (found.get("status") or {}).get("conditions", [])
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
-    # The ServiceAccount cannot list Secrets, nor read any outside its namespace.
+    # The ServiceAccount cannot list Secrets, nor read any outside its namespace; it reads the
+    # implicit host's token Secret by name (any other of this namespace only because it is also
+    # the watched one, where connection Secrets are written).
     sa = f"--as=system:serviceaccount:{namespace}:tko-takoform-operator"
     for args in (["list", "secrets", "-n", namespace], ["get", "secrets", "-A"]):
         assert kube_cluster.kubectl("auth", "can-i", *args, sa, check=False).stdout.strip() == "no"
+    assert (
+        kube_cluster.kubectl(
+            "auth", "can-i", "get", "secret/takoform-host-token", "-n", namespace, sa
+        ).stdout.strip()
+        == "yes"
+    )
 
     # It writes TakoformBindings cluster-wide although it watches one namespace (they are
     # cluster-scoped), never by collection; a namespace user with `edit` cannot even list them.
