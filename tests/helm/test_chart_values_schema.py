@@ -119,6 +119,16 @@ def test_common_labels_are_on_every_object_and_the_pods(helm: Any, tmp_path: Pat
         assert not labels.keys() & deployment["spec"]["selector"]["matchLabels"].keys()
 
 
+def test_a_pod_label_wins_over_a_common_label_of_the_same_key(helm: Any, tmp_path: Path) -> None:
+    out = _template(
+        helm, tmp_path, {"commonLabels": {"team": "common"}, "podLabels": {"team": "pod"}}
+    ).stdout
+    deployment = _one([d for d in yaml.safe_load_all(out) if d], "Deployment")
+    assert deployment["metadata"]["labels"]["team"] == "common"
+    assert deployment["spec"]["template"]["metadata"]["labels"]["team"] == "pod"
+    assert out.count("team: pod") == 1 and out.count("team: common") == out.count("\nkind: ")
+
+
 @pytest.mark.parametrize(
     ("pdb", "spec"),
     [
