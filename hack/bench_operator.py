@@ -265,6 +265,7 @@ class OperatorProcess:
             "TAKOFORM_HOST_TOKEN": TOKEN,
             "TAKOFORM_HOST_INSECURE": "true",  # the local reference host is plain http
             "TAKOFORM_METRICS_PORT": str(self.metrics_port),
+            "TAKOFORM_METRICS_AUTH": "none",  # scraped without a token
             "TAKOFORM_POLL_READY_SECONDS": str(poll),
             "TAKOFORM_MAX_CONCURRENT_RECONCILES": str(CONCURRENCY),
             "TAKOFORM_RECONCILE_SCHEDULING": scheduling,

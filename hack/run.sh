@@ -89,7 +89,9 @@ spec:
     names: [default]
 GRANT
 log "grant: namespace default may use space team-a on host default (kubectl get takoformspacegrants)"
-.venv/bin/takoform-operator run &
+# A local run serves /metrics to anyone on this machine (curl, a local Prometheus) without a token;
+# in a cluster the chart keeps the default, TokenReview and SubjectAccessReview.
+TAKOFORM_METRICS_AUTH="${TAKOFORM_METRICS_AUTH:-none}" .venv/bin/takoform-operator run &
 operator_pid=$!
 if [[ "${TAKOFORM_RUN_EXAMPLES:-1}" != 0 ]]; then
   # The examples are the ones tests/kube/test_examples.py proves valid against the CRDs.

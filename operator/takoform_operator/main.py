@@ -14,7 +14,6 @@ import threading
 from typing import Any, cast
 
 import kopf
-from prometheus_client import start_http_server
 
 from takoform_operator.core.tenancy import DEFAULT_HOST, SecretKeyRef, implicit_host_refusal
 from takoform_operator.health import Health
@@ -31,12 +30,13 @@ from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
 from takoform_operator.kube.index_readiness import install as install_index_readiness
 from takoform_operator.kube.json_seam import install as install_json_seam
 from takoform_operator.kube.leader import LeaderElector, LeaseConfig, LostLease, coordination_api
+from takoform_operator.kube.metrics_access import ApiServerReviews
 from takoform_operator.kube.secrets import KubernetesSecretReader
 from takoform_operator.kube.shards import ShardConfig, ShardMembership
 from takoform_operator.kube.status import ApiConnection, HttpCrWriter
 from takoform_operator.kube.tenancy import TenancyBook
 from takoform_operator.logs import configure as configure_logging
-from takoform_operator.metrics import Metrics
+from takoform_operator.metrics import Metrics, MetricsServer
 from takoform_operator.registry_data import load_registry
 from takoform_operator.settings import Settings
 from takoform_operator.version import build_info, describe
@@ -97,11 +97,22 @@ def kopf_settings(namespace: str | None, instance: str) -> kopf.OperatorSettings
 async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     registry = load_registry()
     metrics = Metrics()
+    reviews = (
+        ApiServerReviews()
+        if settings.metrics_port and settings.metrics_auth == "kubernetes"
+        else None
+    )
+    metrics_server = MetricsServer(metrics.registry, reviews)
     if settings.metrics_port:
-        start_http_server(
-            settings.metrics_port, addr=settings.bind_address, registry=metrics.registry
+        await metrics_server.start(settings.bind_address, settings.metrics_port)
+        logger.info(
+            "metrics on %s:%d/metrics, %s",
+            settings.bind_address,
+            settings.metrics_port,
+            "to callers the API server allows (TokenReview, SubjectAccessReview)"
+            if reviews
+            else "to anyone who reaches the port (TAKOFORM_METRICS_AUTH=none)",
         )
-        logger.info("metrics on %s:%d/metrics", settings.bind_address, settings.metrics_port)
     health = Health(watch_failure_seconds=settings.watch_failure_seconds)
     echoes = OwnWrites()
     install_json_seam(functools.partial(_unreadable, metrics), health.requested, echoes.echo)
@@ -218,6 +229,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         await writer.close()
         await pool.aclose()
         await health.stop()
+        await metrics_server.stop()
         logger.info(
             "watch events: %d, of which %d echoes of our own writes, dropped unread",
             echoes.lines,

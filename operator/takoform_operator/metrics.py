@@ -2,14 +2,19 @@
 resource (`forget`), so a deleted CR never leaves a stale Blocked alert behind.
 
 The reconcile queue is read when scraped (`watch_slots`: kube.slots knows no metrics); host
-requests are told by the host clients (`host_request`, the pool's observer)."""
+requests are told by the host clients (`host_request`, the pool's observer).
+
+`MetricsServer` serves them on /metrics; with a `review` (kube.metrics_access) only to a caller
+whose bearer token the API server vouches for (core.metrics_access)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from aiohttp import web
 from prometheus_client import (
     GC_COLLECTOR,
     PLATFORM_COLLECTOR,
@@ -19,8 +24,10 @@ from prometheus_client import (
     Gauge,
     Histogram,
 )
+from prometheus_client.exposition import choose_encoder
 
 from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.metrics_access import METRICS_PATH, Verdict
 from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.tenancy import DEFAULT_HOST
 from takoform_operator.version import build_info
@@ -37,6 +44,46 @@ class Slots(Protocol):
     def free(self) -> int: ...
 
     def waiting(self) -> int: ...
+
+
+#: Reviews the Authorization header of a scrape (None: no header).
+Review = Callable[[str | None], Awaitable[Verdict]]
+
+
+class MetricsServer:
+    """`registry` on GET /metrics; with `review`, only when it answers ALLOWED (otherwise its
+    status, 401 with a WWW-Authenticate challenge). The exposition is built in a thread, as
+    prometheus_client's own server does, so a large registry never holds the event loop."""
+
+    def __init__(self, registry: CollectorRegistry, review: Review | None) -> None:
+        self.registry = registry
+        self._review = review
+        self._runner: web.AppRunner | None = None
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        if self._review is not None:
+            verdict = await self._review(request.headers.get("Authorization"))
+            if verdict is not Verdict.ALLOWED:
+                challenge = {"WWW-Authenticate": 'Bearer realm="metrics"'}
+                return web.Response(
+                    status=verdict.value,
+                    text=verdict.text,
+                    headers=challenge if verdict is Verdict.UNAUTHENTICATED else None,
+                )
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        body = await asyncio.to_thread(encoder, self.registry)
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def start(self, host: str, port: int) -> None:
+        app = web.Application()
+        app.router.add_get(METRICS_PATH, self._metrics)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, host, port).start()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
 
 
 def _labels(body: Any) -> dict[str, str]:

@@ -84,6 +84,13 @@ class Settings(BaseSettings):
     metrics_port: int = Field(
         default=8000, ge=0, le=65535, description="Prometheus metrics port (0: off)."
     )
+    metrics_auth: Literal["kubernetes", "none"] = Field(
+        default="kubernetes",
+        description="Who may read /metrics: `kubernetes`, a caller whose bearer token the API "
+        "server authenticates (TokenReview) and whose user may get the non-resource URL "
+        "/metrics (SubjectAccessReview), else 401 or 403; `none`, anyone who reaches the port "
+        "(local runs).",
+    )
     namespace: str | None = Field(
         default=None, description="Watch only this namespace (default: all namespaces)."
     )

@@ -76,7 +76,7 @@ def service_monitor_job(monitor: dict[str, Any], index: int, sd: dict[str, Any])
     untranslated = (
         set(spec) - {"selector", "endpoints"}
         | set(spec["selector"]) - {"matchLabels"}
-        | set(endpoint) - {"port", "interval", "honorLabels"}
+        | set(endpoint) - {"port", "interval", "honorLabels", "bearerTokenFile"}
     )
     assert not untranslated, f"ServiceMonitor fields this test does not translate: {untranslated}"
     port = endpoint["port"]
@@ -153,9 +153,15 @@ def service_monitor_job(monitor: dict[str, Any], index: int, sd: dict[str, Any])
             "action": "keep",
         },
     ]
+    # The ServiceAccount token Prometheus's pod has at that path is, here, the file `sd` uses.
+    token = {}
+    if "bearerTokenFile" in endpoint:
+        assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+        token = {"authorization": {"credentials_file": sd["authorization"]["credentials_file"]}}
     return {
         "job_name": f"serviceMonitor/{meta['namespace']}/{meta['name']}/{index}",
         "honor_labels": bool(endpoint.get("honorLabels", False)),
+        **token,
         "kubernetes_sd_configs": [
             {"role": "endpointslice", "namespaces": {"names": [meta["namespace"]]}, **sd}
         ],
@@ -167,20 +173,25 @@ def service_monitor_job(monitor: dict[str, Any], index: int, sd: dict[str, Any])
 def rendered(helm: Any, namespace: str, tmp_path: Path, *values: str) -> dict[str, Any]:
     """The chart's objects by kind for release RELEASE in `namespace`, with the ServiceMonitor
     (scraping every second) and the PrometheusRule (Blocked after 2 s), whose rules are written
-    to the file under the key "rules"."""
+    to the file under the key "rules", and the metrics-reader ClusterRole and its binding to
+    the ServiceAccount PROMETHEUS_SA of `namespace` under "reader"."""
     sets = [
         "metrics.serviceMonitor.enabled=true",
         "metrics.serviceMonitor.interval=1s",
         "metrics.prometheusRule.enabled=true",
         "alerts.blockedFor=2s",
+        "metrics.auth.reader.create=true",
+        f"metrics.auth.reader.serviceAccounts[0].name={PROMETHEUS_SA}",
         *values,
     ]
     args = [arg for value in sets for arg in ("--set", value)]
     out = helm("template", RELEASE, str(CHART), "--namespace", namespace, *args).stdout
-    docs = {doc["kind"]: doc for doc in yaml.safe_load_all(out) if doc}
+    every = [doc for doc in yaml.safe_load_all(out) if doc]
+    docs = {doc["kind"]: doc for doc in every}
+    reader = [d for d in every if d["metadata"]["name"].endswith("-metrics-reader")]
     rules = tmp_path / "rules.yaml"
     rules.write_text(yaml.safe_dump(docs["PrometheusRule"]["spec"], sort_keys=False))
-    return {**docs, "rules": rules}
+    return {**docs, "rules": rules, "reader": reader}
 
 
 # -- what the API server holds ---------------------------------------------------------------------
@@ -423,6 +434,10 @@ def test_prometheus_discovers_the_operator_and_the_blocked_series_names_the_cr(
     chart = rendered(helm, operator_namespace, tmp_path, f"metrics.port={metrics_port}")
     monitor = chart["ServiceMonitor"]
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True, "the chart's default"
+    # /metrics asks for a token (the chart's default): Prometheus sends its ServiceAccount's, which
+    # the chart's metrics-reader ClusterRole lets `get` /metrics.
+    assert "bearerTokenFile" in monitor["spec"]["endpoints"][0]
+    assert [d["kind"] for d in chart["reader"]] == ["ClusterRole", "ClusterRoleBinding"]
     kube.apply(json.dumps(chart["Service"]), namespace=operator_namespace)
     service = kube.kubectl_json(
         "get", "service", chart["Service"]["metadata"]["name"], namespace=operator_namespace
@@ -438,6 +453,7 @@ def test_prometheus_discovers_the_operator_and_the_blocked_series_names_the_cr(
 
     sd = grant_prometheus(kube, operator_namespace, tmp_path)
     job = service_monitor_job(monitor, 0, sd)
+    reader = json.dumps({"apiVersion": "v1", "kind": "List", "items": chart["reader"]})
 
     def config(scrape: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -449,12 +465,14 @@ def test_prometheus_discovers_the_operator_and_the_blocked_series_names_the_cr(
     log = tmp_path / "operator.log"
     with (
         granted(kube, crs, ["team-a"]),
+        _applied(kube, reader),
         operator_process(
             kube.kubeconfig,
             host,
             crs,
             log,
             METRICS_PORT=str(metrics_port),
+            METRICS_AUTH="kubernetes",
             BIND_ADDRESS="127.0.0.1",
             POLL_READY_SECONDS="2",
         ) as process,
@@ -472,6 +490,7 @@ def test_prometheus_discovers_the_operator_and_the_blocked_series_names_the_cr(
         except BaseException:
             print(running.log_tail())
             raise
+        assert "metrics scrape refused" not in log.read_text(), running.log_tail()
         api_server = kube.server.removeprefix("https://")
         for pid in (prom.pid, control.pid, process.pid):
             sockets = sockets_of([pid])
@@ -480,6 +499,16 @@ def test_prometheus_discovers_the_operator_and_the_blocked_series_names_the_cr(
             assert any(s.state == "ESTAB" and s.peer == api_server for s in sockets), (
                 f"pid {pid} holds no connection to the API server {api_server}: {sockets}"
             )
+
+
+@contextmanager
+def _applied(kube: KubeCluster, manifest: str) -> Iterator[None]:
+    """Cluster-scoped objects (which no namespace deletion removes), deleted afterwards."""
+    kube.apply(manifest)
+    try:
+        yield
+    finally:
+        kube.kubectl("delete", "--ignore-not-found", "-f", "-", input=manifest, check=False)
 
 
 def _assert_discovered(

@@ -7,6 +7,8 @@ import json
 import os
 import re
 import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ import yaml
 from fixtures_helm import CHART, kinds, render
 from fixtures_kube import KubeCluster, drop_namespace, wait_until
 from operator_process import condition_of, cr_status, is_ready, operator_process
+from processes import free_port
 from tenancy import granted
 
 from takoform_operator.generator_crd import BOUNDS_POLICY
@@ -34,7 +37,10 @@ RBAC_KINDS = ["ClusterRole"] * 6 + ["ClusterRoleBinding"] * 2 + ["Role", "RoleBi
 
 
 def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: Any) -> None:
-    base = sorted([*RBAC_KINDS, "Deployment", "Service", "ServiceAccount"])
+    # The NetworkPolicy is on by default (ingress only to the probe and metrics ports).
+    base = sorted(
+        [*RBAC_KINDS, "Deployment", "NetworkPolicy", "Service", "ServiceAccount"]
+    )
     assert kinds(render(helm)) == base
     monitoring = ["metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"]
     # The PrometheusRule comes with the kube-state-metrics configuration its resource alerts read
@@ -43,7 +49,15 @@ def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: A
         [*base, "PrometheusRule", "ServiceMonitor", "ConfigMap", "ClusterRole"]
     )
     off = kinds(render(helm, "metrics.enabled=false", *monitoring))
-    assert off == sorted([*RBAC_KINDS, "Deployment", "ServiceAccount"])
+    assert off == sorted(
+        [*RBAC_KINDS, "Deployment", "NetworkPolicy", "ServiceAccount"]
+    )
+    # The scraper's ClusterRole, and its binding when ServiceAccounts are named.
+    reader = ["metrics.auth.reader.create=true"]
+    assert kinds(render(helm, *reader)) == sorted([*base, "ClusterRole"])
+    bound = kinds(render(helm, *reader, "metrics.auth.reader.serviceAccounts[0].name=prom"))
+    assert bound == sorted([*base, "ClusterRole", "ClusterRoleBinding"])
+    assert kinds(render(helm, *reader, "metrics.enabled=false")).count("ClusterRole") == 6
     without_user_roles = kinds(render(helm, "rbac.userRoles.create=false"))
     assert without_user_roles.count("ClusterRole") == 3
     assert "PodDisruptionBudget" in kinds(render(helm, "replicaCount=2"))
@@ -83,6 +97,9 @@ def test_watch_namespace_narrows_rbac_to_a_role(helm: Any) -> None:
         ("", "namespaces", "get"),
         ("", "namespaces", "list"),
         ("", "namespaces", "watch"),
+        # /metrics behind authentication (metrics.auth): the scraper's token reviewed.
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
     }
     deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
     env = {
@@ -227,7 +244,7 @@ def test_secret_rights_are_host_tokens_by_name_and_connection_secrets_where_serv
             "apiGroups": [""],
             "resources": ["secrets"],
             "verbs": ["get"],
-            "resourceNames": ["prod-token"],
+            "resourceNames": ["prod-token", "takoform-host-token"],
         },
     )
     connection = ("ClusterRole", "t-takoform-operator-connection-secrets", None)
@@ -249,6 +266,31 @@ def test_secret_rights_are_host_tokens_by_name_and_connection_secrets_where_serv
     }
     assert env["TAKOFORM_CONNECTION_SECRET_ROLE"] == connection[1]
     assert env["TAKOFORM_SERVICE_ACCOUNT"] == "ops:t-takoform-operator"
+
+
+@pytest.mark.parametrize(
+    ("values", "names"),
+    [
+        ((), ["takoform-host-token"]),
+        (("host.tokenSecret.name=prod-token",), ["prod-token"]),
+        (
+            ("host.tokenSecret.name=prod-token", "rbac.hostSecretNames={a-token,b-client}"),
+            ["a-token", "b-client", "prod-token"],
+        ),
+        (("referenceHost.enabled=true",), ["t-takoform-operator-reference-host-token"]),
+    ],
+    ids=["default", "host.tokenSecret", "and hostSecretNames", "the reference host's"],
+)
+def test_the_operator_reads_only_the_secrets_the_values_name(
+    helm: Any, values: tuple[str, ...], names: list[str]
+) -> None:
+    """Never every Secret of its namespace: by default only the implicit host's token."""
+    docs = render(helm, *values)
+    role = next(d for d in docs if d["metadata"]["name"] == "t-takoform-operator-host-secrets")
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == "ops"
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": names}
+    ]
 
 
 def test_the_host_is_https_unless_insecure_is_said_and_its_token_is_read_by_name(
@@ -570,6 +612,9 @@ def installed(
         "install", "tko", str(CHART), kubeconfig, "--namespace", kube_namespace,
         "--set", f"watchNamespace={kube_namespace}",
         "--set-json", "grants=" + json.dumps([grant]),
+        # The scraper's ClusterRole, bound to a ServiceAccount `scraper` of the namespace.
+        "--set", "metrics.auth.reader.create=true",
+        "--set", "metrics.auth.reader.serviceAccounts[0].name=scraper",
     )  # fmt: skip
     yield kube_namespace
     helm("uninstall", "tko", kubeconfig, "--namespace", kube_namespace, check=False)
@@ -615,10 +660,18 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
         conditions = (found.get("status") or {}).get("conditions", [])
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
-    # The ServiceAccount cannot list Secrets, nor read any outside its namespace.
+    # The ServiceAccount cannot list Secrets, nor read any outside its namespace; it reads the
+    # implicit host's token Secret by name (any other of this namespace only because it is also
+    # the watched one, where connection Secrets are written).
     sa = f"--as=system:serviceaccount:{namespace}:tko-takoform-operator"
     for args in (["list", "secrets", "-n", namespace], ["get", "secrets", "-A"]):
         assert kube_cluster.kubectl("auth", "can-i", *args, sa, check=False).stdout.strip() == "no"
+    assert (
+        kube_cluster.kubectl(
+            "auth", "can-i", "get", "secret/takoform-host-token", "-n", namespace, sa
+        ).stdout.strip()
+        == "yes"
+    )
 
     # It writes TakoformBindings cluster-wide although it watches one namespace (they are
     # cluster-scoped), never by collection; a namespace user with `edit` cannot even list them.
@@ -672,6 +725,86 @@ def test_chart_installs_and_its_rbac_is_enough_to_run_the_operator(
         wait_until(connection_secret, "the Certificate's connection Secret", timeout=60)
         kube_cluster.kubectl("delete", "certificate", "api", "--timeout=60s", namespace=namespace)
         assert "Forbidden" not in log.read_text(errors="replace")
+
+
+def _scrape(url: str, token: str | None) -> tuple[int, str, str]:
+    """GET /metrics with `token` as a bearer token: (status, body, WWW-Authenticate)."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
+            return r.status, r.read().decode(), ""
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode(), refused.headers.get("WWW-Authenticate", "")
+
+
+def _token_reviews(kube: KubeCluster) -> int:
+    """TokenReviews the API server has answered (its apiserver_request_total)."""
+    text = kube.kubectl("get", "--raw", "/metrics").stdout
+    counted = re.findall(
+        r'^apiserver_request_total\{[^}]*resource="tokenreviews"[^}]*\} (\d+)', text, re.M
+    )
+    return sum(int(n) for n in counted)
+
+
+def test_metrics_need_a_token_allowed_them_and_the_chart_grants_the_reviews(
+    installed: str, kube_cluster: KubeCluster, host_factory: Any, tmp_path: Path
+) -> None:
+    """The operator as the chart's ServiceAccount, /metrics behind the reviews (the chart's
+    default): no token or an unknown one 401, a ServiceAccount without the right 403, the one
+    the chart's metrics-reader ClusterRole is bound to 200. A verdict is kept: scraping again
+    sends no TokenReview."""
+    namespace = installed
+    env = {
+        e["name"]: e.get("value")
+        for e in kube_cluster.kubectl_json(
+            "get", "deployment", "tko-takoform-operator", namespace=namespace
+        )["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["TAKOFORM_METRICS_AUTH"] == "kubernetes"
+    for account in ("scraper", "nobody"):
+        kube_cluster.kubectl("create", "serviceaccount", account, namespace=namespace)
+
+    def token(account: str) -> str:
+        return str(kube_cluster.kubectl("create", "token", account, namespace=namespace).stdout)
+
+    operator = kube_cluster.token_kubeconfig(token("tko-takoform-operator").strip())
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    log = tmp_path / "operator.log"
+    with operator_process(
+        operator, host_factory(), namespace, log,
+        METRICS_PORT=str(port), METRICS_AUTH="kubernetes", BIND_ADDRESS="127.0.0.1",
+    ):  # fmt: skip
+        try:
+
+            def answers() -> bool:
+                try:
+                    return _scrape(url, None)[0] == 401
+                except OSError:  # not listening yet
+                    return False
+
+            wait_until(answers, "/metrics answering 401", 30)
+            status, body, challenge = _scrape(url, None)
+            assert challenge.startswith("Bearer") and "bearer token" in body
+            assert _scrape(url, "not-a-token")[0] == 401
+            status, body, _ = _scrape(url, token("nobody").strip())
+            assert (status, body) == (
+                403,
+                "Forbidden: the token's user may not get the non-resource URL /metrics\n",
+            )
+            scraper = token("scraper").strip()
+            status, body, _ = _scrape(url, scraper)
+            assert status == 200 and "takoform_build_info" in body, body
+            reviewed = _token_reviews(kube_cluster)
+            for _ in range(10):
+                assert _scrape(url, scraper)[0] == 200
+            assert _token_reviews(kube_cluster) == reviewed, "a kept verdict is not reviewed again"
+        except BaseException:
+            print(log.read_text(errors="replace")[-4000:])
+            raise
+    text = log.read_text(errors="replace")
+    assert "Forbidden" not in text, text[-3000:]
+    assert "cannot review" not in text, "the chart's RBAC lets the operator ask for the reviews"
 
 
 def test_a_cluster_wide_install_reaches_secrets_only_in_the_namespaces_it_serves(

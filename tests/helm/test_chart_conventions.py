@@ -459,6 +459,11 @@ def test_the_api_server_stores_a_release_with_every_new_value(
         "replicaCount": 2,
         "referenceHost": {"enabled": True},
         "networkPolicy": EVERYTHING_ON["networkPolicy"],
+        "commonLabels": {"team": "platform"},
+        "revisionHistoryLimit": 3,
+        "extraEnvFrom": [{"secretRef": {"name": "proxy-env", "optional": True}}],
+        "podDisruptionBudget": {"maxUnavailable": "50%"},
+        "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
     }
     path = tmp_path / "values.yaml"
     path.write_text(yaml.safe_dump(values))
@@ -466,8 +471,13 @@ def test_the_api_server_stores_a_release_with_every_new_value(
     helm("install", "conv", str(CHART), kubeconfig, "--namespace", kube_namespace, "-f", str(path))
     try:
         stored = kube_cluster.kubectl_json("get", "deployment", name, namespace=kube_namespace)
+        assert stored["spec"]["revisionHistoryLimit"] == 3
         pod = stored["spec"]["template"]["spec"]
         (container,) = pod["containers"]
+        assert container["envFrom"] == values["extraEnvFrom"]
+        assert pod["tolerations"] == values["tolerations"]
+        budget = kube_cluster.kubectl_json("get", "pdb", name, namespace=kube_namespace)
+        assert budget["spec"]["maxUnavailable"] == "50%"
         assert container["image"] == f"takoform/takoform-operator@{DIGEST}"
         assert container["args"] == ["run", "--selector", "shard=a"]
         extra = next(v for v in pod["volumes"] if v["name"] == "extra-config")
@@ -484,8 +494,9 @@ def test_the_api_server_stores_a_release_with_every_new_value(
         assert {"PodDisruptionBudget", "NetworkPolicy", "ClusterRole", "Secret"} <= kinds
         for doc in released:
             namespace = doc["metadata"].get("namespace")
-            kube_cluster.kubectl(
+            got = kube_cluster.kubectl_json(
                 "get", doc["kind"], doc["metadata"]["name"], namespace=namespace
             )  # fmt: skip
+            assert got["metadata"]["labels"]["team"] == "platform", doc["kind"]
     finally:
         helm("uninstall", "conv", kubeconfig, "--namespace", kube_namespace, check=False)

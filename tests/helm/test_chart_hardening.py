@@ -1,6 +1,7 @@
 """The operator pod's hardening in the chart, rendered by real helm: a read-only root with a
-bounded /tmp, no privilege, and the NetworkPolicy (off by default), which the real API server
-accepts when it is on. (No network plugin runs here, so nothing enforces it: docs say so.)"""
+bounded /tmp, no privilege, and the NetworkPolicy (on by default, ingress only unless the
+cluster's addresses are given), which the real API server accepts. (No network plugin runs
+here, so nothing enforces it: docs say so.)"""
 
 from __future__ import annotations
 
@@ -59,8 +60,19 @@ def test_the_container_runs_unprivileged_on_a_read_only_root_with_a_bounded_tmp(
     assert tmp["emptyDir"] == {"sizeLimit": "64Mi"}
 
 
-def test_the_network_policy_is_off_by_default(helm: Any) -> None:
-    assert "NetworkPolicy" not in kinds(render(helm))
+def test_the_network_policy_is_on_by_default_and_restricts_ingress_only(helm: Any) -> None:
+    """Without the cluster's addresses (the chart cannot know them) it admits only the probe and
+    metrics ports and leaves egress alone; with both CIDR lists it restricts egress too."""
+    policy = _policy(render(helm))
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert "egress" not in policy["spec"]
+    assert policy["spec"]["ingress"] == [
+        {"ports": [{"protocol": "TCP", "port": 8081}, {"protocol": "TCP", "port": 8000}]}
+    ]
+    monitoring = "networkPolicy.ingressFrom[0].namespaceSelector.matchLabels.name=monitoring"
+    (ingress,) = _policy(render(helm, monitoring))["spec"]["ingress"]
+    assert ingress["from"] == [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    assert "NetworkPolicy" not in kinds(render(helm, "networkPolicy.enabled=false"))
     assert kinds(render(helm, *ON)).count("NetworkPolicy") == 1
 
 

@@ -80,6 +80,8 @@ def local_values(node: NodeCluster, host: Any, metrics_port: int, health_port: i
         "--set", "hostNetwork=true",
         "--set", "bindAddress=127.0.0.1",
         "--set", f"metrics.port={metrics_port}",
+        # Scraped by the test without a token (the reviews: tests/helm/test_chart.py).
+        "--set", "metrics.auth.enabled=false",
         "--set", f"health.port={health_port}",
         "--set", "pollReadySeconds=5",
         "--set", "extraEnv[0].name=KUBERNETES_SERVICE_HOST",

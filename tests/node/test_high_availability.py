@@ -136,6 +136,8 @@ def release(
             "--set", f"host.url={host.url}", "--set", "host.insecure=true",
             "--set", "hostNetwork=true",
             "--set", f"metrics.port={metrics_port}", "--set", f"health.port={health_port}",
+            # Scraped by the test without a token (the reviews: tests/helm/test_chart.py).
+            "--set", "metrics.auth.enabled=false",
             "--set", "pollReadySeconds=2",
             "--set", f"watchNamespace={namespace}",
             "--set", "replicaCount=2", "--set", "replicaAntiAffinity=required",

@@ -45,13 +45,16 @@ app.kubernetes.io/name: {{ include "takoform-operator.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{/* Standard labels on every object. */}}
+{{/* Standard labels on every object, and commonLabels (the schema keeps them off these keys). */}}
 {{- define "takoform-operator.labels" -}}
 {{ include "takoform-operator.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: takoform-operator
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{/* Every (group, plural) of the CRDs the chart ships, for RBAC (crds/ also holds the
@@ -68,21 +71,21 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- toYaml $groups -}}
 {{- end -}}
 
-{{/* A Prometheus duration (1h30m, 1d, 90s, 500ms) in whole seconds, for the rules that compare
-     a condition's age with it. The schema admits only what this parses. */}}
-{{- define "takoform-operator.seconds" -}}
-{{- $units := dict "y" 31536000 "w" 604800 "d" 86400 "h" 3600 "m" 60 "s" 1 -}}
+{{/* A Prometheus duration (1h30m, 1d, 1m30s, 500ms) in milliseconds. The schema admits only
+     what this parses. */}}
+{{- define "takoform-operator.milliseconds" -}}
+{{- $units := dict "y" 31536000000 "w" 604800000 "d" 86400000 "h" 3600000 "m" 60000 "s" 1000 "ms" 1 -}}
 {{- $total := 0 -}}
 {{- range regexFindAll "[0-9]+(ms|[ywdhms])" . -1 -}}
-{{- $n := regexFind "^[0-9]+" . | int -}}
-{{- $unit := trimPrefix (regexFind "^[0-9]+" .) . -}}
-{{- if eq $unit "ms" -}}
-{{- $total = add $total (div $n 1000) -}}
-{{- else -}}
-{{- $total = add $total (mul $n (get $units $unit)) -}}
-{{- end -}}
+{{- $n := regexFind "^[0-9]+" . | int64 -}}
+{{- $total = add $total (mul $n (get $units (trimPrefix (regexFind "^[0-9]+" .) .))) -}}
 {{- end -}}
 {{- $total -}}
+{{- end -}}
+
+{{/* The same in whole seconds, for the rules that compare a condition's age with it. */}}
+{{- define "takoform-operator.seconds" -}}
+{{- div (include "takoform-operator.milliseconds" . | int64) 1000 -}}
 {{- end -}}
 
 {{/* Where the alerts' runbook_url points: alerts.runbookBaseUrl, else docs/runbooks.md of the
@@ -180,6 +183,9 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: takoform-operator
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{/* The URL of the implicit host `default`: the reference host when it runs here (on the
