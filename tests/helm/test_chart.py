@@ -38,9 +38,7 @@ RBAC_KINDS = ["ClusterRole"] * 6 + ["ClusterRoleBinding"] * 2 + ["Role", "RoleBi
 
 def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: Any) -> None:
     # The NetworkPolicy is on by default (ingress only to the probe and metrics ports).
-    base = sorted(
-        [*RBAC_KINDS, "Deployment", "NetworkPolicy", "Service", "ServiceAccount"]
-    )
+    base = sorted([*RBAC_KINDS, "Deployment", "NetworkPolicy", "Service", "ServiceAccount"])
     assert kinds(render(helm)) == base
     monitoring = ["metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"]
     # The PrometheusRule comes with the kube-state-metrics configuration its resource alerts read
@@ -49,9 +47,7 @@ def test_optional_objects_render_only_when_metrics_and_their_flag_are_on(helm: A
         [*base, "PrometheusRule", "ServiceMonitor", "ConfigMap", "ClusterRole"]
     )
     off = kinds(render(helm, "metrics.enabled=false", *monitoring))
-    assert off == sorted(
-        [*RBAC_KINDS, "Deployment", "NetworkPolicy", "ServiceAccount"]
-    )
+    assert off == sorted([*RBAC_KINDS, "Deployment", "NetworkPolicy", "ServiceAccount"])
     # The scraper's ClusterRole, and its binding when ServiceAccounts are named.
     reader = ["metrics.auth.reader.create=true"]
     assert kinds(render(helm, *reader)) == sorted([*base, "ClusterRole"])

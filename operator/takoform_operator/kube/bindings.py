@@ -34,10 +34,11 @@ from takoform_operator.core.binding import (
     Phase,
     binding_from_json,
 )
+from takoform_operator.core.depth import safe_loads
 from takoform_operator.core.state import Requested
 from takoform_operator.core.tenancy import GROUP, VERSION
 from takoform_operator.kube.freshness import older, resource_version
-from takoform_operator.kube.json_seam import LIST_LIMIT, safe_loads
+from takoform_operator.kube.json_seam import LIST_LIMIT
 from takoform_spec.identity import FormLine, FormRef
 
 _COLLECTION = f"/apis/{GROUP}/{VERSION}/{BINDING_PLURAL}"
