@@ -22,6 +22,7 @@ from processes import free_port
 from tenancy import granted
 
 from takoform_operator.generator_crd import BOUNDS_POLICY
+from takoform_operator.registry_data import load_registry
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.kube
@@ -96,6 +97,12 @@ def test_watch_namespace_narrows_rbac_to_a_role(helm: Any) -> None:
         # /metrics behind authentication (metrics.auth): the scraper's token reviewed.
         ("authentication.k8s.io", "tokenreviews", "create"),
         ("authorization.k8s.io", "subjectaccessreviews", "create"),
+        # The evidence of ownership, in every namespace: read only (kube.bindings).
+        *(
+            (line.group, line.plural, verb)
+            for line in load_registry().lines()
+            for verb in ("get", "list")
+        ),
     }
     deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
     env = {

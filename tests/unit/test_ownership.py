@@ -207,7 +207,7 @@ def test_a_binding_of_another_namespace_is_an_admins_decision_never_a_routine_re
     let_go = replace(_bound(None, uid="h-1", last_owner=OWNER), phase=phase)
     verdict = claim(_desired(namespace="b", cr_name="cr-owner"), State(), TARGET, let_go)
     assert isinstance(verdict, Outcome)
-    assert verdict.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+    assert verdict.asserted() == ALREADY_MANAGED
     _an_admin_decides(verdict)
 
 
@@ -442,7 +442,7 @@ async def test_an_import_never_binds_a_resource_another_live_cr_records(
     outcome = await reconcile_with_one_host(desired, State(), host, REGISTRY, bindings)  # type: ignore[arg-type]
     assert asked == [("me", creation_key and "owner")], "asked once, before any binding write"
     if waits:
-        assert outcome.asserted() == {ConditionType.BLOCKED: Reason.ALREADY_MANAGED}
+        assert outcome.asserted() == ALREADY_MANAGED
         assert "another CR records it" in outcome.conditions[0].message
         assert bindings.writes == [] and outcome.state.uid is None, "bound nothing"
     else:
