@@ -337,12 +337,15 @@ def host_client(
 ) -> HostClient:
     """The host client configured from the settings (the client itself knows no settings). A
     token Secret (TAKOFORM_HOST_TOKEN_SECRET) is read like a TakoformHost's: by name, re-read on
-    the refresh interval and after a 401, used only when opted in for host `default`."""
+    the refresh interval and after a 401, used only when opted in for host `default` at
+    TAKOFORM_HOST_URL."""
     verify, cert = settings.host_tls()
     token: TokenSource | str | None
     if settings.host_token_secret is not None and reader is not None:
         ref = SecretKeyRef(settings.host_token_secret, settings.host_token_secret_key)
-        token = SecretToken(reader, ref, DEFAULT_HOST, settings.token_refresh_seconds)
+        token = SecretToken(
+            reader, ref, DEFAULT_HOST, settings.host_url, settings.token_refresh_seconds
+        )
     elif settings.host_token_file is not None:
         # Re-read on change: a mounted Secret is updated in place.
         token = FileToken(settings.host_token_file)

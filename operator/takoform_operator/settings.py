@@ -25,7 +25,8 @@ class Settings(BaseSettings):
         default=None,
         description="Secret of the operator's namespace holding the bearer token (wins over "
         "host_token_file), read like a TakoformHost's: it must be opted in for host `default` "
-        "(annotation takoform.io/host-credential-for, docs/tenancy.md).",
+        "at host_url (annotation takoform.io/host-credential-for=default=URL, "
+        "docs/tenancy.md).",
     )
     host_token_secret_key: str = Field(
         default="token", min_length=1, description="Key of the token in host_token_secret."

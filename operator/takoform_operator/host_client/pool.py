@@ -10,8 +10,9 @@ re-read on the same interval and soon after the host's certificate failed to ver
 changed, the host gets a new client. Secret values are never logged.
 
 Nothing is sent that the cluster admin did not mean (docs/tenancy.md): a Secret is used only when
-it is opted in as a credential of that very host (core.tenancy.CREDENTIAL_ANNOTATION), and a
-host is reached over https, plain http only when it says `insecure` explicitly.
+it is opted in as a credential of that very host at that very URL
+(core.tenancy.CREDENTIAL_ANNOTATION), and a host is reached over https, plain http only when it
+says `insecure` explicitly.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from takoform_operator.core.tenancy import (
     HostConfig,
     SecretKeyRef,
     credential_refusal,
-    opted_in,
 )
 from takoform_operator.host_client.client import HostClient, RequestObserver, TokenSource
 from takoform_operator.host_client.port import HostClientPort
@@ -44,6 +44,7 @@ from takoform_operator.host_port import (
     HostUnavailable,
     SecretNotFound,
     SecretNotOptedIn,
+    SecretNotOptedInForUrl,
     StoredSecret,
 )
 from takoform_spec.identity import FormRef
@@ -59,34 +60,35 @@ class SecretReader(Protocol):
         """Secret `name` in the operator's namespace, or None when it is absent."""
 
 
-async def _secret_value(reader: SecretReader, ref: SecretKeyRef, host: str) -> bytes:
-    """One key of a Secret opted in as a credential of `host`; raises SecretNotFound (and
-    SecretNotOptedIn, before any of its content is looked at) otherwise."""
+async def _secret_value(reader: SecretReader, ref: SecretKeyRef, host: str, url: str) -> bytes:
+    """One key of a Secret opted in as a credential of `host` at `url`; raises SecretNotFound
+    (and SecretNotOptedIn, before any of its content is looked at) otherwise."""
     where = f"host {host!r}"
     secret = await reader.read(ref.name)
     if secret is None:
         raise SecretNotFound(f"{where}: Secret {ref.name!r} not found in the operator namespace")
-    if not opted_in(secret.annotations, host):
-        raise SecretNotOptedIn(
-            credential_refusal(reader.namespace, ref.name, host, secret.annotations)
-        )
+    refusal = credential_refusal(reader.namespace, ref.name, host, url, secret.annotations)
+    if refusal is not None:
+        raise (SecretNotOptedInForUrl if refusal.elsewhere else SecretNotOptedIn)(refusal.message)
     if ref.key not in secret.data:
         raise SecretNotFound(f"{where}: Secret {ref.name!r} has no key {ref.key!r}")
     return secret.data[ref.key]
 
 
 class SecretToken:
-    """A TokenSource reading one Secret key, again after `refresh_seconds` and after a 401."""
+    """A TokenSource reading one Secret key, again after `refresh_seconds` and after a 401: the
+    token of `host` at `url`, used only while the Secret is opted in for both."""
 
     def __init__(
         self,
         reader: SecretReader,
         ref: SecretKeyRef,
         host: str,
+        url: str,
         refresh_seconds: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._reader, self._ref, self._host = reader, ref, host
+        self._reader, self._ref, self._host, self._url = reader, ref, host, url
         self._every, self._clock = refresh_seconds, clock
         self._value: str | None = None
         self._read_at: float | None = None
@@ -101,7 +103,7 @@ class SecretToken:
     async def refresh(self) -> str | None:
         async with self._lock:
             where = f"host {self._host!r}"
-            raw = await _secret_value(self._reader, self._ref, self._host)
+            raw = await _secret_value(self._reader, self._ref, self._host, self._url)
             try:
                 value = raw.decode("utf-8").strip()
             except UnicodeDecodeError:
@@ -150,12 +152,12 @@ async def read_tls(reader: SecretReader, config: HostConfig) -> TlsMaterial | No
     """The TLS Secrets a TakoformHost names; None when it names none."""
     if not config.has_tls():
         return None
-    host = config.name
-    ca = await _secret_value(reader, config.ca_bundle, host) if config.ca_bundle else None
+    host, url = config.name, config.url
+    ca = await _secret_value(reader, config.ca_bundle, host, url) if config.ca_bundle else None
     cert = key = None
     if config.client_cert is not None:
-        cert = await _secret_value(reader, SecretKeyRef(config.client_cert, "tls.crt"), host)
-        key = await _secret_value(reader, SecretKeyRef(config.client_cert, "tls.key"), host)
+        cert = await _secret_value(reader, SecretKeyRef(config.client_cert, "tls.crt"), host, url)
+        key = await _secret_value(reader, SecretKeyRef(config.client_cert, "tls.key"), host, url)
     return TlsMaterial(ca, cert, key)
 
 
@@ -337,7 +339,7 @@ class HostPool:
         token: TokenSource | None = None
         if config.token is not None:
             assert self._reader is not None
-            token = SecretToken(self._reader, config.token, config.name, self._refresh)
+            token = SecretToken(self._reader, config.token, config.name, config.url, self._refresh)
         try:
             verify = tls.context() if tls is not None else True
         except (ssl.SSLError, ValueError) as exc:
