@@ -7,6 +7,7 @@ Implementations (takoform_operator.host_client) translate HTTP answers into this
     ├── HostUnavailable          transport failure, 429 or 5xx: retryable (retry_after honoured)
     │   ├── SecretNotFound       a Secret the host names is missing (SecretNotOptedIn: not
     │   │                        opted in as its credential; ...ForUrl: not at its URL)
+    │   ├── HostThrottled        429 (HostUnavailable as well)
     │   ├── HostInsecure         plain http without `insecure`: nothing is sent
     │   └── HostCertificateUntrusted
     ├── HostProtocolError        an answer outside the contract (not JSON, unknown code, wrong ref)
@@ -86,6 +87,13 @@ class SecretNotOptedInForUrl(SecretNotOptedIn):
     earlier releases): a credential is bound to an endpoint, so it is never used at this one."""
 
     code = "secret_not_opted_in_for_url"
+
+
+class HostThrottled(HostUnavailable):
+    """The host answered 429: too many requests (a signal about the namespace that sent it,
+    core.host_budget); retry_after is its Retry-After, when it gave one."""
+
+    code = "throttled"
 
 
 class HostInsecure(HostUnavailable):

@@ -16,6 +16,7 @@ from typing import Any, cast
 import kopf
 from prometheus_client import start_http_server
 
+from takoform_operator.core.host_budget import HostBudget
 from takoform_operator.core.tenancy import DEFAULT_HOST, SecretKeyRef, implicit_host_refusal
 from takoform_operator.health import Health
 from takoform_operator.host_client.client import HostClient, RequestObserver, TokenSource
@@ -112,6 +113,9 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         ),
         implicit_refusal=implicit_host_refusal(settings.host_url, settings.host_insecure),
         observe=metrics.host_request,
+        budget=HostBudget(settings.host_requests_per_second, settings.host_request_burst)
+        if settings.host_requests_per_second is not None
+        else None,
     )
     book = TenancyBook(pool)
     # One connection per reconcile slot, and one for the TakoformBinding watch.

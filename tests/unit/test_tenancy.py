@@ -235,7 +235,7 @@ class FakeTenancy:
     def namespace_uid(self, namespace: str) -> str:
         return ""
 
-    def port(self, host: str) -> Any:
+    def port(self, host: str, namespace: str = "") -> Any:
         return self.ports[host]
 
     def calls(self) -> list[str]:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from takoform_operator.core.actions import Action, Target
+from takoform_operator.core.host_budget import HostBudget
 from takoform_operator.core.state import OperationView, ResourceView
 from takoform_operator.core.tenancy import (
     DEFAULT_HOST,
@@ -41,6 +42,7 @@ from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.host_port import (
     HostCertificateUntrusted,
     HostInsecure,
+    HostThrottled,
     HostUnavailable,
     SecretNotFound,
     SecretNotOptedIn,
@@ -198,10 +200,13 @@ class HostPool:
         clock: Callable[[], float] = time.monotonic,
         retire_after: float = RETIRE_AFTER_SECONDS,
         observe: HostObserver | None = None,
+        budget: HostBudget | None = None,
     ) -> None:
         """`observe(host, verb, code, seconds)` hears of every request a client built here
-        sends (host_client.client.HostClient's `observe`, with the TakoformHost's name)."""
+        sends (host_client.client.HostClient's `observe`, with the TakoformHost's name).
+        `budget`: the requests each namespace may send to each host (None: no budget)."""
         self._reader = reader
+        self._budget = budget
         self._observe = observe
         #: Why nothing may be sent to the implicit host (core.tenancy.url_refusal), or None.
         self._implicit_refusal = implicit_refusal
@@ -260,8 +265,9 @@ class HostPool:
 
     # -- the reconcile side --------------------------------------------------------------------
 
-    def port(self, name: str) -> PooledPort:
-        return PooledPort(self, name)
+    def port(self, name: str, namespace: str | None = None) -> PooledPort:
+        """The port the CRs of `namespace` reach host `name` by, within their budget."""
+        return PooledPort(self, name, namespace)
 
     def prober(self, name: str) -> PooledPort:
         return PooledPort(self, name)
@@ -284,6 +290,30 @@ class HostPool:
                     await self._reread_tls(entry)
         assert entry.client is not None
         return entry.client
+
+    def admit(self, name: str, namespace: str | None) -> None:
+        """Take one request of `namespace`'s budget on host `name`; raises HostUnavailable
+        (with the wait as retry_after, nothing sent) when its share is spent."""
+        if self._budget is None or namespace is None:
+            return
+        now = self._clock()
+        wait = self._budget.take(name, namespace, now)
+        if wait > 0:
+            raise HostUnavailable(
+                f"namespace {namespace!r} has spent its share of host {name!r}'s request "
+                f"budget ({self._budget.share(name, now):.3g} requests/s, shared by "
+                f"{self._budget.active(name, now)} namespaces); nothing sent, its next request "
+                f"in {wait:.2f} s",
+                retry_after=wait,
+            )
+
+    def throttled(self, name: str, namespace: str | None, exc: HostThrottled) -> HostThrottled:
+        """The host answered 429 to a request of `namespace`: only that namespace is held (for
+        its Retry-After, else one refill of its share). The error to raise, with that hold."""
+        if self._budget is None or namespace is None:
+            return exc
+        hold = self._budget.throttled(name, namespace, self._clock(), exc.retry_after)
+        return HostThrottled(f"{exc} (namespace {namespace!r} held {hold:.2f} s)", retry_after=hold)
 
     def doubt(self, name: str) -> None:
         """The host's certificate failed to verify: read its TLS Secrets again soon."""
@@ -402,38 +432,42 @@ def _load_cert_chain(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
 
 
 class PooledPort:
-    """The HostPort of one named host of the pool (its client is built on first use)."""
+    """The HostPort of one named host of the pool (its client is built on first use), for the
+    CRs of `namespace`: each call is one request of its budget (HostPool.admit)."""
 
-    def __init__(self, pool: HostPool, name: str) -> None:
-        self._pool, self._name = pool, name
+    def __init__(self, pool: HostPool, name: str, namespace: str | None = None) -> None:
+        self._pool, self._name, self._namespace = pool, name, namespace
 
     async def _port(self) -> HostClientPort:
         return HostClientPort(await self._pool.client(self._name))
 
     async def get_operation(self, operation_id: str) -> OperationView:
-        with self._doubting():
+        with self._guarded():
             return await (await self._port()).get_operation(operation_id)
 
     async def read(self, target: Target) -> ResourceView | None:
-        with self._doubting():
+        with self._guarded():
             return await (await self._port()).read(target)
 
     async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]:
-        with self._doubting():
+        with self._guarded():
             return await (await self._port()).list_operations(target)
 
     async def execute(self, action: Action) -> tuple[str, OperationView]:
-        with self._doubting():
+        with self._guarded():
             return await (await self._port()).execute(action)
 
     async def list_forms(self) -> list[FormRef]:
-        with self._doubting():
+        with self._guarded():
             return await (await self._pool.client(self._name)).list_forms()
 
     @contextlib.contextmanager
-    def _doubting(self) -> Iterator[None]:
+    def _guarded(self) -> Iterator[None]:
+        self._pool.admit(self._name, self._namespace)
         try:
             yield
         except HostCertificateUntrusted:
             self._pool.doubt(self._name)
             raise
+        except HostThrottled as exc:
+            raise self._pool.throttled(self._name, self._namespace, exc) from exc
