@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -386,6 +387,22 @@ class FaultMiddleware:
     def __init__(self, app: ASGIApp, owner: HostApp) -> None:
         self.app = app
         self.owner = owner
+        #: The rateLimitPerSecond fault's bucket: its rate, tokens, and when they were counted.
+        self._rate, self._tokens, self._stamp = 0.0, 0.0, time.monotonic()
+
+    def _over_rate(self, rate: float) -> bool:
+        """One request against the rateLimitPerSecond bucket: True when it is empty. A new
+        rate starts with a full bucket."""
+        now = time.monotonic()
+        capacity = max(1.0, rate)
+        if rate != self._rate:
+            self._rate, self._tokens, self._stamp = rate, capacity, now
+        self._tokens = min(capacity, self._tokens + (now - self._stamp) * rate)
+        self._stamp = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return False
+        return True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
@@ -404,11 +421,17 @@ class FaultMiddleware:
                 return
             raise ConnectionAbortedError("dropped by the dropRate fault")
         throttled = faults.throttleRetryAfterSeconds
-        if throttled or (faults.errorRate and random.random() < faults.errorRate):
+        limited = bool(faults.rateLimitPerSecond) and self._over_rate(faults.rateLimitPerSecond)
+        if limited:
+            why = "(rateLimitPerSecond fault)"
+        elif throttled:
+            why = "(throttleRetryAfterSeconds fault)"
+        else:
+            why = "(errorRate fault)"
+        if limited or throttled or (faults.errorRate and random.random() < faults.errorRate):
             fault = HostError(
                 ErrorCode.UNAVAILABLE,
-                "the host is unavailable "
-                + ("(throttleRetryAfterSeconds fault)" if throttled else "(errorRate fault)"),
+                f"the host is unavailable {why}",
                 headers={"Retry-After": str(throttled or 1)},
             )
             body = {
@@ -416,7 +439,7 @@ class FaultMiddleware:
             }
             response = Response(
                 dumps(body),
-                status_code=429 if throttled else fault.status,
+                status_code=429 if limited or throttled else fault.status,
                 headers=fault.headers,
                 media_type="application/json",
             )

@@ -170,6 +170,9 @@ class Faults:
     dropRate: float = 0.0
     #: When > 0, every host API request is answered 429 with this Retry-After (seconds).
     throttleRetryAfterSeconds: int = 0
+    #: When > 0, the host API takes at most this many requests per second (one second's worth
+    #: at once) and answers 429 with Retry-After: 1 above it.
+    rateLimitPerSecond: float = 0.0
     stuckOperations: bool = False
     failNextOperations: int = 0
     commitDelayMs: int = 200
@@ -181,6 +184,7 @@ class Faults:
             "errorRate": self.errorRate,
             "dropRate": self.dropRate,
             "throttleRetryAfterSeconds": self.throttleRetryAfterSeconds,
+            "rateLimitPerSecond": self.rateLimitPerSecond,
             "stuckOperations": self.stuckOperations,
             "failNextOperations": self.failNextOperations,
             "commitDelayMs": self.commitDelayMs,

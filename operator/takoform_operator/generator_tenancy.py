@@ -60,8 +60,8 @@ def _secret_key_ref(what: str, default_key: str) -> dict[str, Any]:
     return {
         "type": "object",
         "description": f"{what} Secret in the operator's own namespace, read by the operator "
-        "only (namespace users cannot read it); used only when it is opted in for this host "
-        "(annotation takoform.io/host-credential-for naming it).",
+        "only (namespace users cannot read it); used only when it is opted in for this host at "
+        "its url (annotation takoform.io/host-credential-for: HOST=URL).",
         "required": ["name"],
         "properties": {
             "name": {**_STRING, "description": "Secret name."},
@@ -78,7 +78,7 @@ def _conditions() -> dict[str, Any]:
     return conditions_schema(
         "Ready: the host answers and accepts the token (reasons Reachable, "
         "Unreachable, CertificateUntrusted, Unauthenticated, SecretNotFound, SecretNotOptedIn, "
-        "InsecureUrl, InvalidHost).",
+        "SecretNotOptedInForUrl, InsecureUrl, InvalidHost).",
         {"type": "string", "maxLength": 316},
     )
 

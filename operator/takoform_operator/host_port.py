@@ -6,7 +6,8 @@ Implementations (takoform_operator.host_client) translate HTTP answers into this
     HostError
     ├── HostUnavailable          transport failure, 429 or 5xx: retryable (retry_after honoured)
     │   ├── SecretNotFound       a Secret the host names is missing (SecretNotOptedIn: not
-    │   │                        opted in as its credential)
+    │   │                        opted in as its credential; ...ForUrl: not at its URL)
+    │   ├── HostThrottled        429 (HostUnavailable as well)
     │   ├── HostInsecure         plain http without `insecure`: nothing is sent
     │   └── HostCertificateUntrusted
     ├── HostProtocolError        an answer outside the contract (not JSON, unknown code, wrong ref)
@@ -79,6 +80,20 @@ class SecretNotOptedIn(SecretNotFound):
     (core.tenancy.CREDENTIAL_ANNOTATION): it is never used; the message says how to opt it in."""
 
     code = "secret_not_opted_in"
+
+
+class SecretNotOptedInForUrl(SecretNotOptedIn):
+    """A Secret a host names opts that host in at another URL, or by name only (the form of
+    earlier releases): a credential is bound to an endpoint, so it is never used at this one."""
+
+    code = "secret_not_opted_in_for_url"
+
+
+class HostThrottled(HostUnavailable):
+    """The host answered 429: too many requests (a signal about the namespace that sent it,
+    core.host_budget); retry_after is its Retry-After, when it gave one."""
+
+    code = "throttled"
 
 
 class HostInsecure(HostUnavailable):

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import kopf
 
+from takoform_operator.core.host_budget import HostBudget
 from takoform_operator.core.tenancy import DEFAULT_HOST, SecretKeyRef, implicit_host_refusal
 from takoform_operator.health import Health
 from takoform_operator.host_client.client import HostClient, RequestObserver, TokenSource
@@ -134,6 +135,9 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         ),
         implicit_refusal=implicit_host_refusal(settings.host_url, settings.host_insecure),
         observe=metrics.host_request,
+        budget=HostBudget(settings.host_requests_per_second, settings.host_request_burst)
+        if settings.host_requests_per_second is not None
+        else None,
     )
     book = TenancyBook(pool)
     # One connection per reconcile slot, and one for the TakoformBinding watch.
@@ -360,12 +364,15 @@ def host_client(
 ) -> HostClient:
     """The host client configured from the settings (the client itself knows no settings). A
     token Secret (TAKOFORM_HOST_TOKEN_SECRET) is read like a TakoformHost's: by name, re-read on
-    the refresh interval and after a 401, used only when opted in for host `default`."""
+    the refresh interval and after a 401, used only when opted in for host `default` at
+    TAKOFORM_HOST_URL."""
     verify, cert = settings.host_tls()
     token: TokenSource | str | None
     if settings.host_token_secret is not None and reader is not None:
         ref = SecretKeyRef(settings.host_token_secret, settings.host_token_secret_key)
-        token = SecretToken(reader, ref, DEFAULT_HOST, settings.token_refresh_seconds)
+        token = SecretToken(
+            reader, ref, DEFAULT_HOST, settings.host_url, settings.token_refresh_seconds
+        )
     elif settings.host_token_file is not None:
         # Re-read on change: a mounted Secret is updated in place.
         token = FileToken(settings.host_token_file)

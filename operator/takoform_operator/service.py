@@ -103,7 +103,8 @@ class Tenancy(Protocol):
 
     def namespace_uid(self, namespace: str) -> str: ...
 
-    def port(self, host: str) -> HostPort: ...
+    def port(self, host: str, namespace: str) -> HostPort:
+        """The port the CRs of `namespace` reach `host` by."""
 
 
 @dataclass(frozen=True)
@@ -380,7 +381,7 @@ def _grant(desired: Desired, state: State, tenancy: Tenancy) -> Outcome | tuple[
     if denied is not None:
         return refused(desired, state, denied.reason, denied.message, denied.remedies)
     assert host is not None
-    return desired, tenancy.port(host)
+    return desired, tenancy.port(host, desired.namespace)
 
 
 class _ReadRecorder:

@@ -25,7 +25,8 @@ class Settings(BaseSettings):
         default=None,
         description="Secret of the operator's namespace holding the bearer token (wins over "
         "host_token_file), read like a TakoformHost's: it must be opted in for host `default` "
-        "(annotation takoform.io/host-credential-for, docs/tenancy.md).",
+        "at host_url (annotation takoform.io/host-credential-for=default=URL, "
+        "docs/tenancy.md).",
     )
     host_token_secret_key: str = Field(
         default="token", min_length=1, description="Key of the token in host_token_secret."
@@ -46,6 +47,20 @@ class Settings(BaseSettings):
         "answer with Retry-After is left to the back-off).",
     )
     host_max_connections: int = Field(default=20, ge=1, description="Connection pool size.")
+    host_requests_per_second: float | None = Field(
+        default=None,
+        gt=0,
+        description="Requests per second the CRs may send to each host, shared fairly among "
+        "the namespaces that use it (a token bucket per host and namespace); a namespace "
+        "whose share is spent sends nothing and backs off, and a 429 holds only the namespace "
+        "that drew it (docs/tenancy.md). Unset: no budget.",
+    )
+    host_request_burst: float | None = Field(
+        default=None,
+        ge=1,
+        description="Requests at once within host_requests_per_second, shared likewise "
+        "(default: one second's worth).",
+    )
     poll_ready_seconds: float = Field(
         default=60.0, gt=0, description="Re-observe a ready resource this often (drift)."
     )

@@ -83,7 +83,7 @@ def test_a_host_answering_429_retry_after_holds_no_slot_and_its_crs_back_off_cap
     for role, host, namespace in (("throttled", throttled, busy), ("healthy", healthy, quiet)):
         with host.api() as api:
             api.put("/v1alpha3/spaces/team-a").raise_for_status()
-        token_secret(kube_cluster, ops, f"{role}-token", host.token, [f"{role}-{run}"])
+        token_secret(kube_cluster, ops, f"{role}-token", host.token, {f"{role}-{run}": host.url})
         policy(host_manifest(f"{role}-{run}", host.url, f"{role}-token"))
         policy(grant_manifest(f"{namespace}-{role}", f"{role}-{run}", ["team-a"], [namespace]))
     throttled.set_faults(throttleRetryAfterSeconds=120)

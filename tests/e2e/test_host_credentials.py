@@ -1,7 +1,8 @@
 """What the operator sends to a host, on the real API server against real host processes
 (docs/tenancy.md, "What a TakoformHost can reach"): a token Secret that is not opted in for the
-host is never sent, and a plain http host is refused unless it says insecure explicitly, both
-as a TakoformHost and as the implicit host of the settings."""
+host at its URL is never sent (a host moved to another URL, or named `default` to take the
+implicit host's Secret, sends nothing there), and a plain http host is refused unless it says
+insecure explicitly, both as a TakoformHost and as the implicit host of the settings."""
 
 from __future__ import annotations
 
@@ -78,7 +79,8 @@ def test_a_token_secret_not_opted_in_for_the_host_is_never_sent(
             ready = host_ready(kube_cluster, name)
             assert ready["status"] == "False"
             remedy = (
-                f"kubectl -n {ns} annotate secret some-token takoform.io/host-credential-for={name}"
+                f"kubectl -n {ns} annotate secret some-token "
+                f"takoform.io/host-credential-for={name}={host.url}"
             )
             assert ready["message"].endswith(remedy)
             assert host.token not in ready["message"]
@@ -100,6 +102,190 @@ def test_a_token_secret_not_opted_in_for_the_host_is_never_sent(
         raise
     finally:
         kube_cluster.kubectl("delete", "takoformhost", name, "--wait=false", check=False)
+
+
+def probed_twice_more(cluster: KubeCluster, name: str) -> None:
+    """Wait until the operator probed host `name` twice more (its status's lastProbeTime, one
+    second apart at HOST_STATUS_SECONDS=1): probes that would have reached the host."""
+    seen: set[str] = set()
+
+    def probed() -> bool:
+        found = cluster.get_object("takoformhost", name) or {}
+        seen.add(str((found.get("status") or {}).get("lastProbeTime")))
+        return len(seen) >= 3
+
+    wait_until(probed, f"two more probes of TakoformHost {name}")
+
+
+def test_a_credential_follows_its_url_a_host_moved_elsewhere_sends_nothing_there(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    kube_namespace: str,
+    host_factory: Any,
+    tmp_path: Path,
+) -> None:
+    ns = kube_namespace
+    first, second = (host_factory(extra_args=("--access-log",)) for _ in range(2))
+    with first.api() as api:
+        api.put("/v1alpha3/spaces/team-a").raise_for_status()
+    name = f"moving-{uuid.uuid4().hex[:6]}"
+    # Opted in by name only, as a Secret of an earlier release is found after the upgrade.
+    token_secret(kube_cluster, ns, "moving-token", first.token)
+    kube_cluster.kubectl(
+        "annotate", "secret", "moving-token", f"takoform.io/host-credential-for={name}",
+        namespace=ns,
+    )  # fmt: skip
+    kube_cluster.apply(host_manifest(name, first.url, "moving-token"))
+    before = {host.url: len(host_requests(host)) for host in (first, second)}
+
+    def sent_to(host: HostProcess) -> list[str]:
+        return host_requests(host)[before[host.url] :]
+
+    def refused(reason: str, says: str) -> bool:
+        ready = host_ready(kube_cluster, name)
+        return ready.get("reason") == reason and says in str(ready.get("message"))
+
+    log = tmp_path / "operator.log"
+    try:
+        with (
+            granted(kube_cluster, ns, ["team-a"], host=name),
+            operator_process(
+                kube_cluster.kubeconfig,
+                None,
+                ns,
+                log,
+                METRICS_PORT="0",
+                OPERATOR_NAMESPACE=ns,
+                IMPLICIT_HOST="false",
+                HOST_STATUS_SECONDS="1",
+                TOKEN_REFRESH_SECONDS="1",
+            ),
+        ):
+            kube_cluster.apply(bucket("logs", hostRef=name), namespace=ns)
+            # By name only: bound to no URL, so sent nowhere; the status says what to write.
+            wait_until(
+                lambda: refused("SecretNotOptedInForUrl", "opts this host in by name only"),
+                "the TakoformHost refusing a Secret opted in by name only",
+            )
+            remedy = (
+                f"kubectl -n {ns} annotate secret moving-token "
+                f"takoform.io/host-credential-for={name}={first.url} --overwrite"
+            )
+            assert host_ready(kube_cluster, name)["message"].endswith(remedy)
+            assert sent_to(first) == []
+            kube_cluster.kubectl(*shlex.split(remedy)[1:])
+            wait_until(lambda: is_ready(kube_cluster, ns, "logs"), "the bucket Ready once opted in")
+            assert sent_to(first), "requests once the Secret is opted in at this URL"
+
+            # Whoever may edit the TakoformHost points it at another URL: nothing goes there.
+            moved = json.dumps({"spec": {"url": second.url}})
+            kube_cluster.kubectl("patch", "takoformhost", name, "--type=merge", "-p", moved)
+            wait_until(
+                lambda: refused("SecretNotOptedInForUrl", f"not at its URL {second.url}"),
+                "the TakoformHost refusing the Secret at its new URL",
+            )
+            message = host_ready(kube_cluster, name)["message"]
+            assert f"is a credential of this host at {first.url} only" in message
+            remedy = (
+                f"kubectl -n {ns} annotate secret moving-token "
+                f"takoform.io/host-credential-for={name}={second.url} --overwrite"
+            )
+            assert message.endswith(remedy), message
+            # A CR of the host says so too, and sends nothing either.
+            grow = json.dumps({"spec": {"parameters": {"sizeGiB": 30}}})
+            kube_cluster.kubectl(
+                "patch", "bucket", "logs", "--type=merge", "-p", grow, namespace=ns
+            )
+
+            def cr_refused() -> bool:
+                degraded = condition_of(cr_status(kube_cluster, ns, "logs"), "Degraded")
+                return degraded.get("reason") == "HostUnavailable" and (
+                    f"not at its URL {second.url}" in str(degraded.get("message"))
+                )
+
+            wait_until(cr_refused, "the bucket Degraded, naming the refused URL")
+            probed_twice_more(kube_cluster, name)
+            assert sent_to(second) == [], "a request (with the token) reached the new URL"
+            assert first.token not in log.read_text(errors="replace")
+
+            # The CR lets go without the host (Orphan); the admin's opt-in moves the token.
+            orphan = json.dumps({"spec": {"deletionPolicy": "Orphan"}})
+            kube_cluster.kubectl(
+                "patch", "bucket", "logs", "--type=merge", "-p", orphan, namespace=ns
+            )
+            kube_cluster.kubectl("delete", "bucket", "logs", "--timeout=60s", namespace=ns)
+            assert sent_to(second) == []
+            kube_cluster.kubectl(*shlex.split(remedy)[1:])
+            # Sent there now, as the admin wrote (that host knows another token: 401).
+            wait_until(
+                lambda: refused("Unauthenticated", "the host refused the token (401)"),
+                "the token sent to the new URL once opted in there",
+            )
+            assert sent_to(second), "requests once the Secret is opted in at the new URL"
+    except BaseException:
+        print(log.read_text(errors="replace")[-6000:])
+        raise
+    finally:
+        kube_cluster.kubectl("delete", "takoformhost", name, "--wait=false", check=False)
+
+
+def test_a_takoform_host_named_default_cannot_take_the_implicit_hosts_secret_elsewhere(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    kube_namespace: str,
+    host_factory: Any,
+    tmp_path: Path,
+) -> None:
+    ns = kube_namespace
+    implicit, other = (host_factory(extra_args=("--access-log",)) for _ in range(2))
+    with implicit.api() as api:
+        api.put("/v1alpha3/spaces/team-a").raise_for_status()
+    # The implicit host's token Secret, opted in as the chart writes it: host `default` at
+    # TAKOFORM_HOST_URL.
+    token_secret(kube_cluster, ns, "implicit-token", implicit.token, {"default": implicit.url})
+    before = len(host_requests(other))
+    log = tmp_path / "operator.log"
+    try:
+        with (
+            granted(kube_cluster, ns, ["team-a"]),
+            operator_process(
+                kube_cluster.kubeconfig,
+                None,
+                ns,
+                log,
+                METRICS_PORT="0",
+                OPERATOR_NAMESPACE=ns,
+                HOST_URL=implicit.url,
+                HOST_INSECURE="true",
+                HOST_TOKEN_SECRET="implicit-token",
+                HOST_STATUS_SECONDS="1",
+                TOKEN_REFRESH_SECONDS="1",
+            ),
+        ):
+            kube_cluster.apply(bucket("logs"), namespace=ns)
+            wait_until(lambda: is_ready(kube_cluster, ns, "logs"), "the bucket Ready (implicit)")
+            # A TakoformHost named `default` replaces the implicit host; naming its Secret at
+            # another URL gets that Secret nowhere.
+            kube_cluster.apply(host_manifest("default", other.url, "implicit-token"))
+            wait_until(
+                lambda: (
+                    host_ready(kube_cluster, "default").get("reason") == "SecretNotOptedInForUrl"
+                ),
+                "the TakoformHost default refusing the implicit host's Secret",
+            )
+            message = host_ready(kube_cluster, "default")["message"]
+            assert f"at {implicit.url} only, not at its URL {other.url}" in message, message
+            probed_twice_more(kube_cluster, "default")
+            assert host_requests(other)[before:] == [], "the implicit host's token went elsewhere"
+            kube_cluster.kubectl("delete", "takoformhost", "default", "--timeout=60s")
+            kube_cluster.kubectl("delete", "bucket", "logs", "--timeout=60s", namespace=ns)
+        assert host_requests(other)[before:] == []
+        assert implicit.token not in log.read_text(errors="replace")
+    except BaseException:
+        print(log.read_text(errors="replace")[-6000:])
+        raise
+    finally:
+        kube_cluster.kubectl("delete", "takoformhost", "default", "--wait=false", check=False)
 
 
 def test_a_plain_http_host_is_refused_unless_it_says_insecure(

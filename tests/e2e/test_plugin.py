@@ -103,7 +103,7 @@ def setup(
     with host.api() as api:
         api.put("/v1alpha3/spaces/team-a").raise_for_status()
     host_name = f"plugin-{uuid.uuid4().hex[:6]}"
-    token_secret(kube_cluster, ops_namespace, "host-token", host.token, [host_name])
+    token_secret(kube_cluster, ops_namespace, "host-token", host.token, {host_name: host.url})
     kube_cluster.apply(host_manifest(host_name, host.url, "host-token"))
     log = tmp_path / "operator.log"
     try:
@@ -423,7 +423,9 @@ def test_errors_are_one_line_with_an_exit_status(
     dead_kubeconfig = tmp_path / "dead.kubeconfig"
     dead_kubeconfig.write_text(json.dumps(unreachable))
     dead_host = f"dead-{uuid.uuid4().hex[:6]}"
-    token_secret(kube_cluster, setup["ops"], "dead-token", "t", [dead_host])
+    token_secret(
+        kube_cluster, setup["ops"], "dead-token", "t", {dead_host: f"http://127.0.0.1:{dead_port}"}
+    )
     kube_cluster.apply(host_manifest(dead_host, f"http://127.0.0.1:{dead_port}", "dead-token"))
     some_id = canonical_import_id("team-a", "nothing-here", DEFAULT_REF)
     ops = ["--operator-namespace", setup["ops"]]

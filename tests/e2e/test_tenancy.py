@@ -139,8 +139,8 @@ def test_two_hosts_and_a_token_rotated_without_a_restart(
             api.put("/v1alpha3/spaces/team-a").raise_for_status()
     suffix = uuid.uuid4().hex[:6]
     prod_name, staging_name = f"prod-{suffix}", f"staging-{suffix}"
-    token_secret(kube_cluster, ops, "prod-token", prod.token, [prod_name])
-    token_secret(kube_cluster, ops, "staging-token", staging.token, [staging_name])
+    token_secret(kube_cluster, ops, "prod-token", prod.token, {prod_name: prod.url})
+    token_secret(kube_cluster, ops, "staging-token", staging.token, {staging_name: staging.url})
     policy(host_manifest(prod_name, prod.url, "prod-token", default=True))
     policy(host_manifest(staging_name, staging.url, "staging-token"))
     for host_name in (prod_name, staging_name):
@@ -169,7 +169,7 @@ def test_two_hosts_and_a_token_rotated_without_a_restart(
         # port and database with only the new token).
         old = staging.token
         new = "rotated-" + uuid.uuid4().hex
-        token_secret(kube_cluster, ops, "staging-token", new, [staging_name])
+        token_secret(kube_cluster, ops, "staging-token", new, {staging_name: staging.url})
         staging.stop()
         staging.token = new
         staging.start()
@@ -213,9 +213,13 @@ def test_a_host_on_tls_moved_to_a_new_ca_without_a_restart(
         api.put("/v1alpha3/spaces/team-a").raise_for_status()
     client = pki.client("client-ca", "operator")
     name = f"tls-{uuid.uuid4().hex[:6]}"
-    token_secret(kube_cluster, ops, "tls-token", host.token, [name])
+    token_secret(kube_cluster, ops, "tls-token", host.token, {name: host.url})
     tls_secrets(
-        kube_cluster, ops, ("tls-ca", pki.ca("server-ca-1")), ("tls-client", client), [name]
+        kube_cluster,
+        ops,
+        ("tls-ca", pki.ca("server-ca-1")),
+        ("tls-client", client),
+        {name: host.url},
     )
     policy(
         host_manifest(name, host.url, "tls-token", ca_secret="tls-ca", client_secret="tls-client")
@@ -247,7 +251,11 @@ def test_a_host_on_tls_moved_to_a_new_ca_without_a_restart(
         wait_until(lambda: degraded() == "HostUnavailable", "the CR Degraded HostUnavailable")
         assert not ready_at(kube_cluster, team, "over-tls", 2)
         tls_secrets(
-            kube_cluster, ops, ("tls-ca", pki.ca("server-ca-2")), ("tls-client", client), [name]
+            kube_cluster,
+            ops,
+            ("tls-ca", pki.ca("server-ca-2")),
+            ("tls-client", client),
+            {name: host.url},
         )
         wait_until(
             lambda: ready_at(kube_cluster, team, "over-tls", 2),
@@ -328,7 +336,7 @@ def test_a_namespace_reaches_only_the_spaces_granted_to_it(
         for space in ("team-a", "team-b"):
             api.put(f"/v1alpha3/spaces/{space}").raise_for_status()
     host_name = f"only-{uuid.uuid4().hex[:6]}"
-    token_secret(kube_cluster, ops, "host-token", host.token, [host_name])
+    token_secret(kube_cluster, ops, "host-token", host.token, {host_name: host.url})
     policy(host_manifest(host_name, host.url, "host-token", default=True))
     policy(grant_manifest(f"{ns_a}-grant", host_name, ["team-a"], [ns_a]))
     grant_b = f"{ns_b}-grant"

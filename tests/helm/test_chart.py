@@ -1040,3 +1040,15 @@ def _code_default(name: str) -> str | None:
     if field is None or field.default is None:
         return None
     return str(field.default).lower() if isinstance(field.default, bool) else str(field.default)
+
+
+def test_a_host_request_budget_is_set_only_when_asked_for(helm: Any) -> None:
+    from takoform_operator.settings import Settings
+
+    names = {"TAKOFORM_HOST_REQUESTS_PER_SECOND", "TAKOFORM_HOST_REQUEST_BURST"}
+    assert not names & {e["name"] for e in _operator_env(render(helm))}
+    docs = render(helm, "host.requestsPerSecond=20", "host.requestBurst=40")
+    env = {e["name"]: e["value"] for e in _operator_env(docs) if e["name"] in names}
+    assert env == {"TAKOFORM_HOST_REQUESTS_PER_SECOND": "20", "TAKOFORM_HOST_REQUEST_BURST": "40"}
+    settings = Settings(**{k.removeprefix("TAKOFORM_").lower(): v for k, v in env.items()})
+    assert (settings.host_requests_per_second, settings.host_request_burst) == (20.0, 40.0)

@@ -16,7 +16,7 @@ import pytest
 from fixtures_helm import CHART, kinds, render
 from fixtures_kube import KubeCluster
 
-from takoform_operator.core.tenancy import grant_from_body, remedy
+from takoform_operator.core.tenancy import credential_refusal, grant_from_body, remedy
 
 pytestmark = pytest.mark.kube
 
@@ -164,7 +164,14 @@ def test_its_token_is_random_per_install_or_the_value_never_a_fixed_one(helm: An
     assert _token(docs) == chosen
     secret = _by_kind(docs, "Secret", SECRET)
     assert secret["metadata"]["labels"]["takoform.io/host-credential"] == "true"
-    assert secret["metadata"]["annotations"]["takoform.io/host-credential-for"] == "default"
+    # Opted in for the implicit host at the very URL the operator reaches it by, as the
+    # operator reads it, with and without hostNetwork.
+    for values in ((ON,), (ON, "hostNetwork=true", "referenceHost.port=18787")):
+        rendered = render(helm, *values)
+        url = _env(_operator(rendered))["TAKOFORM_HOST_URL"]
+        annotations = _by_kind(rendered, "Secret", SECRET)["metadata"]["annotations"]
+        assert annotations["takoform.io/host-credential-for"] == f"default={url}"
+        assert credential_refusal("ops", SECRET, "default", url, annotations) is None
 
 
 @pytest.mark.parametrize(

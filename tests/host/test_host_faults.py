@@ -180,6 +180,26 @@ def test_latency_errors_and_drops(host_factory: Any) -> None:
     assert "Traceback" not in host.log_tail(200)
 
 
+def test_a_rate_limit_answers_429_above_its_rate_only(host_factory: Any) -> None:
+    host = host_factory()
+    host.set_faults(rateLimitPerSecond=5)
+    with host.api() as client:
+        started = time.monotonic()
+        codes = [client.get(f"{API}/forms").status_code for _ in range(40)]
+        elapsed = time.monotonic() - started
+        taken = codes.count(200)
+        # One second's worth at once, then the rate: never more, whatever the client asks.
+        assert 5 <= taken <= 5 + 5 * elapsed + 1, (codes, elapsed)
+        assert set(codes) == {200, 429}
+        limited = client.get(f"{API}/forms")
+        while limited.status_code != 429:
+            limited = client.get(f"{API}/forms")
+        assert limited.headers["retry-after"] == "1" and error_code(limited) == "unavailable"
+        assert httpx.get(host.url + "/healthz").status_code == 200  # not the host API
+        host.set_faults(rateLimitPerSecond=0)
+        assert {client.get(f"{API}/forms").status_code for _ in range(20)} == {200}
+
+
 def test_commit_delay_fault(host_factory: Any) -> None:
     host = host_factory(commit_delay=0.02)
     host.set_faults(commitDelayMs=700)

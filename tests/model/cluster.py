@@ -341,7 +341,7 @@ class ModelTenancy:
     def namespace_uid(self, namespace: str) -> str:
         return ""
 
-    def port(self, host: str) -> HostPort:
+    def port(self, host: str, namespace: str = "") -> HostPort:
         assert host == DEFAULT_HOST, f"a request for host {host!r}, which the model has not"
         return self._port
 

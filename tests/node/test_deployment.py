@@ -101,7 +101,8 @@ def install(helm: Any, node: NodeCluster, namespace: str, host: Any, *values: st
     )  # fmt: skip
     # Opted in as the credential of the implicit host `default` (docs/tenancy.md).
     kube.kubectl(
-        "annotate", "secret", "takoform-host-token", "takoform.io/host-credential-for=default",
+        "annotate", "secret", "takoform-host-token",
+        f"takoform.io/host-credential-for=default={host.url}",
         namespace=namespace,
     )  # fmt: skip
     metrics_port, health_port = free_port(), free_port()

@@ -121,7 +121,8 @@ def release(
         namespace=namespace,
     )  # fmt: skip
     kube.kubectl(
-        "annotate", "secret", "takoform-host-token", "takoform.io/host-credential-for=default",
+        "annotate", "secret", "takoform-host-token",
+        f"takoform.io/host-credential-for=default={host.url}",
         namespace=namespace,
     )  # fmt: skip
     metrics_port, health_port = free_port(), free_port()

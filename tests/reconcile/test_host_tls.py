@@ -28,12 +28,13 @@ class Secrets:
     def __init__(self) -> None:
         self.data: dict[str, dict[str, bytes]] = {}
         self.reads = 0
+        self.url = ""  # the URL the Secrets are opted in for, with the host `tls-host`
 
     async def read(self, name: str) -> StoredSecret | None:
         self.reads += 1
         if name not in self.data:
             return None
-        return StoredSecret(self.data[name], {CREDENTIAL_ANNOTATION: "tls-host"})
+        return StoredSecret(self.data[name], {CREDENTIAL_ANNOTATION: f"tls-host={self.url}"})
 
     def put_ca(self, crt: Path) -> None:
         self.data["host-ca"] = {"ca.crt": crt.read_bytes()}
@@ -64,6 +65,7 @@ class Setup:
         self.secrets.put_ca(self.pki.ca(server_ca))
         self.secrets.put_client(self.pki.client(client_ca, "operator"))
         self.secrets.data["host-token"] = {"token": self.host.token.encode()}
+        self.secrets.url = self.host.url
         self.pool = HostPool(
             self.secrets, refresh_seconds=REFRESH, read_retries=0, clock=self.clock
         )

@@ -49,7 +49,7 @@ class OneHost:
     def namespace_uid(self, namespace: str) -> str:
         return ""
 
-    def port(self, host: str) -> HostPort:
+    def port(self, host: str, namespace: str = "") -> HostPort:
         assert host == self._name, f"a request for host {host!r} on a one-host test"
         return self._port
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -46,23 +46,29 @@ def granted(
         cluster.delete("takoformspacegrant", name)
 
 
-#: The annotation that opts a Secret in as the credential of the hosts it names.
+#: The annotation that opts a Secret in as the credential of hosts, each at one URL.
 CREDENTIAL_ANNOTATION = "takoform.io/host-credential-for"
 
 
-def _opt_in(hosts: Sequence[str]) -> dict[str, Any]:
-    return {"annotations": {CREDENTIAL_ANNOTATION: ",".join(hosts)}} if hosts else {}
+def opt_in(hosts: Mapping[str, str]) -> str:
+    """The annotation's value for {host name: URL}: `HOST=URL`, comma-separated."""
+    return ",".join(f"{name}={url}" for name, url in hosts.items())
+
+
+def _opt_in(hosts: Mapping[str, str]) -> dict[str, Any]:
+    return {"annotations": {CREDENTIAL_ANNOTATION: opt_in(hosts)}} if hosts else {}
 
 
 def token_secret(
-    cluster: Any, namespace: str, name: str, token: str, hosts: Sequence[str] = ()
+    cluster: Any, namespace: str, name: str, token: str, hosts: Mapping[str, str] | None = None
 ) -> None:
     """Create or replace the Secret holding a host token (key `token`), opted in as the
-    credential of `hosts` (none: not opted in, so the operator never sends it)."""
+    credential of `hosts`, {host name: URL} (none: not opted in, so the operator never sends
+    it)."""
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": name, "namespace": namespace, **_opt_in(hosts)},
+        "metadata": {"name": name, "namespace": namespace, **_opt_in(hosts or {})},
         "stringData": {"token": token},
     }
     cluster.apply(json.dumps(secret))
@@ -73,10 +79,10 @@ def tls_secrets(
     namespace: str,
     ca: tuple[str, Path],
     client: tuple[str, tuple[Path, Path]],
-    hosts: Sequence[str] = (),
+    hosts: Mapping[str, str] | None = None,
 ) -> None:
     """Create or replace a host's CA bundle Secret (key ca.crt) and client certificate Secret
-    (kubernetes.io/tls) from PEM files, opted in as credentials of `hosts`."""
+    (kubernetes.io/tls) from PEM files, opted in as credentials of `hosts` ({name: URL})."""
     (ca_name, ca_file), (client_name, (cert, key)) = ca, client
     for name, kind, data in (
         (ca_name, "Opaque", {"ca.crt": ca_file}),
@@ -86,7 +92,7 @@ def tls_secrets(
             "apiVersion": "v1",
             "kind": "Secret",
             "type": kind,
-            "metadata": {"name": name, "namespace": namespace, **_opt_in(hosts)},
+            "metadata": {"name": name, "namespace": namespace, **_opt_in(hosts or {})},
             "stringData": {key_: path.read_text() for key_, path in data.items()},
         }
         cluster.apply(json.dumps(secret))

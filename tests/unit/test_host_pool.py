@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from collections.abc import Mapping
 
 import httpx
@@ -18,10 +19,16 @@ from takoform_operator.core.tenancy import (
 )
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.pool import HostPool, SecretToken
-from takoform_operator.host_port import HostInsecure, SecretNotFound, SecretNotOptedIn, StoredSecret
+from takoform_operator.host_port import (
+    HostInsecure,
+    SecretNotFound,
+    SecretNotOptedIn,
+    SecretNotOptedInForUrl,
+    StoredSecret,
+)
 
 #: The hosts the Secrets of these tests are opted in for, unless a test says otherwise.
-OPTED_IN = {CREDENTIAL_ANNOTATION: "prod,staging,h"}
+OPTED_IN = {CREDENTIAL_ANNOTATION: "prod=https://h,staging=https://h,h=https://h"}
 
 
 class FakeSecrets:
@@ -53,7 +60,7 @@ def _forms_host(accepted: set[str], seen: list[str]) -> httpx.MockTransport:
 
 def test_a_rotated_secret_is_used_after_a_401_without_a_new_client() -> None:
     secrets = FakeSecrets({"tok": {"token": b"old\n"}})
-    source = SecretToken(secrets, SecretKeyRef("tok", "token"), "prod", refresh_seconds=3600)
+    source = SecretToken(secrets, SecretKeyRef("tok", "token"), "prod", "https://h", 3600)
     accepted, seen = {"old"}, []
     client = HostClient("http://h", source, transport=_forms_host(accepted, seen))
 
@@ -73,7 +80,9 @@ def test_a_rotated_secret_is_used_after_a_401_without_a_new_client() -> None:
 def test_the_token_is_re_read_on_its_interval() -> None:
     now = [0.0]
     secrets = FakeSecrets({"tok": {"token": b"a"}})
-    source = SecretToken(secrets, SecretKeyRef("tok", "token"), "h", 30, clock=lambda: now[0])
+    source = SecretToken(
+        secrets, SecretKeyRef("tok", "token"), "h", "https://h", 30, clock=lambda: now[0]
+    )
 
     async def scenario() -> list[str | None]:
         first = await source.token()
@@ -91,7 +100,7 @@ def test_a_missing_secret_or_key_names_it_and_never_a_value() -> None:
     secrets = FakeSecrets({"tok": {"other": b"s3cr3t"}})
 
     async def read(name: str) -> None:
-        await SecretToken(secrets, SecretKeyRef(name, "token"), "h", 30).token()
+        await SecretToken(secrets, SecretKeyRef(name, "token"), "h", "https://h", 30).token()
 
     with pytest.raises(SecretNotFound, match="'missing' not found"):
         asyncio.run(read("missing"))
@@ -186,40 +195,113 @@ def test_a_secret_not_opted_in_for_the_host_is_never_sent_and_says_how_to_opt_in
     secrets = FakeSecrets({"prod-token": {"token": b"s3cr3t"}, "ops-ca": {"ca.crt": b"x"}})
     seen: list[str] = []
     # Opted in for another host only: a TakoformHost naming it gets nothing of it.
-    secrets.annotations["prod-token"] = {CREDENTIAL_ANNOTATION: "staging"}
-    source = SecretToken(secrets, SecretKeyRef("prod-token", "token"), "prod", 30)
+    secrets.annotations["prod-token"] = {CREDENTIAL_ANNOTATION: "staging=https://s"}
+    source = SecretToken(secrets, SecretKeyRef("prod-token", "token"), "prod", "https://h", 30)
     client = HostClient("https://h", source, transport=_forms_host({"s3cr3t"}, seen))
 
     async def scenario() -> None:
         with pytest.raises(SecretNotOptedIn) as caught:
             await client.list_forms()
+        assert type(caught.value) is SecretNotOptedIn
         message = str(caught.value)
         assert "s3cr3t" not in message
-        assert (
+        assert "(it is opted in for staging only)" in message
+        assert message.endswith(
             "kubectl -n ops annotate secret prod-token "
-            "takoform.io/host-credential-for=staging,prod --overwrite"
-        ) in message
+            "takoform.io/host-credential-for=staging=https://s,prod=https://h --overwrite"
+        )
         secrets.annotations["prod-token"] = {}  # no annotation at all
         with pytest.raises(SecretNotOptedIn, match="it is not opted in") as caught:
             await source.refresh()
         assert caught.value.args[0].endswith(
-            "kubectl -n ops annotate secret prod-token takoform.io/host-credential-for=prod"
+            "kubectl -n ops annotate secret prod-token "
+            "takoform.io/host-credential-for=prod=https://h"
         )
         # The CA bundle and client certificate Secrets are held to the same rule.
         pool = HostPool(secrets)
         pool.observe(
             HostConfig("prod", "https://h", None, ca_bundle=SecretKeyRef("ops-ca", "ca.crt"))
         )
-        secrets.annotations["ops-ca"] = {CREDENTIAL_ANNOTATION: "staging, other"}
+        secrets.annotations["ops-ca"] = {
+            CREDENTIAL_ANNOTATION: "staging=https://h, other=https://h"
+        }
         with pytest.raises(SecretNotOptedIn, match="'prod'"):
             await pool.client("prod")
         await pool.aclose()
-        secrets.annotations["prod-token"] = {CREDENTIAL_ANNOTATION: "staging,prod"}
+        # A trailing slash on either side is the same URL.
+        secrets.annotations["prod-token"] = {
+            CREDENTIAL_ANNOTATION: "staging=https://s,prod=https://h/"
+        }
         assert await client.list_forms() == []
         await client.aclose()
 
     asyncio.run(scenario())
-    assert seen == ["Bearer s3cr3t"]  # only once opted in for that very host
+    assert seen == ["Bearer s3cr3t"]  # only once opted in for that very host at its URL
+
+
+def _opt_in_of(command: str) -> dict[str, str]:
+    """The annotation a printed `kubectl annotate` remedy writes."""
+    key, _, value = shlex.split(command.split(": kubectl ", 1)[1])[5].partition("=")
+    return {key: value}
+
+
+@pytest.mark.parametrize(
+    ("written", "says"),
+    [
+        # The host's URL changed (or another host of that name points elsewhere).
+        ("prod=https://old", "is a credential of this host at https://old only, not at its URL"),
+        # An earlier release's opt-in, by name only: bound to no URL, so used for none.
+        ("prod", "opts this host in by name only"),
+        ("prod, staging=https://s", "opts this host in by name only"),
+    ],
+)
+def test_a_secret_opted_in_for_the_host_at_another_url_or_by_name_only_is_never_sent(
+    written: str, says: str
+) -> None:
+    url = "https://new.example:8443/api"
+    secrets = FakeSecrets({"prod-token": {"token": b"s3cr3t"}})
+    secrets.annotations["prod-token"] = {CREDENTIAL_ANNOTATION: written}
+    seen: list[str] = []
+    source = SecretToken(secrets, SecretKeyRef("prod-token", "token"), "prod", url, 30)
+    client = HostClient(url, source, transport=_forms_host({"s3cr3t"}, seen))
+
+    async def scenario() -> None:
+        with pytest.raises(SecretNotOptedInForUrl) as caught:
+            await client.list_forms()
+        message = str(caught.value)
+        assert says in message and "s3cr3t" not in message
+        assert message.endswith(f"prod={url} --overwrite")
+        assert seen == []  # refused before anything went out
+        # The remedy as printed, written: the token is used at this URL, other hosts' opt-ins
+        # are kept as they were.
+        secrets.annotations["prod-token"] = _opt_in_of(message)
+        assert await client.list_forms() == []
+        await client.aclose()
+
+    asyncio.run(scenario())
+    assert seen == ["Bearer s3cr3t"]
+    kept = "staging=https://s," if "staging" in written else ""
+    assert secrets.annotations["prod-token"] == {CREDENTIAL_ANNOTATION: f"{kept}prod={url}"}
+
+
+def test_a_host_moved_to_another_url_gets_a_client_that_sends_nothing_there() -> None:
+    secrets = FakeSecrets({"prod-token": {"token": b"s3cr3t"}})
+    secrets.annotations["prod-token"] = {CREDENTIAL_ANNOTATION: "prod=https://h"}
+    pool = HostPool(secrets)
+    pool.observe(_config("prod"))
+
+    async def scenario() -> None:
+        first = await pool.client("prod")
+        # Nothing listens on 127.0.0.1:9: a connection would fail with HostUnavailable; the
+        # refusal comes first, before any connection is made.
+        pool.observe(_config("prod", url="https://127.0.0.1:9"))
+        moved = await pool.client("prod")
+        assert moved is not first
+        with pytest.raises(SecretNotOptedInForUrl, match=r"not at its URL https://127\.0\.0\.1:9"):
+            await moved.list_forms()
+        await pool.aclose()
+
+    asyncio.run(scenario())
 
 
 def test_a_plain_http_host_gets_nothing_unless_it_says_insecure() -> None:

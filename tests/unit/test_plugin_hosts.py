@@ -32,7 +32,8 @@ class Hosts:
     ) -> tuple[Mapping[str, bytes], Mapping[str, str]] | None:
         self.secret_reads.append((namespace, name))
         host = name.removesuffix("-tok")
-        return {"token": b"t0ken"}, {"takoform.io/host-credential-for": host}
+        url = f"http://127.0.0.1:1/{host}"
+        return {"token": b"t0ken"}, {"takoform.io/host-credential-for": f"{host}={url}"}
 
 
 def host(name: str, *, default: bool = False) -> dict[str, Any]:

@@ -239,7 +239,7 @@ class Policy:
     def namespace_uid(self, namespace: str) -> str:
         return ""
 
-    def port(self, host: str) -> Any:
+    def port(self, host: str, namespace: str = "") -> Any:
         return NoCalls()
 
 

@@ -19,11 +19,14 @@ from takoform_operator.core import limits
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.state import Requested
 from takoform_operator.core.tenancy import (
+    CREDENTIAL_ANNOTATION,
     InvalidPolicy,
     Requirement,
     Selector,
     SpaceGrant,
     access,
+    credential_entries,
+    credential_refusal,
     grant_from_body,
     grant_status,
     literal_space,
@@ -301,7 +304,7 @@ class FakeTenancy:
     def namespace_uid(self, namespace: str) -> str:
         return ""
 
-    def port(self, host: str) -> Any:
+    def port(self, host: str, namespace: str = "") -> Any:
         return self.ports[host]
 
     def calls(self) -> list[str]:
@@ -503,3 +506,79 @@ def test_the_grant_status_says_it_once_and_clears_when_fixed() -> None:
     assert cleared["conditions"][0]["status"] == "False"
     assert cleared["conditions"][0]["lastTransitionTime"] == "2026-12-04T10:06:00Z"
     assert cleared["observedGeneration"] == 4
+
+
+# -- a credential is bound to a host *and* its URL --------------------------------------------
+
+
+def _refusal(written: str | None, host: str = "prod", url: str = "https://p.example/api") -> Any:
+    annotations = {} if written is None else {CREDENTIAL_ANNOTATION: written}
+    return credential_refusal("ops", "tok", host, url, annotations)
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "prod=https://p.example/api",
+        "prod=https://p.example/api/",  # a trailing / on either side is the same URL
+        " staging=https://s.example , prod=https://p.example/api ",
+        "prod,prod=https://p.example/api",  # the old entry beside the new one (the upgrade)
+    ],
+)
+def test_a_secret_opted_in_for_the_host_at_its_url_is_used(written: str) -> None:
+    assert _refusal(written) is None
+    assert _refusal(written, url="https://p.example/api/") is None
+
+
+@pytest.mark.parametrize(
+    ("written", "elsewhere", "says", "value"),
+    [
+        (None, False, "(it is not opted in)", "prod=https://p.example/api"),
+        ("", False, "(it is not opted in)", "prod=https://p.example/api"),
+        (
+            "staging=https://s.example",
+            False,
+            "(it is opted in for staging only)",
+            "staging=https://s.example,prod=https://p.example/api --overwrite",
+        ),
+        (
+            "prod=https://evil.example, staging=https://s.example",
+            True,
+            "is a credential of this host at https://evil.example only, not at its URL "
+            "https://p.example/api",
+            "staging=https://s.example,prod=https://p.example/api --overwrite",
+        ),
+        (
+            "staging,prod",
+            True,
+            "opts this host in by name only, which binds the credential to no URL",
+            "staging,prod=https://p.example/api --overwrite",
+        ),
+        # Another host's URL never counts for this one, nor the same URL under another name.
+        ("default=https://p.example/api", False, "(it is opted in for default only)", None),
+        ("prod=http://p.example/api", True, "not at its URL https://p.example/api", None),
+    ],
+)
+def test_any_other_opt_in_is_refused_with_the_exact_annotation_to_write(
+    written: str | None, elsewhere: bool, says: str, value: str | None
+) -> None:
+    refusal = _refusal(written)
+    assert refusal is not None and refusal.elsewhere is elsewhere
+    assert says in refusal.message
+    if value is not None:
+        assert refusal.message.endswith(
+            f": kubectl -n ops annotate secret tok takoform.io/host-credential-for={value}"
+        )
+    # The command as printed, run: the Secret is then opted in, for this URL and no other.
+    command = refusal.message.rsplit(": kubectl ", 1)[1]
+    annotation = shlex.split(command)[5]
+    key, _, written_now = annotation.partition("=")
+    assert _refusal(written_now) is None
+    assert _refusal(written_now, url="https://elsewhere.example") is not None
+    assert ("prod", "https://p.example/api") in credential_entries({key: written_now})
+
+
+def test_a_url_an_opt_in_cannot_name_is_said_so_without_a_command() -> None:
+    refusal = _refusal("prod=https://a.example/x,y", url="https://a.example/x,y")
+    assert refusal is not None and "cannot name a URL with a comma" in refusal.message
+    assert "kubectl" not in refusal.message

@@ -33,9 +33,10 @@ GRANT_KIND, GRANT_PLURAL = "TakoformSpaceGrant", "takoformspacegrants"
 DEFAULT_HOST = "default"
 
 #: The annotation that opts a Secret of the operator's namespace in as a credential (token, CA
-#: bundle, client certificate) of the hosts it names (comma-separated host names). Without it the
+#: bundle, client certificate) of a host *at one URL*: comma-separated `HOST=URL` entries, e.g.
+#: `prod=https://takoform.prod.example.com`. Without an entry naming both the host and its URL the
 #: operator never sends or uses the Secret's content, whoever names it in a TakoformHost: a
-#: TakoformHost cannot reach a Secret its writer could not opt in.
+#: TakoformHost cannot reach a Secret its writer could not opt in, nor carry it to another URL.
 CREDENTIAL_ANNOTATION = "takoform.io/host-credential-for"
 
 
@@ -402,32 +403,76 @@ def implicit_host_refusal(url: str, insecure: bool) -> str | None:
     return url_refusal(url, insecure, where, "TAKOFORM_HOST_INSECURE")
 
 
-def credential_hosts(annotations: Mapping[str, str] | None) -> frozenset[str]:
-    """The hosts a Secret is opted in for (CREDENTIAL_ANNOTATION, comma-separated names)."""
+def endpoint(url: str) -> str:
+    """A host URL as an opt-in names it: as written, less surrounding blanks and trailing `/`."""
+    return url.strip().rstrip("/")
+
+
+def credential_entries(annotations: Mapping[str, str] | None) -> tuple[tuple[str, str | None], ...]:
+    """The (host, URL) pairs a Secret is opted in for (CREDENTIAL_ANNOTATION). An entry without
+    `=URL` names a host only, as releases before credentials were bound to URLs wrote it: its
+    URL is None, and it opts the Secret in for nothing."""
     value = (annotations or {}).get(CREDENTIAL_ANNOTATION) or ""
-    return frozenset(name.strip() for name in value.split(",") if name.strip())
+    entries = []
+    for entry in value.split(","):
+        name, has_url, url = entry.partition("=")
+        if name.strip():
+            entries.append((name.strip(), endpoint(url) if has_url else None))
+    return tuple(entries)
 
 
-def opted_in(annotations: Mapping[str, str] | None, host: str) -> bool:
-    """The Secret may serve as a credential of `host`: its annotation names the host."""
-    return host in credential_hosts(annotations)
+@dataclass(frozen=True)
+class CredentialRefusal:
+    """Why a Secret is not used for a host, ending with the command that opts it in (pasteable).
+    `elsewhere`: the Secret names the host, but at another URL or by name only."""
+
+    message: str
+    elsewhere: bool
 
 
 def credential_refusal(
-    namespace: str, secret: str, host: str, annotations: Mapping[str, str] | None
-) -> str:
-    """Why a Secret is not used for `host`, with the command that opts it in (pasteable)."""
-    others = sorted(credential_hosts(annotations))
-    value = ",".join([*others, host])
+    namespace: str, secret: str, host: str, url: str, annotations: Mapping[str, str] | None
+) -> CredentialRefusal | None:
+    """None when the Secret is opted in for `host` at `url`; else why it is neither read into a
+    request nor sent, and what a cluster admin who means it writes."""
+    entries = credential_entries(annotations)
+    wanted = endpoint(url)
+    if (host, wanted) in entries:
+        return None
+    where = f"host {host!r}: Secret {namespace}/{secret}"
+    if "," in wanted:
+        return CredentialRefusal(
+            f"{where} cannot be opted in for URL {wanted!r}: an opt-in cannot name a URL with a "
+            "comma; write it as %2C in spec.url",
+            elsewhere=False,
+        )
+    kept = [f"{name}={at}" if at is not None else name for name, at in entries if name != host]
+    value = ",".join([*kept, f"{host}={wanted}"])
     command = (
         f"kubectl -n {shlex.quote(namespace)} annotate secret {shlex.quote(secret)} "
-        f"{shlex.quote(f'{CREDENTIAL_ANNOTATION}={value}')}" + (" --overwrite" if others else "")
+        f"{shlex.quote(f'{CREDENTIAL_ANNOTATION}={value}')}" + (" --overwrite" if entries else "")
     )
+    unused = "so it is neither read into a request nor sent"
+    mine = sorted(at for name, at in entries if name == host and at is not None)
+    if mine:
+        return CredentialRefusal(
+            f"{where} is a credential of this host at {', '.join(mine)} only, not at its URL "
+            f"{wanted}: {unused}; a cluster admin who means it opts it in for this URL: {command}",
+            elsewhere=True,
+        )
+    if any(name == host for name, _ in entries):
+        return CredentialRefusal(
+            f"{where} opts this host in by name only, which binds the credential to no URL (the "
+            f"form of earlier releases): {unused}; a cluster admin who means it names the URL "
+            f"too: {command}",
+            elsewhere=True,
+        )
+    others = sorted({name for name, _ in entries})
     now = f"it is opted in for {', '.join(others)} only" if others else "it is not opted in"
-    return (
-        f"host {host!r}: Secret {namespace}/{secret} is not a credential of this host ({now}), "
-        f"so it is neither read into a request nor sent; a cluster admin who means it opts it "
-        f"in: {command}"
+    return CredentialRefusal(
+        f"{where} is not a credential of this host ({now}), {unused}; a cluster admin who means "
+        f"it opts it in for this host at its URL: {command}",
+        elsewhere=False,
     )
 
 

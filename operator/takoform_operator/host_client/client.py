@@ -32,6 +32,7 @@ from takoform_operator.host_port import (
     HostError,
     HostProtocolError,
     HostRejected,
+    HostThrottled,
     HostUnavailable,
     ResourceNotFound,
 )
@@ -386,7 +387,11 @@ def _retry_after(response: httpx.Response) -> float | None:
 def _translate(response: httpx.Response) -> HostError:
     """The one place HTTP answers become typed errors."""
     status = response.status_code
-    if status == 429 or status >= 500:
+    if status == 429:
+        return HostThrottled(
+            f"host answered 429: {clip(response.text, 200)}", retry_after=_retry_after(response)
+        )
+    if status >= 500:
         return HostUnavailable(
             f"host answered {status}: {clip(response.text, 200)}",
             retry_after=_retry_after(response),

@@ -10,8 +10,9 @@ re-read on the same interval and soon after the host's certificate failed to ver
 changed, the host gets a new client. Secret values are never logged.
 
 Nothing is sent that the cluster admin did not mean (docs/tenancy.md): a Secret is used only when
-it is opted in as a credential of that very host (core.tenancy.CREDENTIAL_ANNOTATION), and a
-host is reached over https, plain http only when it says `insecure` explicitly.
+it is opted in as a credential of that very host at that very URL
+(core.tenancy.CREDENTIAL_ANNOTATION), and a host is reached over https, plain http only when it
+says `insecure` explicitly.
 """
 
 from __future__ import annotations
@@ -28,22 +29,24 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from takoform_operator.core.actions import Action, Target
+from takoform_operator.core.host_budget import HostBudget
 from takoform_operator.core.state import OperationView, ResourceView
 from takoform_operator.core.tenancy import (
     DEFAULT_HOST,
     HostConfig,
     SecretKeyRef,
     credential_refusal,
-    opted_in,
 )
 from takoform_operator.host_client.client import HostClient, RequestObserver, TokenSource
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.host_port import (
     HostCertificateUntrusted,
     HostInsecure,
+    HostThrottled,
     HostUnavailable,
     SecretNotFound,
     SecretNotOptedIn,
+    SecretNotOptedInForUrl,
     StoredSecret,
 )
 from takoform_spec.identity import FormRef
@@ -59,34 +62,35 @@ class SecretReader(Protocol):
         """Secret `name` in the operator's namespace, or None when it is absent."""
 
 
-async def _secret_value(reader: SecretReader, ref: SecretKeyRef, host: str) -> bytes:
-    """One key of a Secret opted in as a credential of `host`; raises SecretNotFound (and
-    SecretNotOptedIn, before any of its content is looked at) otherwise."""
+async def _secret_value(reader: SecretReader, ref: SecretKeyRef, host: str, url: str) -> bytes:
+    """One key of a Secret opted in as a credential of `host` at `url`; raises SecretNotFound
+    (and SecretNotOptedIn, before any of its content is looked at) otherwise."""
     where = f"host {host!r}"
     secret = await reader.read(ref.name)
     if secret is None:
         raise SecretNotFound(f"{where}: Secret {ref.name!r} not found in the operator namespace")
-    if not opted_in(secret.annotations, host):
-        raise SecretNotOptedIn(
-            credential_refusal(reader.namespace, ref.name, host, secret.annotations)
-        )
+    refusal = credential_refusal(reader.namespace, ref.name, host, url, secret.annotations)
+    if refusal is not None:
+        raise (SecretNotOptedInForUrl if refusal.elsewhere else SecretNotOptedIn)(refusal.message)
     if ref.key not in secret.data:
         raise SecretNotFound(f"{where}: Secret {ref.name!r} has no key {ref.key!r}")
     return secret.data[ref.key]
 
 
 class SecretToken:
-    """A TokenSource reading one Secret key, again after `refresh_seconds` and after a 401."""
+    """A TokenSource reading one Secret key, again after `refresh_seconds` and after a 401: the
+    token of `host` at `url`, used only while the Secret is opted in for both."""
 
     def __init__(
         self,
         reader: SecretReader,
         ref: SecretKeyRef,
         host: str,
+        url: str,
         refresh_seconds: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._reader, self._ref, self._host = reader, ref, host
+        self._reader, self._ref, self._host, self._url = reader, ref, host, url
         self._every, self._clock = refresh_seconds, clock
         self._value: str | None = None
         self._read_at: float | None = None
@@ -101,7 +105,7 @@ class SecretToken:
     async def refresh(self) -> str | None:
         async with self._lock:
             where = f"host {self._host!r}"
-            raw = await _secret_value(self._reader, self._ref, self._host)
+            raw = await _secret_value(self._reader, self._ref, self._host, self._url)
             try:
                 value = raw.decode("utf-8").strip()
             except UnicodeDecodeError:
@@ -150,12 +154,12 @@ async def read_tls(reader: SecretReader, config: HostConfig) -> TlsMaterial | No
     """The TLS Secrets a TakoformHost names; None when it names none."""
     if not config.has_tls():
         return None
-    host = config.name
-    ca = await _secret_value(reader, config.ca_bundle, host) if config.ca_bundle else None
+    host, url = config.name, config.url
+    ca = await _secret_value(reader, config.ca_bundle, host, url) if config.ca_bundle else None
     cert = key = None
     if config.client_cert is not None:
-        cert = await _secret_value(reader, SecretKeyRef(config.client_cert, "tls.crt"), host)
-        key = await _secret_value(reader, SecretKeyRef(config.client_cert, "tls.key"), host)
+        cert = await _secret_value(reader, SecretKeyRef(config.client_cert, "tls.crt"), host, url)
+        key = await _secret_value(reader, SecretKeyRef(config.client_cert, "tls.key"), host, url)
     return TlsMaterial(ca, cert, key)
 
 
@@ -196,10 +200,13 @@ class HostPool:
         clock: Callable[[], float] = time.monotonic,
         retire_after: float = RETIRE_AFTER_SECONDS,
         observe: HostObserver | None = None,
+        budget: HostBudget | None = None,
     ) -> None:
         """`observe(host, verb, code, seconds)` hears of every request a client built here
-        sends (host_client.client.HostClient's `observe`, with the TakoformHost's name)."""
+        sends (host_client.client.HostClient's `observe`, with the TakoformHost's name).
+        `budget`: the requests each namespace may send to each host (None: no budget)."""
         self._reader = reader
+        self._budget = budget
         self._observe = observe
         #: Why nothing may be sent to the implicit host (core.tenancy.url_refusal), or None.
         self._implicit_refusal = implicit_refusal
@@ -258,8 +265,9 @@ class HostPool:
 
     # -- the reconcile side --------------------------------------------------------------------
 
-    def port(self, name: str) -> PooledPort:
-        return PooledPort(self, name)
+    def port(self, name: str, namespace: str | None = None) -> PooledPort:
+        """The port the CRs of `namespace` reach host `name` by, within their budget."""
+        return PooledPort(self, name, namespace)
 
     def prober(self, name: str) -> PooledPort:
         return PooledPort(self, name)
@@ -282,6 +290,30 @@ class HostPool:
                     await self._reread_tls(entry)
         assert entry.client is not None
         return entry.client
+
+    def admit(self, name: str, namespace: str | None) -> None:
+        """Take one request of `namespace`'s budget on host `name`; raises HostUnavailable
+        (with the wait as retry_after, nothing sent) when its share is spent."""
+        if self._budget is None or namespace is None:
+            return
+        now = self._clock()
+        wait = self._budget.take(name, namespace, now)
+        if wait > 0:
+            raise HostUnavailable(
+                f"namespace {namespace!r} has spent its share of host {name!r}'s request "
+                f"budget ({self._budget.share(name, now):.3g} requests/s, shared by "
+                f"{self._budget.active(name, now)} namespaces); nothing sent, its next request "
+                f"in {wait:.2f} s",
+                retry_after=wait,
+            )
+
+    def throttled(self, name: str, namespace: str | None, exc: HostThrottled) -> HostThrottled:
+        """The host answered 429 to a request of `namespace`: only that namespace is held (for
+        its Retry-After, else one refill of its share). The error to raise, with that hold."""
+        if self._budget is None or namespace is None:
+            return exc
+        hold = self._budget.throttled(name, namespace, self._clock(), exc.retry_after)
+        return HostThrottled(f"{exc} (namespace {namespace!r} held {hold:.2f} s)", retry_after=hold)
 
     def doubt(self, name: str) -> None:
         """The host's certificate failed to verify: read its TLS Secrets again soon."""
@@ -337,7 +369,7 @@ class HostPool:
         token: TokenSource | None = None
         if config.token is not None:
             assert self._reader is not None
-            token = SecretToken(self._reader, config.token, config.name, self._refresh)
+            token = SecretToken(self._reader, config.token, config.name, config.url, self._refresh)
         try:
             verify = tls.context() if tls is not None else True
         except (ssl.SSLError, ValueError) as exc:
@@ -400,38 +432,42 @@ def _load_cert_chain(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
 
 
 class PooledPort:
-    """The HostPort of one named host of the pool (its client is built on first use)."""
+    """The HostPort of one named host of the pool (its client is built on first use), for the
+    CRs of `namespace`: each call is one request of its budget (HostPool.admit)."""
 
-    def __init__(self, pool: HostPool, name: str) -> None:
-        self._pool, self._name = pool, name
+    def __init__(self, pool: HostPool, name: str, namespace: str | None = None) -> None:
+        self._pool, self._name, self._namespace = pool, name, namespace
 
     async def _port(self) -> HostClientPort:
         return HostClientPort(await self._pool.client(self._name))
 
     async def get_operation(self, operation_id: str) -> OperationView:
-        with self._doubting():
+        with self._guarded():
             return await (await self._port()).get_operation(operation_id)
 
     async def read(self, target: Target) -> ResourceView | None:
-        with self._doubting():
+        with self._guarded():
             return await (await self._port()).read(target)
 
     async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]:
-        with self._doubting():
+        with self._guarded():
             return await (await self._port()).list_operations(target)
 
     async def execute(self, action: Action) -> tuple[str, OperationView]:
-        with self._doubting():
+        with self._guarded():
             return await (await self._port()).execute(action)
 
     async def list_forms(self) -> list[FormRef]:
-        with self._doubting():
+        with self._guarded():
             return await (await self._pool.client(self._name)).list_forms()
 
     @contextlib.contextmanager
-    def _doubting(self) -> Iterator[None]:
+    def _guarded(self) -> Iterator[None]:
+        self._pool.admit(self._name, self._namespace)
         try:
             yield
         except HostCertificateUntrusted:
             self._pool.doubt(self._name)
             raise
+        except HostThrottled as exc:
+            raise self._pool.throttled(self._name, self._namespace, exc) from exc

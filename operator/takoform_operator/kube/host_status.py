@@ -25,6 +25,7 @@ from takoform_operator.host_port import (
     HostUnavailable,
     SecretNotFound,
     SecretNotOptedIn,
+    SecretNotOptedInForUrl,
 )
 from takoform_operator.kube.client_config import api_client, load_kube_config
 from takoform_spec.host_api import ErrorCode
@@ -50,6 +51,8 @@ async def probe(pool: Hosts, config: HostConfig) -> tuple[bool, str, str, list[F
         served = await pool.prober(config.name).list_forms()
     except HostInsecure as exc:
         return False, "InsecureUrl", str(exc), []
+    except SecretNotOptedInForUrl as exc:
+        return False, "SecretNotOptedInForUrl", str(exc), []
     except SecretNotOptedIn as exc:
         return False, "SecretNotOptedIn", str(exc), []
     except SecretNotFound as exc:

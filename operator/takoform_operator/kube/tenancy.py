@@ -37,7 +37,7 @@ class HostDirectory(Protocol):
 
     def marked_default(self) -> tuple[str, ...]: ...
 
-    def port(self, name: str) -> HostPort: ...
+    def port(self, name: str, namespace: str | None = None) -> HostPort: ...
 
 
 class TenancyBook:
@@ -116,5 +116,5 @@ class TenancyBook:
     def namespace_uid(self, namespace: str) -> str:
         return self._namespace_uids.get(namespace, "")
 
-    def port(self, host: str) -> HostPort:
-        return self.pool.port(host)
+    def port(self, host: str, namespace: str) -> HostPort:
+        return self.pool.port(host, namespace)

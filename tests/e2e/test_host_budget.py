@@ -1,0 +1,123 @@
+"""Host requests budgeted per namespace, on the real API server with the real operator and a
+reference host that answers 429 above a rate (its rateLimitPerSecond fault): a busy namespace's
+CRs keep the host at its limit, and a quiet namespace's CR still becomes Ready within a few of
+its own looks, none of them refused, once the operator budgets each namespace's share
+(TAKOFORM_HOST_REQUESTS_PER_SECOND, core.host_budget), while the host's 429s stay few."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures_host import HostProcess
+from fixtures_kube import KubeCluster, wait_until
+from manifests import bucket
+from operator_process import is_ready, operator_process
+from tenancy import grant_manifest, host_manifest, token_secret
+
+pytestmark = pytest.mark.kube
+
+HOST_RATE = 6  # requests/s the host takes; 429 above
+BUDGET = 4  # requests/s the operator budgets for the host, shared by namespace
+BUSY = 40
+LABEL = "takoform.io/test"
+
+
+@pytest.fixture
+def policy(kube_cluster: KubeCluster) -> Iterator[Callable[[str], None]]:
+    applied: list[tuple[str, str]] = []
+
+    def apply(manifest: str) -> None:
+        doc = json.loads(manifest)
+        kube_cluster.apply(manifest)
+        applied.append((doc["kind"].lower(), doc["metadata"]["name"]))
+
+    yield apply
+    for kind, name in applied:
+        kube_cluster.kubectl("delete", kind, name, "--wait=false", check=False)
+
+
+def labelled(manifest: str, run: str) -> str:
+    doc = json.loads(manifest)
+    doc["metadata"]["labels"] = {LABEL: run}
+    return json.dumps(doc)
+
+
+def answered(host: HostProcess, code: int) -> int:
+    """Host API requests answered `code` (the access log)."""
+    lines = host.log_path.read_text(errors="replace").splitlines()
+    return sum("/v1alpha3/" in line and line.rstrip().endswith(f" {code}") for line in lines)
+
+
+def test_a_quiet_namespace_is_served_beside_a_busy_one_on_a_rate_limited_host(
+    kube_cluster: KubeCluster,
+    kube_crds: list[Any],
+    kube_namespace: str,
+    namespaces: Callable[[str], str],
+    policy: Callable[[str], None],
+    host_factory: Any,
+    tmp_path: Path,
+) -> None:
+    ops, busy, quiet = kube_namespace, namespaces("busy"), namespaces("quiet")
+    host = host_factory(extra_args=("--access-log",))
+    with host.api() as api:
+        api.put("/v1alpha3/spaces/team-a").raise_for_status()
+    run = uuid.uuid4().hex[:8]
+    name = f"limited-{run}"
+    token_secret(kube_cluster, ops, "limited-token", host.token, {name: host.url})
+    policy(host_manifest(name, host.url, "limited-token"))
+    for namespace in (busy, quiet):
+        policy(grant_manifest(f"{namespace}-limited", name, ["team-a"], [namespace]))
+    host.set_faults(rateLimitPerSecond=HOST_RATE)
+
+    log = tmp_path / "operator.log"
+    with operator_process(
+        kube_cluster.kubeconfig,
+        None,
+        None,  # every namespace, this test's CRs only (the shard selector)
+        log,
+        METRICS_PORT="0",
+        OPERATOR_NAMESPACE=ops,
+        IMPLICIT_HOST="false",
+        SHARD_SELECTOR=f"{LABEL}={run}",
+        BACKOFF_BASE_SECONDS="1",
+        BACKOFF_CAP_SECONDS="8",
+        POLL_PENDING_MAX_SECONDS="2",
+        HOST_REQUESTS_PER_SECOND=str(BUDGET),
+    ) as process:
+        try:
+            for index in range(BUSY):
+                manifest = bucket(f"busy-{index}", space="team-a", hostRef=name)
+                kube_cluster.apply(labelled(manifest, run), namespace=busy)
+            wait_until(
+                lambda: answered(host, 200) + answered(host, 429) >= 2 * BUSY,
+                "the busy namespace at work",
+                timeout=60,
+            )
+            started = time.monotonic()
+            kube_cluster.apply(
+                labelled(bucket("quiet", space="team-a", hostRef=name), run), namespace=quiet
+            )
+            wait_until(
+                lambda: is_ready(kube_cluster, quiet, "quiet"), "the quiet CR Ready", timeout=120
+            )
+            to_ready = time.monotonic() - started
+            ready = sum(is_ready(kube_cluster, busy, f"busy-{i}") for i in range(BUSY))
+            print(
+                f"budget {BUDGET}/s: quiet CR Ready {to_ready:.1f} s after it was created; host "
+                f"answers 200: {answered(host, 200)}, 429: {answered(host, 429)}; busy Ready "
+                f"{ready}/{BUSY}"
+            )
+            # Without the budget (measured on 2 cores): 88 s, and 974 answers 429 by then.
+            assert to_ready < 20
+            assert answered(host, 429) <= 10
+            assert process.poll() is None
+            assert "Traceback" not in log.read_text(errors="replace")
+        except BaseException:
+            print(log.read_text(errors="replace")[-6000:])
+            raise
