@@ -362,7 +362,16 @@ class Ownership:
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.bindings = MemoryBindings(exists=self._exists)
+        self.bindings = MemoryBindings(exists=self._exists, recorded=self._recorded)
+
+    def _recorded(self, identity: Identity, cr_uid: str, creator: str | None) -> bool:
+        """Another live CR records the identity in its status, or is its creator."""
+        key = binding_key(identity)
+        return any(
+            b["metadata"]["uid"] != cr_uid
+            and (claimed_identity(b) == key or b["metadata"]["uid"] == creator)
+            for b in self.cluster.live()
+        )
 
     def _exists(self, identity: Identity, claim: ClaimRef) -> bool:
         return any(

@@ -649,6 +649,26 @@ class OwnershipModel(RuleBasedStateMachine):
         else:
             self.tenancy.granted.discard(entry)
 
+    @precondition(lambda self: self.ownership.all())
+    @rule(which=st.integers(0, 3), every=st.booleans())
+    def binding_vanishes(self, which: int, every: bool) -> None:
+        """A binding Bound to a CR whose status records its target goes from under it: an
+        admin's `release --force` (one), or the binding CRD reinstalled (every one at once).
+        The owner writes it again from its status; no other CR may take the resource meanwhile
+        (an import waits while a live CR records it: kube.bindings.recorded_elsewhere)."""
+        recorded = {
+            b.name
+            for b in self.ownership.all()
+            if b.phase is Phase.BOUND
+            and b.claim is not None
+            and b.claim.uid in self.cluster.crs
+            and claimed_identity(self.cluster.crs[b.claim.uid]) == binding_key(b.identity)
+        }
+        names = sorted(recorded)
+        if names:
+            for name in names if every else [names[which % len(names)]]:
+                del self.ownership.bindings.objects[name]
+
     @rule(
         which=st.integers(0, 3),
         namespace=st.sampled_from(NAMESPACES),

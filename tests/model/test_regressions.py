@@ -722,3 +722,31 @@ def test_a_deletion_whose_finalizer_removal_was_lost_acts_no_more_and_leaves_the
     (left,) = machine.cluster.live()
     assert left["metadata"]["namespace"] == "ns-a", "the first CR went at its next look"
     assert [creator_of(r) for r in resources(machine)] == [left["metadata"]["uid"]]
+
+
+def test_a_vanished_binding_goes_back_to_its_owner_never_to_a_waiting_import(
+    model_world: World,
+) -> None:
+    """Another namespace's import waits AlreadyManaged on a Bound binding; the binding goes (an
+    admin's forced release, the binding CRD reinstalled). The import is looked at first: it
+    must not bind what the owner's status records, nor send anything; the owner binds it again.
+    Before, the import bound it and updated the owner's resource ([two-actors])."""
+    machine = replay(
+        model_world,
+        [
+            CREATE_ALPHA,
+            step("reconcile", pick=0),
+            step("reconcile", pick=0),
+            step("import_from_other_namespace", name="beta", pick=0, policy="Delete"),
+            step("reconcile", pick=1),
+            step("binding_vanishes", which=0, every=True),
+            step("reconcile", pick=1),
+            step("reconcile", pick=1),
+        ],
+    )
+    owner, importer = list(machine.cluster.crs)
+    assert reason(machine, 1, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
+    assert not any(s.cr_uid == importer for s in machine.port.sent), "it sent nothing"
+    (binding,) = machine.ownership.all()
+    assert binding.owned_by(owner), "the owner bound it again (the liveness rounds)"
+    assert reason(machine, 0, ConditionType.READY) is Reason.AVAILABLE
