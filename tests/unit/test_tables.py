@@ -117,6 +117,14 @@ def test_an_expired_record_is_judged_like_a_terminal_error(table: Table, found: 
     assert (expired.conclusion, expired.marker) == (failed.conclusion, failed.marker)
 
 
+@pytest.mark.parametrize(("table", "found"), [(t, p) for t in TABLES.values() for p in Presence])
+def test_an_expired_record_leaves_its_key_spent(table: Table, found: Presence) -> None:
+    """A host may keep a key longer than its record (H-28 promises the replay only while the
+    record is retained): re-sending under it would be answered with the expired operation,
+    not found again at the next look, for ever. Whatever follows uses a fresh key."""
+    assert table[(N, found)].fresh_attempt
+
+
 def test_a_successful_mutation_settles_only_the_verified_uid() -> None:
     """Rule 7, terminal success: "the result resource is verified against the exact identity and
     its UID checked; the ordinary read settles and clears"."""

@@ -90,11 +90,12 @@ MUTATION_TABLE: dict[tuple[OpState, Presence], Row] = {
     (_F, _SAME): Row(C.SETTLE, CLEAR, FRESH),
     (_F, _DIFF): Row(C.BLOCK, CLEAR, FRESH),
     (_F, _UNK): Row(C.ADOPT_IF_PROVEN, CLEAR, FRESH),
-    # record expired: the exact GET is the final word, under the same uid rule
+    # record expired: the exact GET is the final word, under the same uid rule; its key may
+    # outlive the record on the host (replayed as the expired operation), so it is spent
     (_N, _A): Row(C.GONE, CLEAR, FRESH),
-    (_N, _SAME): Row(C.SETTLE, CLEAR),
-    (_N, _DIFF): Row(C.BLOCK, CLEAR),
-    (_N, _UNK): Row(C.ADOPT_IF_PROVEN, CLEAR),
+    (_N, _SAME): Row(C.SETTLE, CLEAR, FRESH),
+    (_N, _DIFF): Row(C.BLOCK, CLEAR, FRESH),
+    (_N, _UNK): Row(C.ADOPT_IF_PROVEN, CLEAR, FRESH),
 }
 
 #: Rule 7 for a pending DELETE. Absence or another incarnation means OUR incarnation is gone;
@@ -112,10 +113,10 @@ DELETE_TABLE: dict[tuple[OpState, Presence], Row] = {
     (_F, _SAME): Row(C.SETTLE, CLEAR, FRESH),  # still there: keep state, retry with a new key
     (_F, _DIFF): Row(C.BLOCK, CLEAR, FRESH),
     (_F, _UNK): Row(C.BLOCK, CLEAR, FRESH),
-    (_N, _A): Row(C.GONE, CLEAR),
+    (_N, _A): Row(C.GONE, CLEAR, FRESH),
     (_N, _SAME): Row(C.SETTLE, CLEAR, FRESH),
-    (_N, _DIFF): Row(C.BLOCK, CLEAR),
-    (_N, _UNK): Row(C.BLOCK, CLEAR),
+    (_N, _DIFF): Row(C.BLOCK, CLEAR, FRESH),
+    (_N, _UNK): Row(C.BLOCK, CLEAR, FRESH),
 }
 
 
