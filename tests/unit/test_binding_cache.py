@@ -17,7 +17,7 @@ import pytest
 from takoform_operator.core.binding import Binding, ClaimRef, Identity, Phase
 from takoform_operator.core.state import Requested
 from takoform_operator.kube.binding_watch import BindingWatch, Expired, Refused, apply_event
-from takoform_operator.kube.bindings import BindingBook
+from takoform_operator.kube.bindings import BindingBook, Contenders
 from takoform_spec.identity import FormLine, FormRef
 
 IDENTITY = Identity("team-a", FormLine("storage.takoform.io/v1", "Bucket"), "logs", "prod")
@@ -51,20 +51,35 @@ def test_the_cache_knows_who_holds_which_binding_and_forgets_it_when_it_goes() -
 def test_the_owners_a_changed_or_deleted_binding_named_are_woken_once() -> None:
     book = _book()
     bound = Binding(IDENTITY, Phase.BOUND, OWNER)
+    name = bound.name
     book.observe(_body(bound, "5"))
-    assert book.woken() == ["cr-1"], "a binding that came names its owner"
-    assert book.woken() == [], "each is handed out once"
+    assert book.woken() == ({"cr-1"}, {name}), "a binding that came names its owner"
+    assert book.woken() == (set(), set()), "each is handed out once"
     assert not book.observe(_body(bound, "5"))
-    assert book.woken() == [], "an unchanged binding wakes nobody"
+    assert book.woken() == (set(), set()), "an unchanged binding wakes nobody"
     taken = replace(bound, claim=ClaimRef("team-b", "logs", "cr-2"))
     book.observe(_body(taken, "6"))
-    assert sorted(book.woken()) == ["cr-1", "cr-2"], "the owner before and after"
+    assert book.woken() == ({"cr-1", "cr-2"}, {name}), "the owner before and after"
     book.forget(_body(taken, "7"))
-    assert book.woken() == ["cr-2"], "a vanished binding wakes the CR it named"
+    assert book.woken() == ({"cr-2"}, {name}), "a vanished binding wakes the CR it named"
     book.observe(_body(bound, "8"), ours=True)
-    assert book.woken() == [], "our own write wakes nobody"
+    assert book.woken() == (set(), set()), "our own write wakes nobody"
     assert book.retain(set(), "9")
-    assert book.woken() == ["cr-1"], "gone from a listing: as deleted"
+    assert book.woken() == ({"cr-1"}, {name}), "gone from a listing: as deleted"
+
+
+def test_a_binding_change_wakes_its_own_contenders_only() -> None:
+    """1,000 CRs Blocked AlreadyManaged on other bindings cost nothing when one changes."""
+    contenders = Contenders()
+    for i in range(1000):
+        contenders.hold(f"cr-{i}", f"tb-{i % 10}")
+    assert contenders.of({"tb-3"}) == {f"cr-{i}" for i in range(3, 1000, 10)}
+    contenders.hold("cr-3", None)  # its last look was not AlreadyManaged
+    contenders.hold("cr-13", "tb-4")  # it now waits on another binding
+    contenders.drop("cr-23")  # gone
+    assert {"cr-3", "cr-13", "cr-23"}.isdisjoint(contenders.of({"tb-3"}))
+    assert "cr-13" in contenders.of({"tb-4"}) and "cr-3" not in contenders
+    assert contenders.of({"tb-unknown"}) == set()
 
 
 def test_a_deleted_binding_never_comes_back_from_a_late_event() -> None:

@@ -298,6 +298,7 @@ async def test_a_look_at_a_bound_binding_without_claim_ref_sends_and_writes_noth
     bindings.objects[IDENTITY.binding_name()] = _bound(None)
     outcome = await reconcile_with_one_host(_desired(), State(), _NoHost(), REGISTRY, bindings)
     assert outcome.asserted() == ALREADY_MANAGED
+    assert outcome.contends_for == IDENTITY.binding_name(), "a change of it wakes this CR"
     assert bindings.writes == [], "the binding stays as the admin made it"
 
 
@@ -444,6 +445,7 @@ async def test_an_import_never_binds_a_resource_another_live_cr_records(
     if waits:
         assert outcome.asserted() == ALREADY_MANAGED
         assert "another CR records it" in outcome.conditions[0].message
+        assert outcome.contends_for == IDENTITY.binding_name(), "woken when it is written"
         assert bindings.writes == [] and outcome.state.uid is None, "bound nothing"
     else:
         assert bindings.writes[0] == ("create", IDENTITY.binding_name())

@@ -62,6 +62,10 @@ class Outcome:
     #: replay of that key, which returns the same operation. Its write may wait for the next
     #: look, which writes it with whatever that look found (docs/crash-safety.md).
     replayable: bool = False
+    #: Blocked AlreadyManaged: the name of the TakoformBinding whose holder keeps this CR off
+    #: (held by another CR, or to be written again by one). A change of it, and only of it,
+    #: wakes this CR.
+    contends_for: str | None = None
 
     def asserted(self) -> dict[ConditionType, Reason]:
         """The reason of every condition this outcome sets True, by type."""

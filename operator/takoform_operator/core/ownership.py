@@ -177,7 +177,8 @@ def waits_for_its_owner(desired: Desired, state: State, identity: Identity) -> O
             "import it from that CR's namespace"
         ),
     )
-    return blocked(state, Reason.ALREADY_MANAGED, message, remedies)
+    outcome = blocked(state, Reason.ALREADY_MANAGED, message, remedies)
+    return replace(outcome, contends_for=identity.binding_name())
 
 
 def _imports(state: State) -> bool:
@@ -310,4 +311,5 @@ def _blocked(desired: Desired, state: State, binding: Binding, why: str) -> Outc
                 where,
             )
         )
-    return blocked(state, Reason.ALREADY_MANAGED, message, tuple(remedies))
+    outcome = blocked(state, Reason.ALREADY_MANAGED, message, tuple(remedies))
+    return replace(outcome, contends_for=binding.name)

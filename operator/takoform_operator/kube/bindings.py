@@ -54,6 +54,36 @@ logger = logging.getLogger(__name__)
 _Record: TypeAlias = tuple[Any, ...]
 
 
+class Contenders:
+    """The CRs Blocked AlreadyManaged, indexed by the name of the binding they wait on: a
+    change of one binding wakes its own contenders, not every contender of the cluster."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, set[str]] = {}
+        self._of: dict[str, str] = {}
+
+    def hold(self, uid: str, name: str | None) -> None:
+        """The CR's last look: contending for binding `name`, or (None) for nothing."""
+        self.drop(uid)
+        if name is not None:
+            self._of[uid] = name
+            self._by_name.setdefault(name, set()).add(uid)
+
+    def drop(self, uid: str) -> None:
+        name = self._of.pop(uid, None)
+        if name is not None:
+            waiting = self._by_name[name]
+            waiting.discard(uid)
+            if not waiting:
+                del self._by_name[name]
+
+    def of(self, names: Collection[str]) -> set[str]:
+        return {uid for name in names for uid in self._by_name.get(name, ())}
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._of
+
+
 class BindingBook:
     """The bindings this process knows, by name and by the CR uid that holds each."""
 
@@ -71,6 +101,8 @@ class BindingBook:
         #: The CRs (by uid) a binding named, before or after somebody else changed or deleted
         #: it: each is woken to look at its own binding (`woken`).
         self._touched: set[str] = set()
+        #: The names of the bindings that changed (`woken`): their contenders look again.
+        self._changed: set[str] = set()
 
     # -- the watch ---------------------------------------------------------------------------
 
@@ -109,15 +141,19 @@ class BindingBook:
         self._touch(before, None)
         return before is not None
 
-    def woken(self) -> list[str]:
-        """The CRs whose binding somebody else changed or deleted since the last call."""
-        touched, self._touched = list(self._touched), set()
-        return touched
+    def woken(self) -> tuple[set[str], set[str]]:
+        """Since the last call: the CRs whose binding somebody else changed or deleted, and
+        the names of every binding that changed."""
+        touched, self._touched = self._touched, set()
+        names, self._changed = self._changed, set()
+        return touched, names
 
     def _touch(self, before: _Record | None, after: Binding | None) -> None:
         for binding in (None if before is None else _unpack(before), after):
-            if binding is not None and binding.claim is not None and binding.claim.uid:
-                self._touched.add(binding.claim.uid)
+            if binding is not None:
+                self._changed.add(binding.name)
+                if binding.claim is not None and binding.claim.uid:
+                    self._touched.add(binding.claim.uid)
 
     def retain(self, names: Collection[str], version: str) -> bool:
         """A complete listing at `version` named only `names`: forget the others, unless the

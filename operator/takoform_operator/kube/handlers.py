@@ -48,7 +48,7 @@ from takoform_operator.core.tenancy import (
     grant_from_body,
     grant_status,
 )
-from takoform_operator.kube.bindings import BindingBook
+from takoform_operator.kube.bindings import BindingBook, Contenders
 from takoform_operator.kube.connection_secrets import (
     SecretForbidden,
     SecretNotOurs,
@@ -103,8 +103,9 @@ class Runtime:
     random: Callable[[], float] = field(default=random.random)
     #: Where sensitive outputs go (docs/tenancy.md, Connection Secrets); None: not written.
     secrets: SecretStore | None = None
-    #: CRs whose last look found their identity bound to another CR: woken by binding changes.
-    contending: set[str] = field(default_factory=set)
+    #: CRs whose last look found their identity bound to another CR, by the binding's name:
+    #: woken by a change of that binding only.
+    contending: Contenders = field(default_factory=Contenders)
     #: CR uid -> the values last written into its connection Secret: scrubbed from host words
     #: (core.scrub) even when the look that meets them could not read the resource. Memory only.
     written_secrets: dict[str, frozenset[str]] = field(default_factory=dict)
@@ -114,7 +115,7 @@ class Runtime:
         write its last look held, if any (the only one of them worth a last look)."""
         self.pending_looks.pop(uid, None)
         self.failures.pop(uid, None)
-        self.contending.discard(uid)
+        self.contending.drop(uid)
         self.written_secrets.pop(uid, None)
         return self.held.pop(uid, None)
 
@@ -190,10 +191,7 @@ async def reconcile_cr(
             runtime.loops.wrote(uid, body, persisted.expected)
         for event in _events_to_post(outcome, wrote=result.status is not None):
             _post(body, event.type, str(event.reason), event.message)
-        if outcome.asserted().get(ConditionType.BLOCKED) is Reason.ALREADY_MANAGED:
-            runtime.contending.add(uid)
-        else:
-            runtime.contending.discard(uid)
+        runtime.contending.hold(uid, outcome.contends_for)
         return outcome, body
 
 
@@ -507,12 +505,12 @@ async def _note_vanished(
 
 
 def wake_contenders(runtime: Runtime) -> None:
-    """A binding changed: wake the CRs whose identity another CR held, and those whose own
-    binding somebody else changed or deleted (kube.binding_watch): an owner rebuilds a binding
-    that vanished at once, not at its next poll."""
-    touched = runtime.bindings.woken()
+    """Bindings changed: wake the CRs contending for one of them, and those whose own binding
+    somebody else changed or deleted (kube.binding_watch): an owner rebuilds a binding that
+    vanished at once, not at its next poll. Nobody else: a change costs what it concerns."""
+    owners, names = runtime.bindings.woken()
     if runtime.loops is not None:
-        for uid in {*runtime.contending, *touched}:
+        for uid in {*owners, *runtime.contending.of(names)}:
             runtime.loops.wake(uid)
 
 
