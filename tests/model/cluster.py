@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 from memory_bindings import MemoryBindings
 
+from takoform_operator.binding_port import BindingError
 from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.binding import Binding, ClaimRef, Identity
 from takoform_operator.core.outcome import Outcome
@@ -391,6 +392,64 @@ class Ownership:
         return list(self.bindings.objects.values())
 
 
+class ProcessBook:
+    """One process's binding cache (kube.bindings.BindingBook) over the API server's bindings:
+    `get` and `held_by` answer from what its watch delivered so far, which may lag the API
+    server (`catch_up` delivers the rest); `read` and every write go to the API server, and a
+    write, or a write refused, refreshes the one binding it named."""
+
+    def __init__(self, server: MemoryBindings) -> None:
+        self.server = server
+        self.cache: dict[str, Binding] = {}
+        self.catch_up()
+
+    def catch_up(self) -> None:
+        self.cache = dict(self.server.objects)
+
+    def _refresh(self, name: str) -> None:
+        found = self.server.objects.get(name)
+        if found is None:
+            self.cache.pop(name, None)
+        else:
+            self.cache[name] = found
+
+    async def get(self, identity: Identity) -> Binding | None:
+        return self.cache.get(identity.binding_name())
+
+    async def read(self, identity: Identity) -> Binding | None:
+        self._refresh(identity.binding_name())
+        return await self.server.read(identity)
+
+    def held_by(self, cr_uid: str) -> Binding | None:
+        return next((b for b in self.cache.values() if b.owned_by(cr_uid)), None)
+
+    async def create(self, binding: Binding) -> Binding:
+        try:
+            return await self.server.create(binding)
+        finally:
+            self._refresh(binding.name)
+
+    async def replace(self, binding: Binding) -> Binding:
+        try:
+            return await self.server.replace(binding)
+        finally:
+            self._refresh(binding.name)
+
+    async def delete(self, binding: Binding) -> None:
+        try:
+            await self.server.delete(binding)
+        finally:
+            self._refresh(binding.name)
+
+    async def claim_exists(self, identity: Identity, claim: ClaimRef) -> bool:
+        return await self.server.claim_exists(identity, claim)
+
+    async def recorded_elsewhere(
+        self, identity: Identity, cr_uid: str, creator: str | None
+    ) -> bool:
+        return await self.server.recorded_elsewhere(identity, cr_uid, creator)
+
+
 class Operator:
     """One operator process: the CRs of `namespaces` (None: all) and the reconcile step of one CR.
     Ownership is the shared bindings; of its own it keeps only the status writes its looks held
@@ -413,6 +472,8 @@ class Operator:
         self.stopped = False
         #: CR uid -> the status write its last look held (memory: a restart loses it).
         self.held: dict[str, HeldStatus] = {}
+        #: Its own binding cache: listed at start, then as far as its watch got.
+        self.bindings = ProcessBook(ownership.bindings)
 
     def covers(self, namespace: str) -> bool:
         return self.namespaces is None or namespace in self.namespaces
@@ -423,7 +484,15 @@ class Operator:
 
     async def reconcile(self, uid: str, registry: Registry, *, lose_write: bool = False) -> Outcome:
         """One reconcile of the CR as the handlers run it (kube.cr_reconcile's persist step);
-        `lose_write` drops its status write."""
+        `lose_write` drops its status write. A binding write the API server refused (this
+        process's cache lagged) fails the look, and the handlers retry it: here at once, once,
+        with the binding the refusal refreshed."""
+        try:
+            return await self._look(uid, registry, lose_write=lose_write)
+        except BindingError:
+            return await self._look(uid, registry, lose_write=lose_write)
+
+    async def _look(self, uid: str, registry: Registry, *, lose_write: bool) -> Outcome:
         assert self.covers(self.cluster.crs[uid]["metadata"]["namespace"])
         body = copy.deepcopy(self.cluster.crs[uid])
         deleting = body["metadata"].get("deletionTimestamp") is not None
@@ -440,7 +509,7 @@ class Operator:
                 body,
                 registry,
                 self.tenancy,
-                self.ownership.bindings,
+                self.bindings,
                 write_status,
                 now=self.cluster.clock.stamp(),
                 deleting=deleting,

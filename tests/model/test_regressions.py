@@ -488,6 +488,7 @@ def test_a_hand_off_to_another_namespace_is_an_admins_decision_not_a_remedy_to_p
     assert asserted(machine, importer, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
     assert not machine.prebound, "no remedy pre-binds another namespace's resource"
     machine.pre_bind(which=0, namespace="ns-b", name="alpha")
+    machine.binding_watch_delivers(which=0)  # the admin's write reaches the process's cache
     machine.reconcile(pick=0)
     assert asserted(machine, importer, ConditionType.READY) is Reason.AVAILABLE
     (alpha,) = resources(machine)
