@@ -27,6 +27,7 @@ from takoform_operator.kube.json_seam import (
     identity,
     install,
     list_loads,
+    trim_answer,
     uninstall,
     watch_loads,
 )
@@ -230,3 +231,25 @@ def test_exactly_the_values_deeper_than_the_limit_are_cut(value: Any, limit: int
         assert decoded == value
     else:
         assert pruned_paths(decoded, "") != [] and _depth(decoded) <= limit
+
+
+def _slim(found: Any) -> Any:
+    return {"trimmed": found["metadata"]["name"]} if isinstance(found, dict) else found
+
+
+@pytest.mark.parametrize("kind", ["ADDED", "MODIFIED", "DELETED"])
+def test_a_watch_events_object_is_trimmed_as_it_is_decoded(kind: str) -> None:
+    line = json.dumps({"type": kind, "object": {"metadata": {"name": "a", "labels": {"x": "y"}}}})
+    assert watch_loads(lambda *_: None, _slim)(line) == {"type": kind, "object": {"trimmed": "a"}}
+
+
+def test_a_bookmark_is_not_trimmed() -> None:
+    event = {"type": "BOOKMARK", "object": {"metadata": {"name": "a", "resourceVersion": "9"}}}
+    assert watch_loads(lambda *_: None, _slim)(json.dumps(event)) == event
+
+
+def test_each_item_of_a_list_page_is_trimmed_and_so_is_a_single_object() -> None:
+    page = {"metadata": {"resourceVersion": "5"}, "items": [{"metadata": {"name": "a"}}]}
+    assert trim_answer(page, _slim) == {"metadata": {"resourceVersion": "5"},
+                                        "items": [{"trimmed": "a"}]}  # fmt: skip
+    assert trim_answer({"metadata": {"name": "b"}}, _slim) == {"trimmed": "b"}

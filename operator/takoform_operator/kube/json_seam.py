@@ -29,6 +29,10 @@ keeping kopf's contract (same arguments, same results), nothing else of kopf is 
   after kopf's own retries, or succeeds, is reported to the health check (health.Health): a
   list or watch that keeps failing makes /healthz fail.
 
+Each object decoded by the first two (a watch event's object, each item of a list page) goes
+through `trim` as soon as it is decoded: a Form CR leaves with only what the operator reads
+(core.trim), before kopf queues it or any loop keeps it, whatever its metadata carries.
+
 `safe_loads` (core.depth, the one depth-safe decoder, which the plugin and the host client use
 too) first tries the C decoder when the text cannot be deeper than allowed; otherwise, or if
 that fails, it cuts every object or list nested deeper than the limit out of the text (a scan
@@ -152,21 +156,45 @@ def _printable(value: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in value[:253])
 
 
+#: What an object decoded here becomes (kube.handlers.cr_trimmer): itself by default.
+Trim = Callable[[Any], Any]
+#: The watch events whose object is a stored object (a BOOKMARK's or an ERROR's is not).
+_OBJECT_EVENTS = ("ADDED", "MODIFIED", "DELETED")
+
+
+def _same(found: Any) -> Any:
+    return found
+
+
 def watch_loads(
-    report: Callable[[dict[str, str], str], None],
+    report: Callable[[dict[str, str], str], None], trim: Trim = _same
 ) -> Callable[[str | bytes], Any]:
     """kopf's `json.loads` for watch lines: depth-safe; an unreadable line is `report`ed (what
-    was recovered of the object, why) and becomes an event kopf skips."""
+    was recovered of the object, why) and becomes an event kopf skips. The event's object goes
+    through `trim` as soon as it is decoded."""
 
     def loads(text: str | bytes) -> Any:
         try:
-            return safe_loads(text, WATCH_LIMIT)
+            event = safe_loads(text, WATCH_LIMIT)
         except ValueError as exc:
             raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
             report(identity(raw), str(exc)[:200])
             return {"type": UNREADABLE_EVENT, "object": {}}
+        if isinstance(event, dict) and event.get("type") in _OBJECT_EVENTS and "object" in event:
+            event["object"] = trim(event["object"])
+        return event
 
     return loads
+
+
+def trim_answer(answer: Any, trim: Trim) -> Any:
+    """A GET's decoded answer with `trim` applied to each item of a list page, or to the
+    object itself."""
+    items = answer.get("items") if isinstance(answer, dict) else None
+    if isinstance(items, list):
+        answer["items"] = [trim(item) for item in items]
+        return answer
+    return trim(answer)
 
 
 #: The attributes of kopf._cogs.clients.api the seam replaces.
@@ -181,12 +209,14 @@ def install(
     report: Callable[[dict[str, str], str], None],
     requested: Callable[[str, bool], None],
     skip: Callable[[bytes], bool] | None = None,
+    trim: Trim = _same,
 ) -> None:
     """Install the seam in kopf's API client (idempotent: a second call replaces the hooks).
     `report(identity, why)` is told of each watch line that cannot be read; `requested(path,
     ok)` of each GET (list or watch) that succeeded or failed after kopf's own retries;
     `skip(line)` says which watch lines kopf is not given at all (kube.echoes: the echo of
-    the operator's own writes), before they are decoded."""
+    the operator's own writes), before they are decoded; `trim(object)` what each object
+    decoded from a watch line or a GET becomes."""
     from kopf._cogs.clients import api
 
     if _Installed.originals is None:
@@ -210,7 +240,7 @@ def install(
         response = await api.request(method="get", url=url, **kwargs)
         async with response:
             body = await response.read()
-        return list_loads(body, report)
+        return trim_answer(list_loads(body, report), trim)
 
     async def iter_jsonlines(content: Any, *args: Any, **kwargs: Any) -> Any:
         # kopf decodes each line as UTF-8 before json.loads sees it: a line that is not valid
@@ -226,7 +256,7 @@ def install(
             yield line
 
     hooks = {
-        "json": types.SimpleNamespace(loads=watch_loads(report)),
+        "json": types.SimpleNamespace(loads=watch_loads(report, trim)),
         "get": get,
         "iter_jsonlines": iter_jsonlines,
     }

@@ -64,16 +64,6 @@ class Trigger:
         )
 
 
-def kept(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What a loop keeps of a CR body: all of it but metadata.managedFields (the API server's
-    field ownership, never read here, and about 40 % of a CR's JSON: thousands of CRs are held
-    at once)."""
-    metadata = body.get("metadata") or {}
-    if "managedFields" not in metadata:
-        return dict(body)
-    return {**body, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
-
-
 def _member(body: Mapping[str, Any], part: str, name: str) -> str | None:
     section = body.get(part)
     value = section.get(name) if isinstance(section, Mapping) else None
@@ -121,9 +111,13 @@ class ReconcileLoops:
         fair: bool = True,
         default_host: Callable[[], str | None] = lambda: None,
         hosts: Callable[[], int] = lambda: 2,
+        keep: Callable[[Mapping[str, Any]], Mapping[str, Any]] = dict,
     ) -> None:
         """`per_host`: the slots the CRs of one host may hold while `hosts()` (how many hosts
-        there are) is above one; `default_host`: the host of a CR whose body names none."""
+        there are) is above one; `default_host`: the host of a CR whose body names none;
+        `keep`: what a loop holds of a body it is given (core.trim: only what the operator
+        reads; thousands of CRs are held at once)."""
+        self._keep = keep
         self._run = run
         self._failed_step_delay = failed_step_delay
         self.slots = FairSlots(
@@ -153,7 +147,7 @@ class ReconcileLoops:
         loop = self._loops.get(uid)
         if loop is not None and older(resource_version(body), resource_version(loop.body)):
             return
-        body = kept(body)
+        body = self._keep(body)
         trigger = Trigger.of(body, self._watched, self._finalizer)
         changed = self._triggers.get(uid) != trigger
         self._triggers[uid] = trigger
@@ -179,7 +173,7 @@ class ReconcileLoops:
         loop = self._loops.get(uid)
         if loop is None:
             return
-        loop.body = kept(body)
+        loop.body = self._keep(body)
         if expected is not None and Trigger.of(expected, self._watched, self._finalizer) != trigger:
             self._start(uid, loop)
 
