@@ -85,6 +85,8 @@ BINDING_PLURAL = "takoformbindings"
 #: A bloated CR's foreign metadata: labels (key, 63-character value) and annotations (each of
 #: BLOAT_NOTE characters), about 100 KB of JSON per CR, distinct per CR (nothing shared).
 BLOAT_LABELS = 600
+#: CRs per page of the benchmark's own lists.
+LIST_PAGE = 100
 BLOAT_ANNOTATIONS = 10
 BLOAT_NOTE = 4000
 
@@ -439,9 +441,7 @@ async def watch_ready(kube: Kube, namespace: str, n: int, seen: dict[str, float]
         version = ""
         while len(seen) < n:
             if not version:  # first, and after the watch's version expired: list again
-                listed = (await patiently(client, "GET", path)).json()
-                version = listed["metadata"]["resourceVersion"]
-                record(kind, listed["items"])
+                version = await list_pages(client, kind, path)
             left = max(1, int(deadline - time.monotonic()))
             params = {"watch": "1", "resourceVersion": version, "allowWatchBookmarks": "true",
                       "timeoutSeconds": str(min(left, 60))}  # fmt: skip
@@ -456,6 +456,18 @@ async def watch_ready(kube: Kube, namespace: str, n: int, seen: dict[str, float]
                     version = event["object"]["metadata"].get("resourceVersion", version)
                     if event["type"] in ("ADDED", "MODIFIED"):
                         record(kind, [event["object"]])
+
+    async def list_pages(client: httpx.AsyncClient, kind: str, path: str) -> str:
+        """List in pages: one answer of 1,000 bloated CRs (100 MB) outlasted the API server's
+        60 s request timeout on a loaded machine."""
+        params = {"limit": str(LIST_PAGE)}
+        while True:
+            listed = (await patiently(client, "GET", path, params=params)).json()
+            record(kind, listed["items"])
+            token = listed["metadata"].get("continue")
+            if not token:
+                return str(listed["metadata"]["resourceVersion"])
+            params = {"limit": str(LIST_PAGE), "continue": token}
 
     def record(kind: str, items: list[dict[str, Any]]) -> None:
         now = time.monotonic()
