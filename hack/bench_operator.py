@@ -4,6 +4,7 @@
 For each size N and mode it prints one row:
 
 - backlog: N CRs applied while the operator is not running, then the operator starts;
+- bloated: the same, each CR carrying about 100 KB of foreign labels and annotations (BLOAT);
 - stream: the operator runs and N CRs are applied at a fixed rate;
 - tenants: N CRs of a busy namespace applied while the operator is not running, then the
   operator starts and, once the churn is under way, a quiet namespace's one CR is applied: its
@@ -15,7 +16,9 @@ verb (from the host's access log), Kubernetes API writes per CR by verb (from th
 own `apiserver_request_total`, so kopf's and the client libraries' requests count too; the
 benchmark's own creates are subtracted), the steady state over several poll intervals (API
 writes, host mutations, host reads per CR), the operator's peak RSS, CPU seconds (in all, and
-per CR until all were Ready) and event-loop lag. Then, in the same run, a minimal asyncio
+per CR until all were Ready) and event-loop lag; RSS per CR is the operator's RSS (peak,
+and at the end of the steady polls) less an idle operator's (no CRs, measured once per run),
+divided by N. Then, in the same run, a minimal asyncio
 script brings N fresh CRs to the same end state (host resource created and settled, one status
 write per CR) with the same concurrency, once for each mode measured: all CRs created before it
 starts (backlog), or created at the stream's rate while it runs (stream). The overhead ratio is
@@ -27,7 +30,8 @@ The operator and the script authenticate as the chart's ServiceAccount, with its
 bound token, as the installed operator does (`--credentials certificate`: the admin's client
 certificate instead).
 
-    .venv/bin/python hack/bench_operator.py [--sizes 100,1000,5000] [--modes backlog,stream,tenants]
+    .venv/bin/python hack/bench_operator.py [--sizes 100,1000,5000]
+        [--modes backlog,bloated,stream,tenants]
 
 Figures are printed, never asserted: these machines are noisy. docs/performance.md has the
 method and the figures measured.
@@ -39,6 +43,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import re
 import signal
@@ -77,6 +82,13 @@ LINES = [
 PLURALS = {plural for _, plural, _, _ in LINES}
 #: The one record per host resource that says who owns it (docs/tenancy.md, Bindings).
 BINDING_PLURAL = "takoformbindings"
+#: A bloated CR's foreign metadata: labels (key, 63-character value) and annotations (each of
+#: BLOAT_NOTE characters), about 100 KB of JSON per CR, distinct per CR (nothing shared).
+BLOAT_LABELS = 600
+#: CRs per page of the benchmark's own lists.
+LIST_PAGE = 100
+BLOAT_ANNOTATIONS = 10
+BLOAT_NOTE = 4000
 
 
 # -- the pieces --------------------------------------------------------------------------------
@@ -285,9 +297,10 @@ class OperatorProcess:
     def cpu_seconds(self) -> float:
         return cpu_seconds_of(self.proc.pid)
 
-    def peak_rss_mib(self) -> float:
+    def peak_rss_mib(self, field: str = "VmHWM") -> float:
+        """Its peak RSS (VmHWM), or with `field` "VmRSS" its RSS now."""
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
         return float("nan")
 
@@ -331,16 +344,27 @@ def create_namespace(kube: Kube, namespace: str) -> None:
         )  # fmt: skip
 
 
-def manifests(n: int, tag: str) -> list[dict[str, Any]]:
-    """N CRs cycling over LINES; `tag` keeps host names apart between runs (one space)."""
+def manifests(n: int, tag: str, bloated: bool = False) -> list[dict[str, Any]]:
+    """N CRs cycling over LINES; `tag` keeps host names apart between runs (one space);
+    `bloated`: each with about 100 KB of foreign labels and annotations."""
     items = []
     for i in range(n):
         kind, _, api_version, parameters = LINES[i % len(LINES)]
+        metadata: dict[str, Any] = {"name": f"{tag}-{i:05d}"}
+        if bloated:
+            metadata["labels"] = {
+                f"bloat.example.org/label-{j:04d}": f"{i:06d}-{j:04d}".ljust(63, "v")
+                for j in range(BLOAT_LABELS)
+            }
+            metadata["annotations"] = {
+                f"bloat.example.org/note-{j:02d}": f"{i:06d}".ljust(BLOAT_NOTE, "n")
+                for j in range(BLOAT_ANNOTATIONS)
+            }
         items.append(
             {
                 "apiVersion": api_version,
                 "kind": kind,
-                "metadata": {"name": f"{tag}-{i:05d}"},
+                "metadata": metadata,
                 "spec": {"space": SPACE, "parameters": parameters},
             }
         )
@@ -417,9 +441,7 @@ async def watch_ready(kube: Kube, namespace: str, n: int, seen: dict[str, float]
         version = ""
         while len(seen) < n:
             if not version:  # first, and after the watch's version expired: list again
-                listed = (await patiently(client, "GET", path)).json()
-                version = listed["metadata"]["resourceVersion"]
-                record(kind, listed["items"])
+                version = await list_pages(client, kind, path)
             left = max(1, int(deadline - time.monotonic()))
             params = {"watch": "1", "resourceVersion": version, "allowWatchBookmarks": "true",
                       "timeoutSeconds": str(min(left, 60))}  # fmt: skip
@@ -434,6 +456,18 @@ async def watch_ready(kube: Kube, namespace: str, n: int, seen: dict[str, float]
                     version = event["object"]["metadata"].get("resourceVersion", version)
                     if event["type"] in ("ADDED", "MODIFIED"):
                         record(kind, [event["object"]])
+
+    async def list_pages(client: httpx.AsyncClient, kind: str, path: str) -> str:
+        """List in pages: one answer of 1,000 bloated CRs (100 MB) outlasted the API server's
+        60 s request timeout on a loaded machine."""
+        params = {"limit": str(LIST_PAGE)}
+        while True:
+            listed = (await patiently(client, "GET", path, params=params)).json()
+            record(kind, listed["items"])
+            token = listed["metadata"].get("continue")
+            if not token:
+                return str(listed["metadata"]["resourceVersion"])
+            params = {"limit": str(LIST_PAGE), "continue": token}
 
     def record(kind: str, items: list[dict[str, Any]]) -> None:
         now = time.monotonic()
@@ -481,6 +515,9 @@ class Row:
     steady_host_mutations: int = 0
     steady_host_reads: int = 0
     rss_mib: float = float("nan")
+    #: The operator's RSS at the end of the steady polls, and an idle operator's (no CRs).
+    rss_end_mib: float = float("nan")
+    idle_rss_mib: float = float("nan")
     cpu_seconds: float = float("nan")
     #: The operator's CPU seconds when all were Ready (start-up included, steady polls not).
     cpu_to_ready: float = float("nan")
@@ -516,10 +553,10 @@ def _percentile(values: list[float], q: float) -> float:
 def measure(kube: Kube, host: Host, workdir: Path, mode: str, n: int, args: Any) -> Row:
     namespace = f"bench-{mode}-{n}-{int(time.time())}"
     create_namespace(kube, namespace)
-    items = manifests(n, namespace)
+    items = manifests(n, namespace, bloated=mode == "bloated")
     created: dict[str, float] = {}
     seen: dict[str, float] = {}
-    if mode == "backlog":
+    if mode != "stream":
         asyncio.run(create_all(kube, namespace, items, None, created))
     host_before, api_before = host.requests(), kube.request_counts()
     stack_before = stack_cpu(kube, host)
@@ -527,7 +564,7 @@ def measure(kube: Kube, host: Host, workdir: Path, mode: str, n: int, args: Any)
     profiler = _profile(operator, workdir / f"profile-{mode}-{n}.txt") if args.profile else None
     start = time.monotonic()
     try:
-        if mode == "backlog":
+        if mode != "stream":
             asyncio.run(watch_ready(kube, namespace, n, seen, args.timeout))
             latencies = [t - start for t in seen.values()]
         else:
@@ -561,6 +598,8 @@ def measure(kube: Kube, host: Host, workdir: Path, mode: str, n: int, args: Any)
         )
         row.steady_host_reads = sum(c for k, c in host_steady.items() if k.startswith("GET"))
         row.rss_mib = operator.peak_rss_mib()
+        row.rss_end_mib = operator.peak_rss_mib("VmRSS")
+        row.idle_rss_mib = args.idle_rss_mib
         row.cpu_seconds = operator.cpu_seconds()
         row.loop_lag = operator.loop_lag_max()
         return row
@@ -569,6 +608,20 @@ def measure(kube: Kube, host: Host, workdir: Path, mode: str, n: int, args: Any)
             profiler.send_signal(signal.SIGINT)
             profiler.wait(timeout=60)
             print(f"profile: {workdir / f'profile-{mode}-{n}.txt'}", file=sys.stderr)
+        operator.stop()
+
+
+def idle_rss(kube: Kube, host: Host, workdir: Path, poll: float) -> float:
+    """An idle operator's RSS (MiB): started on an empty namespace, read once it serves its
+    metrics and has listed what it watches (a few polls later)."""
+    namespace = f"bench-idle-{int(time.time())}"
+    create_namespace(kube, namespace)
+    operator = OperatorProcess(kube, host, namespace, workdir, poll)
+    try:
+        wait_until(lambda: not math.isnan(operator.loop_lag_max()), "its metrics", timeout=60)
+        time.sleep(2 * poll)
+        return operator.peak_rss_mib("VmRSS")
+    finally:
         operator.stop()
 
 
@@ -770,7 +823,7 @@ async def minimal(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="100,1000,5000")
-    parser.add_argument("--modes", default="backlog,stream,tenants")
+    parser.add_argument("--modes", default="backlog,bloated,stream,tenants")
     parser.add_argument(
         "--schedulings", default="fair,fifo", help="tenants mode: TAKOFORM_RECONCILE_SCHEDULING "
         "values to measure, in this order",
@@ -810,6 +863,10 @@ def main() -> int:
         host = Host(workdir)
         rows: list[Row] = []
         tenants: list[TenantsRow] = []
+        args.idle_rss_mib = float("nan")
+        if set(modes) - {"tenants"}:
+            args.idle_rss_mib = idle_rss(kube, host, workdir, args.poll)
+            print(f"... idle operator: RSS {args.idle_rss_mib:.0f} MiB", file=sys.stderr)
         for n in sizes:
             for mode in modes:
                 if mode == "tenants":
@@ -820,7 +877,7 @@ def main() -> int:
                 print(f"... {mode} N={n}", file=sys.stderr, flush=True)
                 rows.append(measure(kube, host, workdir, mode, n, args))
                 print(f"    {progress(rows[-1])}", file=sys.stderr, flush=True)
-            measured = sorted({row.mode for row in rows if row.n == n})
+            measured = sorted({_script_mode(row.mode) for row in rows if row.n == n})
             for mode in [] if args.no_minimal else measured:
                 print(f"... minimal script N={n} ({mode})", file=sys.stderr, flush=True)
                 rate = args.rate if mode == "stream" else None
@@ -829,7 +886,7 @@ def main() -> int:
                 for row in rows:
                     if row.n == n:
                         row.extra[f"minimal_{mode}_seconds"] = baseline
-                        if row.mode == mode:
+                        if _script_mode(row.mode) == mode:
                             row.minimal_stack = stack
         if rows:
             report(rows)
@@ -842,12 +899,22 @@ def main() -> int:
     return 0
 
 
+def _script_mode(mode: str) -> str:
+    """The minimal script's run a row is compared with: a bloated row is a backlog."""
+    return "stream" if mode == "stream" else "backlog"
+
+
+def _per_cr_kib(row: Row, rss_mib: float) -> float:
+    return (rss_mib - row.idle_rss_mib) * 1024 / row.n
+
+
 def progress(row: Row) -> str:
     """A row's main figures as soon as it is measured: a long run that dies later keeps them."""
     return (
         f"all Ready in {row.seconds:.1f} s ({row.n / row.seconds:.1f} CRs/s), p99 "
         f"{_percentile(row.latencies, 0.99):.2f} s, CPU/CR {1000 * row.cpu_to_ready / row.n:.1f} "
-        f"ms, RSS {row.rss_mib:.0f} MiB, lag {row.loop_lag:.2f} s"
+        f"ms, RSS {row.rss_mib:.0f} MiB (per CR {_per_cr_kib(row, row.rss_mib):.1f} KiB; at "
+        f"the end {_per_cr_kib(row, row.rss_end_mib):.1f} KiB), lag {row.loop_lag:.2f} s"
     )
 
 
@@ -870,11 +937,12 @@ def report(rows: list[Row]) -> None:
     header = (
         f"{'mode':8} {'N':>5} {'all Ready s':>11} {'CRs/s':>7} {'p50 s':>7} {'p99 s':>7} "
         f"{'minimal s':>9} {'ratio':>6} {'API writes/CR':>13} {'host req/CR':>11} "
-        f"{'steady W/M/R':>13} {'RSS MiB':>8} {'CPU s':>7} {'CPU/CR ms':>9} {'lag s':>6}"
+        f"{'steady W/M/R':>13} {'RSS MiB':>8} {'KiB/CR':>6} {'end':>6} {'CPU s':>7} "
+        f"{'CPU/CR ms':>9} {'lag s':>6}"
     )
     print(header)
     for row in rows:
-        minimal_s = row.extra.get(f"minimal_{row.mode}_seconds", float("nan"))
+        minimal_s = row.extra.get(f"minimal_{_script_mode(row.mode)}_seconds", float("nan"))
         api_per = sum(row.api_writes.values()) / row.n
         host_per = sum(row.host.values()) / row.n
         reads = row.steady_host_reads / row.n
@@ -883,7 +951,8 @@ def report(rows: list[Row]) -> None:
             f"{row.mode:8} {row.n:>5} {row.seconds:>11.1f} {row.n / row.seconds:>7.1f} "
             f"{_percentile(row.latencies, 0.5):>7.2f} {_percentile(row.latencies, 0.99):>7.2f} "
             f"{minimal_s:>9.1f} {row.seconds / minimal_s:>6.2f} {api_per:>13.2f} {host_per:>11.2f} "
-            f"{steady:>13} {row.rss_mib:>8.0f} {row.cpu_seconds:>7.1f} "
+            f"{steady:>13} {row.rss_mib:>8.0f} {_per_cr_kib(row, row.rss_mib):>6.1f} "
+            f"{_per_cr_kib(row, row.rss_end_mib):>6.1f} {row.cpu_seconds:>7.1f} "
             f"{1000 * row.cpu_to_ready / row.n:>9.1f} {row.loop_lag:>6.2f}"
         )
     print()
@@ -901,7 +970,9 @@ def report(rows: list[Row]) -> None:
         "\nsteady W/M/R: API writes, host mutations and host reads per CR over the steady "
         "polls; ratio: the operator's all-Ready time / the minimal script's in the same mode; "
         "CPU s: the operator's CPU from its start to the end of the steady polls; CPU/CR: its "
-        "CPU from its start until all were Ready, per CR."
+        "CPU from its start until all were Ready, per CR; KiB/CR: the peak RSS less an idle "
+        f"operator's ({rows[0].idle_rss_mib:.0f} MiB), per CR; end: the same at the end of the "
+        "steady polls."
     )
 
 

@@ -26,7 +26,7 @@ from takoform_operator.kube.bindings import BindingBook
 from takoform_operator.kube.connection_secrets import HttpSecretStore
 from takoform_operator.kube.discovery import wait_until_served, watched_kinds
 from takoform_operator.kube.echoes import OwnWrites
-from takoform_operator.kube.handlers import Runtime, register, wake_contenders
+from takoform_operator.kube.handlers import Runtime, cr_trimmer, register, wake_contenders
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
 from takoform_operator.kube.index_readiness import install as install_index_readiness
 from takoform_operator.kube.json_seam import install as install_json_seam
@@ -116,7 +116,13 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         )
     health = Health(watch_failure_seconds=settings.watch_failure_seconds)
     echoes = OwnWrites()
-    install_json_seam(functools.partial(_unreadable, metrics), health.requested, echoes.echo)
+    install_json_seam(
+        functools.partial(_unreadable, metrics),
+        health.requested,
+        echoes.echo,
+        # A Form CR is cut to what the operator reads as soon as it is decoded (core.trim).
+        cr_trimmer(registry, settings),
+    )
     install_index_readiness()
     if settings.health_port:
         await health.start(settings.bind_address, settings.health_port)

@@ -24,9 +24,11 @@ from takoform_operator.kube.json_seam import (
     LIST_LIMIT,
     UNREADABLE_EVENT,
     WATCH_LIMIT,
+    ListReader,
     identity,
     install,
     list_loads,
+    trim_answer,
     uninstall,
     watch_loads,
 )
@@ -230,3 +232,89 @@ def test_exactly_the_values_deeper_than_the_limit_are_cut(value: Any, limit: int
         assert decoded == value
     else:
         assert pruned_paths(decoded, "") != [] and _depth(decoded) <= limit
+
+
+def _slim(found: Any) -> Any:
+    return {"trimmed": found["metadata"]["name"]} if isinstance(found, dict) else found
+
+
+@pytest.mark.parametrize("kind", ["ADDED", "MODIFIED", "DELETED"])
+def test_a_watch_events_object_is_trimmed_as_it_is_decoded(kind: str) -> None:
+    line = json.dumps({"type": kind, "object": {"metadata": {"name": "a", "labels": {"x": "y"}}}})
+    assert watch_loads(lambda *_: None, _slim)(line) == {"type": kind, "object": {"trimmed": "a"}}
+
+
+def test_a_bookmark_is_not_trimmed() -> None:
+    event = {"type": "BOOKMARK", "object": {"metadata": {"name": "a", "resourceVersion": "9"}}}
+    assert watch_loads(lambda *_: None, _slim)(json.dumps(event)) == event
+
+
+def test_each_item_of_a_list_page_is_trimmed_and_so_is_a_single_object() -> None:
+    page = {"metadata": {"resourceVersion": "5"}, "items": [{"metadata": {"name": "a"}}]}
+    assert trim_answer(page, _slim) == {"metadata": {"resourceVersion": "5"},
+                                        "items": [{"trimmed": "a"}]}  # fmt: skip
+    assert trim_answer({"metadata": {"name": "b"}}, _slim) == {"trimmed": "b"}
+
+
+def _read_in_chunks(page: str, cuts: list[int], trim: Any = None) -> tuple[Any, list[Any]]:
+    reports: list[Any] = []
+    reader = ListReader(lambda found, why: reports.append(found), *([trim] if trim else []))
+    data, at = page.encode(), 0
+    for cut in sorted(cuts):
+        reader.feed(data[at:cut])
+        at = max(at, cut)
+    reader.feed(data[at:])
+    return reader.close(), reports
+
+
+_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.sampled_from('ab"\\{}[]:,\x00é中😀'), max_size=6),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
+    max_leaves=12,
+)
+_items = st.lists(
+    st.dictionaries(st.text(max_size=5), _values, max_size=4)
+    | st.sampled_from(
+        [
+            '{"metadata":{"name":"deep"},"spec":' + nested(5000) + "}",
+            '{"metadata":{"name":"deep-ish"},"spec":' + nested(MAX_DEPTH + 3) + "}",
+            '{"kind":"Bucket","metadata":{"name":"broken","namespace":"t"},"spec":{"a": tru}}',
+            '{"n":' + "9" * 5000 + "}",
+            '{"s":"\u00e9\u4e2d\U0001f600 ] } [ { \\" ,"}',
+        ]
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_items, st.lists(st.integers(0, 40_000), max_size=6), st.booleans())
+def test_a_page_read_in_chunks_is_what_list_loads_reads(
+    items: list[Any], cuts: list[int], head_last: bool
+) -> None:
+    text = ",".join(i if isinstance(i, str) else json.dumps(i) for i in items)
+    head = '"apiVersion":"v1","kind":"BucketList","metadata":{"resourceVersion":"7","continue":""}'
+    page = (
+        "{" + head + ',"items":[' + text + "]}"
+        if not head_last
+        else ('{"items":[' + text + "]," + head + "}")
+    )
+    expected: list[Any] = []
+    assert _read_in_chunks(page, cuts) == (
+        list_loads(page, lambda found, why: expected.append(found)),
+        expected,
+    )
+
+
+def test_each_item_of_a_page_read_in_chunks_is_trimmed_as_it_arrives() -> None:
+    page = json.dumps({"kind": "BucketList", "items": [{"metadata": {"name": n}} for n in "ab"]})
+    decoded, _ = _read_in_chunks(page, [10, 20, 30], trim=lambda item: item["metadata"]["name"])
+    assert decoded == {"kind": "BucketList", "items": ["a", "b"]}
+    with pytest.raises(ValueError):
+        _read_in_chunks('{"items": [{"a": 1},', [5])

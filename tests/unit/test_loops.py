@@ -353,3 +353,22 @@ async def test_a_loop_keeps_nothing_of_the_watch_event_that_started_it() -> None
     gc.collect()
     assert later() is None, "the loop of u-later keeps its first watch event's cause alive"
     await loops.close()
+
+
+async def test_a_loop_holds_its_body_as_compact_json_and_gives_it_back_whole() -> None:
+    recorder = _Recorder()
+    loops = _loops(recorder)
+    body = _body(
+        metadata={"namespace": "team", "resourceVersion": "12"},
+        spec={"hostRef": "h", "parameters": {"size": 1.5, "name": "é\ud800", "deep": [[{}]]}},
+        status={"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]},
+    )
+    loops.seen("u-1", body)
+    await recorder.next_run()
+    assert recorder.runs == [body] and loops.body_of("u-1") == body
+    held = loops._loops["u-1"]
+    assert isinstance(held.packed, bytes) and len(held.packed) < 400
+    assert (held.namespace, held.host, held.version) == ("team", "h", "12")
+    loops.seen("u-1", {**body, "metadata": {**body["metadata"], "resourceVersion": "11"}})
+    assert loops.body_of("u-1") == body, "an older body is dropped"
+    await loops.close()

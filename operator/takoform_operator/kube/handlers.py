@@ -48,6 +48,7 @@ from takoform_operator.core.tenancy import (
     grant_from_body,
     grant_status,
 )
+from takoform_operator.core.trim import Kept, trimmed
 from takoform_operator.kube.bindings import BindingBook, Contenders
 from takoform_operator.kube.connection_secrets import (
     SecretForbidden,
@@ -69,6 +70,9 @@ from takoform_operator.settings import Settings
 from takoform_spec.identity import FormLine, plural_of
 
 FINALIZER = "takoform.io/finalizer"
+#: The annotations of a CR a reconcile acts on (kube.crs): a change of one wakes its loop, and
+#: they are the only annotations a process keeps (core.trim).
+WATCHED_ANNOTATIONS = (ACCEPT_UID_ANNOTATION, PAUSED_ANNOTATION)
 _MIN_DELAY = 0.2
 #: The first look at a just-accepted operation: most settle within a fraction of a second.
 _FIRST_LOOK = 0.25
@@ -405,6 +409,27 @@ async def let_go_of_connection_secret(runtime: Runtime, body: Mapping[str, Any])
         await runtime.secrets.release(body, namespace, name)
 
 
+def kept_of(settings: Settings) -> Kept:
+    """The annotations and labels of a CR this process keeps: those it acts on, and those its
+    shard selector reads."""
+    selector = parse_selector(settings.shard_selector)
+    return Kept(frozenset(WATCHED_ANNOTATIONS), frozenset(r.key for r in selector.requirements))
+
+
+def cr_trimmer(registry: Registry, settings: Settings) -> Callable[[Any], Any]:
+    """What this process keeps of a decoded object (kube.json_seam, kube.loops): a Form CR of
+    the registry only what the operator reads (core.trim), any other object all of it."""
+    lines = {(line.api_version, line.kind) for line in registry.lines()}
+    kept = kept_of(settings)
+
+    def trim(found: Any) -> Any:
+        if isinstance(found, Mapping) and (found.get("apiVersion"), found.get("kind")) in lines:
+            return trimmed(found, kept)
+        return found
+
+    return trim
+
+
 def register(
     runtime: Runtime, kopf_registry: kopf.OperatorRegistry, shards: ShardMembership | None = None
 ) -> None:
@@ -422,7 +447,8 @@ def register(
         fair=runtime.settings.reconcile_scheduling == "fair",
         default_host=runtime.tenancy.default_host,
         hosts=lambda: len(runtime.tenancy.hosts()),
-        watched_annotations=(ACCEPT_UID_ANNOTATION, PAUSED_ANNOTATION),
+        watched_annotations=WATCHED_ANNOTATIONS,
+        keep=cr_trimmer(runtime.registry, runtime.settings),
         finalizer=FINALIZER,
     )
     loops = runtime.loops

@@ -19,15 +19,20 @@ keeping kopf's contract (same arguments, same results), nothing else of kopf is 
   encoder writes valid UTF-8 JSON of at most 10,000 levels) becomes an event type kopf skips
   with a warning, after our log line and `takoform_unreadable_objects_total` name the object as
   far as it can be recovered.
-- `api.get` (kopf's GET and JSON decode of list pages and other reads): the same request, decoded
-  with `list_loads`: depth-safe, and should a page still fail, item by item, an unreadable item
-  reported like an unreadable watch line and left out.
+- `api.get` (kopf's GET and JSON decode of list pages and other reads): the same request, read
+  in chunks and decoded item by item as they arrive (`ListReader`), depth-safe, an unreadable
+  item reported like an unreadable watch line and left out (`list_loads` for a page of another
+  shape).
 - `api.iter_jsonlines` (the lines of a watch stream, which kopf decodes as UTF-8 itself): the
   same lines, with U+FFFD where a line is not valid UTF-8, less the echoes of the operator's
   own writes (kube.echoes), which kopf never sees.
 - `api.request` (every kopf request): unchanged, but a GET (kopf's lists and watches) that fails
   after kopf's own retries, or succeeds, is reported to the health check (health.Health): a
   list or watch that keeps failing makes /healthz fail.
+
+Each object decoded by the first two (a watch event's object, each item of a list page) goes
+through `trim` as soon as it is decoded: a Form CR leaves with only what the operator reads
+(core.trim), before kopf queues it or any loop keeps it, whatever its metadata carries.
 
 `safe_loads` (core.depth, the one depth-safe decoder, which the plugin and the host client use
 too) first tries the C decoder when the text cannot be deeper than allowed; otherwise, or if
@@ -39,6 +44,8 @@ other object is decoded exactly as before.
 
 from __future__ import annotations
 
+import codecs
+import json
 import logging
 import re
 import types
@@ -46,7 +53,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from takoform_operator.core.depth import MAX_DEPTH, safe_loads
+from takoform_operator.core.depth import MAX_DEPTH, deeper_than, safe_loads
 
 logger = logging.getLogger("takoform_operator")
 
@@ -59,6 +66,8 @@ LIST_LIMIT = MAX_DEPTH + 2
 #: What a watch line that cannot be read becomes: kopf logs and skips unknown event types.
 UNREADABLE_EVENT = "TakoformUnreadable"
 _KEYED = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"\s*:|"([^"\\]*(?:\\.[^"\\]*)*)"|([\[\]{}])')
+#: Bytes read at a time from a list page (kube.json_seam.ListReader).
+_CHUNK = 1 << 16
 
 
 def list_loads(text: str | bytes, report: Callable[[dict[str, str], str], None]) -> Any:
@@ -152,21 +161,159 @@ def _printable(value: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in value[:253])
 
 
+#: What an object decoded here becomes (kube.handlers.cr_trimmer): itself by default.
+Trim = Callable[[Any], Any]
+#: The watch events whose object is a stored object (a BOOKMARK's or an ERROR's is not).
+_OBJECT_EVENTS = ("ADDED", "MODIFIED", "DELETED")
+
+
+def _same(found: Any) -> Any:
+    return found
+
+
 def watch_loads(
-    report: Callable[[dict[str, str], str], None],
+    report: Callable[[dict[str, str], str], None], trim: Trim = _same
 ) -> Callable[[str | bytes], Any]:
     """kopf's `json.loads` for watch lines: depth-safe; an unreadable line is `report`ed (what
-    was recovered of the object, why) and becomes an event kopf skips."""
+    was recovered of the object, why) and becomes an event kopf skips. The event's object goes
+    through `trim` as soon as it is decoded."""
 
     def loads(text: str | bytes) -> Any:
         try:
-            return safe_loads(text, WATCH_LIMIT)
+            event = safe_loads(text, WATCH_LIMIT)
         except ValueError as exc:
             raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
             report(identity(raw), str(exc)[:200])
             return {"type": UNREADABLE_EVENT, "object": {}}
+        if isinstance(event, dict) and event.get("type") in _OBJECT_EVENTS and "object" in event:
+            event["object"] = trim(event["object"])
+        return event
 
     return loads
+
+
+#: The start of a list page up to its `items` array: `apiVersion`, `kind` and a flat `metadata`
+#: (resourceVersion, continue, remainingItemCount), in any order, as the API server writes them.
+_LIST_HEAD = re.compile(
+    r'\s*\{(?:\s*"(?:apiVersion|kind)"\s*:\s*"[^"\\]*"\s*,'
+    r'|\s*"metadata"\s*:\s*\{[^{}"]*(?:"[^"\\]*"[^{}"]*)*\}\s*,)*\s*"items"\s*:\s*\['
+)
+#: How much of a page may go by without its head being found: the page is then read whole.
+_HEAD_AT_MOST = 1 << 16
+_SEPARATORS = " \t\r\n,"
+_DECODER = json.JSONDecoder()
+
+
+class ListReader:
+    """A list page decoded item by item as its chunks arrive (`feed`, then `close`), each item
+    `trim`med at once: a page of 500 CRs with a megabyte of labels each never exists decoded,
+    nor as a whole text. The result is `list_loads`'s: depth-safe, an unreadable item
+    `report`ed and left out. A page that does not start as the API server writes one (its
+    `items` after a flat head) is read whole by `list_loads`."""
+
+    def __init__(self, report: Callable[[dict[str, str], str], None], trim: Trim = _same) -> None:
+        self._report, self._trim = report, trim
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self._text = ""  # what is not consumed yet
+        self._head: str | None = None  # the page up to its items array, once found
+        self._items: list[Any] = []
+        self._tail: list[str] | None = None  # the page after its items array
+        self._whole: list[str] | None = None  # not a page of the expected shape: read whole
+
+    def feed(self, chunk: bytes) -> None:
+        self._take(self._utf8.decode(chunk), final=False)
+
+    def close(self) -> Any:
+        self._take(self._utf8.decode(b"", final=True), final=True)
+        if self._whole is not None:
+            return trim_answer(list_loads("".join(self._whole), self._report), self._trim)
+        if self._head is None or self._tail is None:
+            raise ValueError("the list page ends inside its items")
+        page = safe_loads(self._head + "[]" + "".join(self._tail), LIST_LIMIT)
+        page["items"] = self._items
+        return page
+
+    def _take(self, text: str, final: bool) -> None:
+        for kept in (self._whole, self._tail):
+            if kept is not None:
+                kept.append(text)
+                return
+        text = self._text + text
+        if self._head is None:
+            head = _LIST_HEAD.match(text)
+            if head is None:
+                if final or len(text) > _HEAD_AT_MOST or "[" in text:
+                    self._whole, self._text = [text], ""
+                else:
+                    self._text = text
+                return
+            self._head, text = text[: head.end() - 1], text[head.end() :]
+        at = 0
+        while True:
+            while at < len(text) and text[at] in _SEPARATORS:
+                at += 1
+            if at == len(text):
+                break
+            if text[at] == "]":
+                self._tail, self._text = [text[at + 1 :]], ""
+                return
+            end = self._item(text, at, final)
+            if end is None:
+                break
+            at = end
+        self._text = text[at:]
+
+    def _item(self, text: str, at: int, final: bool) -> int | None:
+        """Decode the item at `at`; returns where it ends, or None while it is incomplete."""
+        try:
+            item, end = _DECODER.raw_decode(text, at)
+        except RecursionError:
+            pass
+        except ValueError:
+            if not final:
+                return None  # most likely cut by the chunk: tried again with more
+        else:
+            if text.count("{", at, end) + text.count("[", at, end) <= OBJECT_LIMIT or (
+                not deeper_than(text[at:end], OBJECT_LIMIT)
+            ):
+                self._items.append(self._trim(item))
+                return end
+        # Deep, or not readable as it is: found by a scan, then decoded like a page's item.
+        closed = _value_end(text, at)
+        if closed is None:
+            if final:
+                raise ValueError("the list page ends inside an item")
+            return None
+        raw = text[at:closed]
+        try:
+            self._items.append(self._trim(safe_loads(raw, OBJECT_LIMIT)))
+        except ValueError as exc:
+            self._report(identity(raw), str(exc)[:200])
+        return closed
+
+
+def _value_end(text: str, at: int) -> int | None:
+    """Where the object or list opening at `at` closes (strings skipped), None if not in
+    `text`."""
+    depth = 0
+    for match in _KEYED.finditer(text, at):
+        bracket = match.group(3)
+        if bracket is None:
+            continue
+        depth += 1 if bracket in "[{" else -1
+        if depth == 0:
+            return match.end()
+    return None
+
+
+def trim_answer(answer: Any, trim: Trim) -> Any:
+    """A GET's decoded answer with `trim` applied to each item of a list page, or to the
+    object itself."""
+    items = answer.get("items") if isinstance(answer, dict) else None
+    if isinstance(items, list):
+        answer["items"] = [trim(item) for item in items]
+        return answer
+    return trim(answer)
 
 
 #: The attributes of kopf._cogs.clients.api the seam replaces.
@@ -181,12 +328,14 @@ def install(
     report: Callable[[dict[str, str], str], None],
     requested: Callable[[str, bool], None],
     skip: Callable[[bytes], bool] | None = None,
+    trim: Trim = _same,
 ) -> None:
     """Install the seam in kopf's API client (idempotent: a second call replaces the hooks).
     `report(identity, why)` is told of each watch line that cannot be read; `requested(path,
     ok)` of each GET (list or watch) that succeeded or failed after kopf's own retries;
     `skip(line)` says which watch lines kopf is not given at all (kube.echoes: the echo of
-    the operator's own writes), before they are decoded."""
+    the operator's own writes), before they are decoded; `trim(object)` what each object
+    decoded from a watch line or a GET becomes."""
     from kopf._cogs.clients import api
 
     if _Installed.originals is None:
@@ -208,9 +357,11 @@ def install(
 
     async def get(url: str, **kwargs: Any) -> Any:
         response = await api.request(method="get", url=url, **kwargs)
+        reader = ListReader(report, trim)
         async with response:
-            body = await response.read()
-        return list_loads(body, report)
+            async for chunk in response.content.iter_chunked(_CHUNK):
+                reader.feed(chunk)
+        return reader.close()
 
     async def iter_jsonlines(content: Any, *args: Any, **kwargs: Any) -> Any:
         # kopf decodes each line as UTF-8 before json.loads sees it: a line that is not valid
@@ -226,7 +377,7 @@ def install(
             yield line
 
     hooks = {
-        "json": types.SimpleNamespace(loads=watch_loads(report)),
+        "json": types.SimpleNamespace(loads=watch_loads(report, trim)),
         "get": get,
         "iter_jsonlines": iter_jsonlines,
     }

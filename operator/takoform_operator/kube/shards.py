@@ -44,7 +44,6 @@ from takoform_operator.core.shard_ring import (
 from takoform_operator.kube.crs import log_fields
 from takoform_operator.kube.freshness import older, resource_version
 from takoform_operator.kube.leader import LostLease
-from takoform_operator.kube.loops import kept
 
 logger = logging.getLogger("takoform_operator.shards")
 
@@ -151,7 +150,7 @@ class ShardMembership:
         key = self.key_of(body)
         if uid not in self.crs:
             self._crs_version += 1
-        self.crs[uid] = _Cr(key, kept(body))
+        self.crs[uid] = _Cr(key, dict(body))  # trimmed as it was decoded (kube.json_seam)
         if self._may_act(key):
             if uid not in self.serving:
                 self.serving.add(uid)
