@@ -140,7 +140,7 @@ def test_the_documented_uninstall_leaves_nothing_and_strands_no_finalizer(
     )  # fmt: skip
     cluster.kubectl(
         "annotate", "secret", "takoform-host-token",
-        "takoform.io/host-credential-for=default", namespace=NAMESPACE,
+        f"takoform.io/host-credential-for=default={host.url}", namespace=NAMESPACE,
     )  # fmt: skip
     helm(
         "install", RELEASE, str(CHART), f"--kubeconfig={cluster.kubeconfig}",
