@@ -63,6 +63,7 @@ from takoform_operator.core.ownership import (
     claim,
     creator_to_weigh,
     let_go,
+    rebuilt,
     restored,
     restores,
     waits_for_its_owner,
@@ -328,7 +329,18 @@ async def _let_go(
     desired: Desired, outcome: Outcome, binding: Binding | None, bindings: BindingPort
 ) -> Outcome:
     """A finished deletion: its binding Released (the host resource stays) or deleted (it
-    went), before the finalizer goes. Not ours (or none): nothing to write."""
+    went), before the finalizer goes. Not ours: nothing to write. None in the cache while the
+    status records a target: the API server is asked, and a binding that went (forced, its CRD
+    reinstalled) is rebuilt from the status, so a release still remembers this CR."""
+    state = outcome.state
+    if binding is None and (recorded := rebuilt(desired, state, host_of(desired, state))):
+        binding = await bindings.read(recorded.identity)
+        if binding is None:
+            released = let_go(desired, state, recorded)
+            if released is not None:
+                with contextlib.suppress(BindingExists):  # bound by another CR meanwhile
+                    await bindings.create(released)
+            return outcome
     if binding is None or not binding.owned_by(desired.cr_uid):
         return outcome
     after = let_go(desired, outcome.state, binding)

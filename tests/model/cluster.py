@@ -317,6 +317,8 @@ class ModelTenancy:
     def __init__(self, port: HostPort) -> None:
         self._port = port
         self.granted: set[tuple[str, str]] = set()
+        #: namespace -> how many times it was deleted and created again (its uid changes).
+        self.incarnation: dict[str, int] = {}
 
     def allows(self, namespace: str, space: str) -> bool:
         return (namespace, space) in self.granted
@@ -340,7 +342,7 @@ class ModelTenancy:
         return {}
 
     def namespace_uid(self, namespace: str) -> str:
-        return ""
+        return f"{namespace}-uid-{self.incarnation.get(namespace, 0)}"
 
     def port(self, host: str, namespace: str = "") -> HostPort:
         assert host == DEFAULT_HOST, f"a request for host {host!r}, which the model has not"

@@ -605,17 +605,35 @@ class OwnershipModel(RuleBasedStateMachine):
         """`kubectl delete` then `kubectl patch` removing the finalizers: the CR vanishes
         without any reconcile. What it owned is Lost: only a CR of its namespace and name (a
         restore) may take it back, or one an admin pre-binds."""
-        uid = self._pick(pick)
+        self._vanish(self._pick(pick))
+
+    @precondition(lambda self: self.cluster.crs)
+    @rule(namespace=st.sampled_from(NAMESPACES))
+    def recycle_namespace(self, namespace: str) -> None:
+        """The namespace is force-deleted (its CRs' finalizers removed by hand, no reconcile
+        of theirs) and created again under its name, for another tenant maybe: a new namespace
+        uid. What its CRs held is Lost to the old namespace; the new one inherits nothing (a
+        restore there is another namespace's CR: the invariants hold it to that)."""
+        for uid in [u for u in self._live() if self.names[u][0] == namespace]:
+            self._vanish(uid)
+        for key in [k for k in self.vanished if k[0] == namespace]:
+            del self.vanished[key]  # no backup of the old namespace is restored into the new
+        self.tenancy.incarnation[namespace] = self.tenancy.incarnation.get(namespace, 0) + 1
+
+    def _vanish(self, uid: str) -> None:
         body = self.cluster.crs[uid]
         owned = [status_of(body).get("uid")] + [
             r["metadata"]["uid"] for r in self.host().resources if creator_of(r) == uid
         ]
+        # Lost only what a binding on the API server holds for it: one an admin took away by
+        # force (binding_vanishes) is free once its owner is gone too, as the release says.
+        held = self.ownership.bindings.held_by(uid) is not None
         body = self.cluster.vanish(uid)
         metadata = body["metadata"]
         self.gone[uid] = "vanished"
         self.vanished[(metadata["namespace"], metadata["name"])] = body
         self.vanished_roots[(metadata["namespace"], metadata["name"])] = self.lineage[uid]
-        for resource_uid in owned:
+        for resource_uid in owned if held else ():
             if resource_uid and resource_uid not in self.released:
                 self.lost[resource_uid] = (metadata["namespace"], metadata["name"])
 

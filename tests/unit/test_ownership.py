@@ -451,6 +451,23 @@ async def test_an_import_never_binds_a_resource_another_live_cr_records(
         assert bindings.writes[0] == ("create", IDENTITY.binding_name())
 
 
+async def test_an_orphan_deletion_whose_binding_went_releases_a_binding_rebuilt_from_its_status() -> (
+    None
+):
+    """The binding went from under its owner (an admin's forced release, the binding CRD
+    reinstalled) before the owner wrote it again; its Orphan deletion still releases the
+    resource to its namespace, remembering the owner and the uid its status records: it
+    never leaves the resource unbound for any namespace to import."""
+    desired = _desired(deleting=True, deletion_policy=DeletionPolicy.ORPHAN)
+    state = _claimed_state(desired, host=DEFAULT_HOST, uid="h-1")
+    bindings = MemoryBindings()
+    outcome = await reconcile_with_one_host(desired, state, _NoHost(), REGISTRY, bindings)  # type: ignore[arg-type]
+    assert outcome.finalized
+    released = bindings.objects[IDENTITY.binding_name()]
+    assert released.phase is Phase.RELEASED and released.uid == "h-1"
+    assert released.last_owner == ClaimRef("a", "cr-me", "me")
+
+
 def test_a_binding_whose_owner_went_is_lost_remembering_it() -> None:
     lost = _bound(uid=None).lost("h-2")
     assert lost.phase is Phase.LOST and lost.claim is None

@@ -227,6 +227,24 @@ def let_go(desired: Desired, state: State, binding: Binding) -> Binding | None:
     return binding.released(me(desired), uid)
 
 
+def rebuilt(desired: Desired, state: State, host: str) -> Binding | None:
+    """The binding a CR holds, rebuilt from what its status records (target and uid): what
+    its deletion lets go when the binding itself went (an admin's forced release, the binding
+    CRD reinstalled), so that a release still remembers its owner and its namespace. None: the
+    status records no target."""
+    if not state.claimed or state.form_ref is None or not state.space or not state.name:
+        return None
+    identity = Identity(state.space, state.form_ref.line, state.name, host)
+    return Binding(
+        identity,
+        Phase.BOUND,
+        me(desired),
+        form_ref=state.form_ref,
+        requested=state.requested,
+        uid=state.uid,
+    )
+
+
 def _host(desired: Desired, state: State) -> str:
     return (state.host or desired.host) if state.claimed else desired.host
 
