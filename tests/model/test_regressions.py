@@ -751,3 +751,41 @@ def test_a_vanished_binding_goes_back_to_its_owner_never_to_a_waiting_import(
     (binding,) = machine.ownership.all()
     assert binding.owned_by(owner), "the owner bound it again (the liveness rounds)"
     assert reason(machine, 0, ConditionType.READY) is Reason.AVAILABLE
+
+
+def test_an_import_id_set_while_deleting_does_not_turn_a_create_into_an_import_that_lets_go(
+    model_world: World,
+) -> None:
+    """ns-b/alpha's create is accepted (its status write held, the record then expired), and
+    its Orphan deletion runs after spec.importId was set: it was claimed as a create, so its
+    binding is Released to ns-b, not deleted as an import's that never bound anything. Before,
+    ns-a's import then bound what ns-b released."""
+    machine = replay(
+        model_world,
+        [
+            step(
+                "create_cr",
+                namespace="ns-b",
+                name="alpha",
+                resource_name=None,
+                size=10,
+                policy="Delete",
+                same_instant=False,
+            ),
+            step("reconcile", pick=0),
+            step("delete_cr", pick=0, policy="Orphan"),
+            step("set_import_id", pick=0, which=0),
+            step("expire_operation_records"),
+            step(
+                "create_importing_cr",
+                namespace="ns-a",
+                name="alpha",
+                pick=0,
+                size=10,
+                policy="Delete",
+            ),
+        ],
+    )
+    (importer,) = machine.cluster.live()
+    assert importer["metadata"]["namespace"] == "ns-a"
+    assert not status_of(importer).get("uid"), "the import bound nothing of ns-b's"

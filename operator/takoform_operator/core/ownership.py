@@ -221,7 +221,11 @@ def let_go(desired: Desired, state: State, binding: Binding) -> Binding | None:
     if not releases_without_host_call(desired):
         return None
     uid = state.uid or binding.uid
-    never_creates = desired.import_id is not None or desired.management is ManagementPolicy.OBSERVE
+    # What it was bound as, not what its spec says now: an importId set while it is deleted
+    # does not make a create that may have created into an import.
+    requested = state.requested or binding.requested
+    imported = (requested.import_id if requested is not None else desired.import_id) is not None
+    never_creates = imported or desired.management is ManagementPolicy.OBSERVE
     if uid is None and never_creates:
         return None
     return binding.released(me(desired), uid)
