@@ -451,9 +451,7 @@ async def test_an_import_never_binds_a_resource_another_live_cr_records(
         assert bindings.writes[0] == ("create", IDENTITY.binding_name())
 
 
-async def test_an_orphan_deletion_whose_binding_went_releases_a_binding_rebuilt_from_its_status() -> (
-    None
-):
+async def test_an_orphan_deletion_whose_binding_went_releases_one_rebuilt_from_status() -> None:
     """The binding went from under its owner (an admin's forced release, the binding CRD
     reinstalled) before the owner wrote it again; its Orphan deletion still releases the
     resource to its namespace, remembering the owner and the uid its status records: it
