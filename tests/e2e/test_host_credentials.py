@@ -34,6 +34,22 @@ def host_ready(cluster: KubeCluster, name: str) -> dict[str, Any]:
     return dict(condition_of(found.get("status") or {}, "Ready"))
 
 
+def _operator(cluster: Any, ns: str, log: Any) -> Any:
+    """The operator of `ns` alone, without the implicit host, probing the hosts and reading
+    their token Secrets again every second."""
+    return operator_process(
+        cluster.kubeconfig,
+        None,
+        ns,
+        log,
+        METRICS_PORT="0",
+        OPERATOR_NAMESPACE=ns,
+        IMPLICIT_HOST="false",
+        HOST_STATUS_SECONDS="1",
+        TOKEN_REFRESH_SECONDS="1",
+    )
+
+
 def test_a_token_secret_not_opted_in_for_the_host_is_never_sent(
     kube_cluster: KubeCluster,
     kube_crds: list[Any],
@@ -54,17 +70,7 @@ def test_a_token_secret_not_opted_in_for_the_host_is_never_sent(
     try:
         with (
             granted(kube_cluster, ns, ["team-a"], host=name),
-            operator_process(
-                kube_cluster.kubeconfig,
-                None,
-                ns,
-                log,
-                METRICS_PORT="0",
-                OPERATOR_NAMESPACE=ns,
-                IMPLICIT_HOST="false",
-                HOST_STATUS_SECONDS="1",
-                TOKEN_REFRESH_SECONDS="1",
-            ),
+            _operator(kube_cluster, ns, log),
         ):
             kube_cluster.apply(bucket("logs", hostRef=name), namespace=ns)
 
@@ -149,17 +155,7 @@ def test_a_credential_follows_its_url_a_host_moved_elsewhere_sends_nothing_there
     try:
         with (
             granted(kube_cluster, ns, ["team-a"], host=name),
-            operator_process(
-                kube_cluster.kubeconfig,
-                None,
-                ns,
-                log,
-                METRICS_PORT="0",
-                OPERATOR_NAMESPACE=ns,
-                IMPLICIT_HOST="false",
-                HOST_STATUS_SECONDS="1",
-                TOKEN_REFRESH_SECONDS="1",
-            ),
+            _operator(kube_cluster, ns, log),
         ):
             kube_cluster.apply(bucket("logs", hostRef=name), namespace=ns)
             # By name only: bound to no URL, so sent nowhere; the status says what to write.

@@ -82,6 +82,15 @@ CREATE_BETA = step(
     policy="Delete",
     same_instant=False,
 )
+CREATE_ALPHA_IN_B = step(
+    "create_cr",
+    namespace="ns-b",
+    name="alpha",
+    resource_name=None,
+    size=10,
+    policy="Delete",
+    same_instant=False,
+)
 #: The exact sequence the checker shrank: CR ns-a/alpha imports what ns-a/beta created.
 IMPORT_OWNED = [
     CREATE_BETA,
@@ -126,15 +135,7 @@ def test_a_second_cr_for_the_same_name_never_creates_over_the_owners_vanished_re
         model_world,
         [
             step("out_of_band", verb="delete", which=0),
-            step(
-                "create_cr",
-                namespace="ns-b",
-                name="alpha",
-                resource_name=None,
-                size=10,
-                policy="Delete",
-                same_instant=False,
-            ),
+            CREATE_ALPHA_IN_B,
             step("reconcile", pick=0),
             step("reconcile", pick=0),
             step(
@@ -408,15 +409,7 @@ def test_two_namespace_shards_never_both_own_one_name(model_world: World) -> Non
         [
             step("shard_operators", two=True),
             CREATE_ALPHA,
-            step(
-                "create_cr",
-                namespace="ns-b",
-                name="alpha",
-                resource_name=None,
-                size=10,
-                policy="Delete",
-                same_instant=False,
-            ),
+            CREATE_ALPHA_IN_B,
         ],
     )
     a, b = cr_named(machine, "ns-a", "alpha"), cr_named(machine, "ns-b", "alpha")
@@ -703,15 +696,7 @@ def test_a_deletion_whose_finalizer_removal_was_lost_acts_no_more_and_leaves_the
         model_world,
         [
             step("fail_next_operation"),
-            step(
-                "create_cr",
-                namespace="ns-b",
-                name="alpha",
-                resource_name=None,
-                size=10,
-                policy="Delete",
-                same_instant=False,
-            ),
+            CREATE_ALPHA_IN_B,
             step("reconcile", pick=0),
             step("delete_cr", pick=0, policy="Delete"),
             step("reconcile_losing_status_write", pick=0),
@@ -763,15 +748,7 @@ def test_an_import_id_set_while_deleting_does_not_turn_a_create_into_an_import_t
     machine = replay(
         model_world,
         [
-            step(
-                "create_cr",
-                namespace="ns-b",
-                name="alpha",
-                resource_name=None,
-                size=10,
-                policy="Delete",
-                same_instant=False,
-            ),
+            CREATE_ALPHA_IN_B,
             step("reconcile", pick=0),
             step("delete_cr", pick=0, policy="Orphan"),
             step("set_import_id", pick=0, which=0),
