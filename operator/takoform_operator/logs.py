@@ -3,25 +3,45 @@
 A line about one custom resource carries its `kind`, `namespace`, `name`, `uid` and `host` as
 fields: the operator's own lines pass them as `extra={"cr": {...}}` (kube.crs.log_fields;
 `name` cannot be an extra of its own, a LogRecord has one), kopf's per-object lines carry them
-in its object reference (`k8s_ref`); `host` alone may also be an extra of its own. In JSON they
-are members of the object; in text they follow the message as `key=value`. kopf's per-object
+in its object reference (`k8s_ref`); `host` alone may also be an extra of its own. Every line
+logged within one look at a CR (one reconcile: kube.handlers) also carries that look's id,
+`look`, whatever logger wrote it (the host client's, kopf's), so one look's lines are found
+together. In JSON they are members of the object; in text they follow the message as
+`key=value`. kopf's per-object
 records also carry its whole settings object (about 2 KB), which says nothing about the line:
 never logged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
-from collections.abc import Mapping
+import secrets
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 # Attributes every LogRecord has; anything else on a record came in through `extra=`.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 
 #: The fields of a line about one CR, in the order they are written.
-CR_FIELDS = ("kind", "namespace", "name", "uid", "host")
+CR_FIELDS = ("kind", "namespace", "name", "uid", "host", "look")
+
+#: The id of the look the running code belongs to ("": none).
+_LOOK: ContextVar[str] = ContextVar("takoform_look", default="")
+
+
+@contextlib.contextmanager
+def look() -> Iterator[str]:
+    """One look at a CR: the lines logged inside carry a new id (8 hex digits)."""
+    token = _LOOK.set(secrets.token_hex(4))
+    try:
+        yield _LOOK.get()
+    finally:
+        _LOOK.reset(token)
+
 
 #: Extras that are not written as they are: kopf's settings object and posting flag (dropped),
 #: the operator's `cr` and kopf's object reference (their members become the CR fields above).
@@ -38,6 +58,8 @@ def fields(record: logging.LogRecord) -> dict[str, Any]:
         for key, value in vars(record).items()
         if key not in _STANDARD and key not in _NOT_AS_THEY_ARE and not key.startswith("_")
     }
+    if look_id := _LOOK.get():
+        extras.setdefault("look", look_id)
     for source in (getattr(record, "cr", None), getattr(record, "k8s_ref", None)):
         if isinstance(source, Mapping):
             for key in CR_FIELDS:

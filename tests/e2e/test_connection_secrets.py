@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 import pytest
@@ -151,6 +152,10 @@ def test_sensitive_outputs_go_to_an_owned_secret_and_nowhere_else(
         "the metrics": operator.metrics(),
     }
     assert "orders-connection" in where["the operator's log"], "the log names the Secret"
+    written = [line for line in where["the operator's log"].splitlines() if "written" in line]
+    assert written and all(re.search(r" look=[0-9a-f]{8}\b", line) for line in written), (
+        "a line logged within a look carries its id"
+    )
     for place, text in where.items():
         for value in values:
             assert value not in text, f"a sensitive value appears in {place}"

@@ -12,11 +12,13 @@ Which of our modules may import which (same-layer imports are always allowed):
     service      takoform_operator.service                 spec, core, host_port, binding_port
     settings     takoform_operator.settings                (nothing of ours)
     version      takoform_operator.version                 (nothing of ours)
+    logs         takoform_operator.logs                    (nothing of ours)
     metrics      takoform_operator.metrics                 spec, core, host_port, service, settings,
                                                            version
     host_client  takoform_operator.host_client             spec, core, host_port, service
     kube         takoform_operator.kube                    spec, core, host_port, binding_port,
-                                                           service, settings, metrics, version
+                                                           service, settings, metrics, version,
+                                                           logs
     build        takoform_operator.generator,              spec, catalog, core
                  takoform_operator.generator_crd,
                  takoform_operator.generator_docs,
@@ -72,6 +74,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     ),
     "settings": (("takoform_operator.settings",), frozenset()),
     "version": (("takoform_operator.version",), frozenset()),
+    "logs": (("takoform_operator.logs",), frozenset()),
     "metrics": (
         ("takoform_operator.metrics",),
         frozenset({"spec", "core", "host_port", "service", "settings", "version"}),
@@ -94,6 +97,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
                 "metrics",
                 "http_transport",
                 "version",
+                "logs",
             }
         ),
     ),
@@ -143,6 +147,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
                 "host_client",
                 "kube",
                 "build",
+                "logs",
             }
         ),
     ),

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from takoform_operator.cli import main as cli_main
 from takoform_operator.kube.crs import log_fields
-from takoform_operator.logs import JsonFormatter, TextFormatter
+from takoform_operator.logs import JsonFormatter, TextFormatter, look
 from takoform_operator.metrics import Metrics
 
 UID = "0c5e1d0e-7a51-4c6e-9d3b-2f1f5c9b8a11"
@@ -105,6 +105,21 @@ def test_the_operators_line_about_a_cr_carries_its_fields(kept: _Keep) -> None:
     assert text.endswith(
         f"retrying in 1.5 s kind=Bucket namespace=team-a name=logs uid={UID} host=eu-1"
     )
+
+
+def test_every_line_of_one_look_carries_its_id_whoever_logs_it(kept: _Keep) -> None:
+    """A look's lines are found together: the operator's, the host client's, kopf's."""
+    ours, kopf_objects = logging.getLogger("takoform_operator"), logging.getLogger("kopf.objects")
+    with look() as first:
+        ours.warning("status write lost", extra=log_fields(BODY))
+        kopf_objects.warning("Patching failed")
+        lines = [json.loads(JsonFormatter().format(r)) for r in kept.records]
+        text = TextFormatter().format(kept.records[0])
+    assert [line["look"] for line in lines] == [first, first]
+    assert text.endswith(f"uid={UID} look={first}")
+    with look() as second:
+        assert second != first
+    assert "look" not in json.loads(JsonFormatter().format(kept.records[0])), "outside a look"
 
 
 def test_a_line_about_no_cr_is_unchanged_in_text_and_a_traceback_stays_below(

@@ -65,6 +65,7 @@ from takoform_operator.kube.selector import parse_selector
 from takoform_operator.kube.shards import ShardMembership
 from takoform_operator.kube.status import CrWriter, StatusWriteFailed
 from takoform_operator.kube.tenancy import TenancyBook
+from takoform_operator.logs import look
 from takoform_operator.metrics import Metrics
 from takoform_operator.settings import Settings
 from takoform_spec.identity import FormLine, plural_of
@@ -277,7 +278,13 @@ async def _persist(
 
 
 async def _loop_step(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
-    """One turn of a CR's loop (kube.loops): the one failure path of the kopf layer."""
+    """One turn of a CR's loop (kube.loops): one look, whose every log line carries its id."""
+    with look():
+        return await _look(runtime, body)
+
+
+async def _look(runtime: Runtime, body: Mapping[str, Any]) -> float | None:
+    """The one failure path of the kopf layer."""
     metadata = body.get("metadata") or {}
     try:
         if metadata.get("deletionTimestamp") is not None:
