@@ -53,6 +53,10 @@ class BindingPort(Protocol):
         When that cannot be told (forbidden, API trouble) the answer is True: only a CR proven
         gone is treated as gone."""
 
+    def went(self, identity: Identity) -> bool:
+        """The binding of `identity` existed and went, as far as this process saw (a
+        tombstone): whoever binds it next weighs the evidence first (`recorded_elsewhere`)."""
+
     async def recorded_elsewhere(
         self, identity: Identity, cr_uid: str, creator: str | None
     ) -> bool:

@@ -247,7 +247,8 @@ async def _own(
             if taken is None:
                 return verdict.outcome
             verdict = taken
-        if not verdict.binding.resource_version and desired.import_id is not None:
+        unbound = not verdict.binding.resource_version
+        if unbound and (desired.import_id is not None or bindings.went(identity)):
             waits = await _waits_for_owner(desired, state, target, identity, bindings, port)
             if waits is not None:
                 return waits
@@ -270,12 +271,14 @@ async def _waits_for_owner(
     bindings: BindingPort,
     port: HostPort,
 ) -> Outcome | None:
-    """An import about to bind a resource nobody has bound: a live CR that records it (in its
-    status, or by the creation key of the host resource) binds it again, and the import waits
-    (core.ownership.waits_for_its_owner). A missing binding is rebuilt from evidence, never won
-    by a race: one read of the resource and a list of the CRs naming it, on the first bind."""
+    """A CR about to bind a resource nobody holds: an import, or any CR where this process saw
+    the binding go (an admin's forced release, the binding CRD reinstalled). A live CR that
+    records it (in its status, or, for an import, by the creation key of the host resource:
+    one read) binds it again, and this one waits (core.ownership.waits_for_its_owner). A
+    missing binding is rebuilt from evidence, never won by a race. A create elsewhere needs no
+    list: the binding it writes is the lock, and its create is fenced."""
     try:
-        resource = await port.read(target)
+        resource = await port.read(target) if desired.import_id is not None else None
     except HostUnavailable as exc:
         return unavailable(state, f"host unavailable while reading: {exc}", exc.retry_after)
     except (FormUnknown, SpaceNotFound, HostRejected, HostProtocolError) as exc:

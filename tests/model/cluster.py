@@ -403,15 +403,23 @@ class ProcessBook:
     def __init__(self, server: MemoryBindings) -> None:
         self.server = server
         self.cache: dict[str, Binding] = {}
+        #: The bindings this process saw go (its tombstones).
+        self.gone: set[str] = set()
         self.catch_up()
 
+    def went(self, identity: Identity) -> bool:
+        name = identity.binding_name()
+        return name in self.gone and name not in self.cache
+
     def catch_up(self) -> None:
+        self.gone |= set(self.cache) - set(self.server.objects)
         self.cache = dict(self.server.objects)
 
     def _refresh(self, name: str) -> None:
         found = self.server.objects.get(name)
         if found is None:
-            self.cache.pop(name, None)
+            if self.cache.pop(name, None) is not None:
+                self.gone.add(name)
         else:
             self.cache[name] = found
 

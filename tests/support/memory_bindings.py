@@ -27,6 +27,8 @@ class MemoryBindings:
         self.objects: dict[str, Binding] = {}
         self._exists = exists or (lambda identity, claim: True)
         self._recorded = recorded or (lambda identity, cr_uid, creator: False)
+        #: The names of the bindings deleted (the API server's tombstones, as a watch sees them).
+        self.gone: set[str] = set()
         #: Every write, in order: (verb, binding name).
         self.writes: list[tuple[str, str]] = []
 
@@ -57,10 +59,15 @@ class MemoryBindings:
         if current.resource_version != binding.resource_version:
             raise BindingConflict(f"{binding.name} changed")
         del self.objects[binding.name]
+        self.gone.add(binding.name)
         self.writes.append(("delete", binding.name))
 
     async def claim_exists(self, identity: Identity, claim: ClaimRef) -> bool:
         return self._exists(identity, claim)
+
+    def went(self, identity: Identity) -> bool:
+        name = identity.binding_name()
+        return name in self.gone and name not in self.objects
 
     async def recorded_elsewhere(
         self, identity: Identity, cr_uid: str, creator: str | None

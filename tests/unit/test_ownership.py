@@ -48,6 +48,7 @@ from takoform_operator.core.state import (
     State,
 )
 from takoform_operator.core.tenancy import DEFAULT_HOST
+from takoform_operator.host_port import HostUnavailable
 
 REGISTRY, REF = builders.REGISTRY, builders.BUCKET_REF
 T0, T1 = "2026-11-30T08:00:00Z", "2026-11-30T08:00:01Z"
@@ -449,6 +450,40 @@ async def test_an_import_never_binds_a_resource_another_live_cr_records(
         assert bindings.writes == [] and outcome.state.uid is None, "bound nothing"
     else:
         assert bindings.writes[0] == ("create", IDENTITY.binding_name())
+
+
+@pytest.mark.parametrize("went", [True, False], ids=["binding went", "never bound"])
+async def test_a_create_weighs_the_evidence_only_where_its_binding_went(went: bool) -> None:
+    """A create binds a name nobody holds at the cost of its binding alone (the lock; its
+    create is fenced). Where this process saw the binding go, another CR may still record
+    the resource: it is asked first (no host read), and this CR waits while one does."""
+    asked: list[str | None] = []
+
+    def recorded(identity: Identity, cr_uid: str, creator: str | None) -> bool:
+        asked.append(creator)
+        return True
+
+    bindings = MemoryBindings(recorded=recorded)
+    if went:
+        bindings.gone.add(IDENTITY.binding_name())
+    host = _NoHost() if went else _Down()
+    outcome = await reconcile_with_one_host(_desired(), State(), host, REGISTRY, bindings)  # type: ignore[arg-type]
+    if went:
+        assert asked == [None], "the API server asked, the host not"
+        assert outcome.asserted() == ALREADY_MANAGED and bindings.writes == []
+    else:
+        assert asked == [], "no list on the create path"
+        assert bindings.writes == [("create", IDENTITY.binding_name())]
+
+
+class _Down:
+    """A host that cannot be reached."""
+
+    async def list_operations(self, target: Target) -> list[Any]:
+        raise HostUnavailable("down")
+
+    async def read(self, target: Target) -> None:
+        raise HostUnavailable("down")
 
 
 async def test_an_orphan_deletion_whose_binding_went_releases_one_rebuilt_from_status() -> None:

@@ -162,12 +162,12 @@ def creator_to_weigh(desired: Desired, resource: ResourceView | None) -> str | N
 
 
 def waits_for_its_owner(desired: Desired, state: State, identity: Identity) -> Outcome:
-    """An import of a resource without a binding that another live CR records (its status, or
-    the creation key naming it): never won by a race, it waits (AlreadyManaged)."""
+    """A CR about to bind a resource without a binding that another live CR records (its
+    status, or the creation key naming it): never won by a race, it waits (AlreadyManaged)."""
     obj = kubectl_object(desired)
     message = (
         f"{identity} has no TakoformBinding, but another CR records it (in its status, or as "
-        "the creator of the host resource) and binds it again; this import sends nothing "
+        "the creator of the host resource) and binds it again; this CR sends nothing "
         "while that CR exists."
     )
     remedies = (

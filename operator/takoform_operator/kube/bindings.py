@@ -182,6 +182,10 @@ class BindingBook:
         await self.refresh(name)
         return self._read(name)
 
+    def went(self, identity: Identity) -> bool:
+        name = identity.binding_name()
+        return name in self._versions and name not in self._by_name
+
     def held_by(self, cr_uid: str) -> Binding | None:
         binding = self._read(self._held.get(cr_uid, ""))
         return binding if binding is not None and binding.owned_by(cr_uid) else None
