@@ -680,9 +680,8 @@ class OwnershipModel(RuleBasedStateMachine):
         an admin's `release --force` (one), or the binding CRD reinstalled (every one at once).
         The owner writes it again from its status at its next look; no import may take the
         resource meanwhile (it waits while a live CR records it: kube.bindings.
-        recorded_elsewhere). A create of the same name that looks first is not held back (its
-        create is fenced, and the owner takes the binding back by evidence): docs/tenancy.md,
-        "A binding that went missing"; so the owners here are Ready, and looked at first."""
+        recorded_elsewhere), nor a create where its process saw the binding go (BindingPort.
+        went). Owners here are Ready: one Blocked may never write its binding again."""
         recorded = {
             b.name
             for b in self.ownership.all()
