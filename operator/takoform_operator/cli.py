@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 
 from takoform_spec.errors import TakoformError
@@ -98,6 +99,30 @@ def _run(args: argparse.Namespace) -> int:
     return run_operator(settings)
 
 
+def settings_reference() -> str:
+    """Every setting `run` reads, from the settings model itself: its variable, its default
+    and what it does (docs/operator.md, "Settings", says more of each)."""
+    from pydantic_core import PydanticUndefined
+
+    from takoform_operator.settings import Settings
+
+    lines = ["settings, from TAKOFORM_* environment variables (docs/operator.md, Settings):"]
+    for name, field in Settings.model_fields.items():
+        default = field.default
+        shown = (
+            "-"
+            if default is None or default is PydanticUndefined
+            else str(default).lower()
+            if isinstance(default, bool)
+            else str(default)
+        )
+        lines.append(f"  TAKOFORM_{name.upper()} (default: {shown})")
+        lines += textwrap.wrap(
+            field.description or "", width=96, initial_indent="      ", subsequent_indent="      "
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     from takoform_operator.version import describe
 
@@ -111,7 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     generate.add_argument("--root", type=Path, help="repository root (default: found from cwd)")
     generate.set_defaults(handler=_generate)
     run = commands.add_parser(
-        "run", help="run the operator (settings from TAKOFORM_* variables; see docs/operator.md)"
+        "run",
+        help="run the operator (settings from TAKOFORM_* variables; see docs/operator.md)",
+        epilog=settings_reference(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("--namespace", help="watch only this namespace (default: all)")
     run.add_argument(

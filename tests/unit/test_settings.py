@@ -3,6 +3,7 @@ status 2, before it connects anywhere; settings it does not need are not asked f
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,22 @@ def test_one_host_holds_three_quarters_of_the_slots_unless_told_otherwise() -> N
     assert slots(max_concurrent_reconciles=1) == 1
     assert slots(max_reconciles_per_host=4) == 4
     assert slots(max_reconciles_per_host=40) == 16, "never more than there are"
+
+
+def test_run_help_and_the_settings_table_name_every_setting_the_model_has(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`takoform-operator run --help` is generated from the settings model; the table of
+    docs/operator.md is written by hand, and must name the same variables, no more."""
+    from takoform_operator.cli import main
+    from takoform_operator.settings import Settings
+
+    variables = {f"TAKOFORM_{name.upper()}" for name in Settings.model_fields}
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    helped = set(re.findall(r"^  (TAKOFORM_[A-Z0-9_]+) \(default: ", capsys.readouterr().out, re.M))
+    assert helped == variables
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "operator.md").read_text()
+    section = docs.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
+    tabled = set(re.findall(r"^\| `(TAKOFORM_[A-Z0-9_]+)` \|", section, re.M))
+    assert tabled == variables, (sorted(variables - tabled), sorted(tabled - variables))
