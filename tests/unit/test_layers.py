@@ -29,7 +29,7 @@ Which of our modules may import which (same-layer imports are always allowed):
     render       takoform_operator.plugin.render           spec, core
     plugin       takoform_operator.plugin                  spec, core, host_port, binding_port,
                                                            settings, host_client, kube, build,
-                                                           render
+                                                           render, version
     root         takoform_operator (package), .main, .cli  catalog and every layer of the operator
     host         takoform_host                             spec, catalog
     conformance  takoform_conformance                      spec
@@ -127,6 +127,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
                 "kube",
                 "build",
                 "render",
+                "version",
             }
         ),
     ),

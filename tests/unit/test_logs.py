@@ -166,6 +166,16 @@ def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) 
     )
 
 
+def test_the_plugin_prints_its_version_too(capsys: pytest.CaptureFixture[str]) -> None:
+    from takoform_operator.plugin.commands import parser
+
+    with pytest.raises(SystemExit) as ended:
+        parser("kubectl takoform").parse_args(["--version"])
+    assert ended.value.code == 0
+    out = capsys.readouterr().out.strip()
+    assert out == f"kubectl takoform {version('takoform-operator')} (the takoform-operator package)"
+
+
 def test_build_info_is_one_series_at_one() -> None:
     text = generate_latest(Metrics(CollectorRegistry()).registry).decode()
     series = [line for line in text.splitlines() if line.startswith("takoform_build_info{")]

@@ -307,7 +307,11 @@ def add_commands(commands: Any) -> None:
 
 def parser(prog: str) -> argparse.ArgumentParser:
     """The `kubectl takoform` command line."""
+    from takoform_operator.version import build_info
+
     top = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, formatter_class=Formatter)
+    version = f"{prog} {build_info()['version']} (the takoform-operator package)"
+    top.add_argument("--version", action="version", version=version)
     add_commands(top.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     return top
 
