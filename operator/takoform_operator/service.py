@@ -1,6 +1,9 @@
 """The one reconcile of a CR against its host, as a straight line:
 
-    hold        core.policy.hold: a paused CR sends nothing, not even a read; a deletion that
+    read        kube.crs.read_cr (the caller's first step): what the CR asks for and what it
+                recorded, restored from its binding; a CR that cannot be read stops there
+    hold        core.policy.hold: the one policy of "send nothing / let go": a paused CR (or
+                one whose pause is unclear) sends nothing, not even a read; a deletion that
                 needs no host call (Orphan, Observe, never claimed: no binding of it on the API
                 server, read there, not in the cache) is let go here and only here,
                 its binding Released (the host resource stays) with the uid of a create of ours
@@ -19,9 +22,8 @@
 It performs I/O in the order the core asks for and returns the Outcome whose state the caller
 persists. Crash safety does not depend on anything here being atomic: if the caller dies before
 persisting, the next reconcile recomputes the same idempotency key and the host answers with the
-operation it already accepted. The CR body (kube.cr_reconcile) and the status write
-(kube.handlers) stay outside: this module knows no Kubernetes; the bindings are a port
-(binding_port) like the host.
+operation it already accepted. The CR body and its status write (kube.cr_step) stay outside:
+this module knows no Kubernetes; the bindings are a port (binding_port) like the host.
 """
 
 from __future__ import annotations
@@ -125,7 +127,8 @@ async def reconcile(
     *,
     secrets: Collection[str] = (),
 ) -> Reconciled:
-    """Hold, grant, owner, plan, read, decide, act, let go: see the module docstring. Never
+    """Hold, grant, owner, plan, read, decide, act, let go: see the module docstring. `state`
+    is the CR's as kube.crs.read_cr restored it from its binding. Never
     raises for host trouble: it becomes an Outcome that keeps the state and says when to look
     again. A binding write the API server did not take raises BindingError (retried).
 
@@ -147,9 +150,8 @@ async def _reconcile(
     # The namespace's incarnation, recorded beside its name in every binding this CR writes.
     desired = replace(desired, namespace_uid=tenancy.namespace_uid(desired.namespace))
     mine = bindings.held_by(desired.cr_uid)
-    state = restored(state, mine)
     held = hold(desired, state)
-    if held is not None and held.finalized and not state.claimed:
+    if held is not None and held.finalized and not state.claimed and mine is None:
         # Let go as never claimed: this process's cache may lag another process's claim (a
         # shard handover), so the API server is asked first (a quorum read of one binding).
         mine = await _claimed_elsewhere(desired, registry, tenancy, bindings) or mine

@@ -1,7 +1,7 @@
 """A simulated cluster for the model checker: CR bodies, status merge-patches, an operator process.
 
 Nothing here is Kubernetes or kopf; everything the operator itself runs is real:
-`reconcile_and_persist` (the reconcile-and-write step the kopf handlers run), its ownership (the
+`CrSteps.look` (kube.cr_step: the look the kopf handlers run), its ownership (the
 TakoformBindings, in the API server semantics of tests/support/memory_bindings.py), the
 `HostClientPort` over the HTTP client, and the reference host as a process on loopback.
 
@@ -11,7 +11,7 @@ TakoformBindings, in the API server semantics of tests/support/memory_bindings.p
   birth, so a deleted CR goes only when a reconcile with `deleting=True` finalizes it.
 - `Operator` is one operator process, reconciling the CRs of its namespaces (one process for
   all, or two namespace shards) with the TakoformBindings of the simulated API server (`Ownership`:
-  one `MemoryBindings` all processes share) through the handlers' own step: reconcile, then write
+  one `MemoryBindings` all processes share) through the handlers' own look: reconcile, then write
   the status it asks for (or remove the finalizer of a finalized deletion). `lose_write=True`
   drops that write (the status patch, or the finalizer removal): its host calls happened.
 - `ModelTenancy` is the cluster admin's TakoformSpaceGrants, one per granted (namespace, space) on
@@ -41,14 +41,17 @@ from memory_bindings import MemoryBindings
 from takoform_operator.binding_port import BindingError
 from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.binding import Binding, ClaimRef, Identity
-from takoform_operator.core.outcome import Outcome
+from takoform_operator.core.connection import ConnectionSecret
+from takoform_operator.core.outcome import Event, Outcome
 from takoform_operator.core.registry import Registry
+from takoform_operator.core.remedies import Remedy
 from takoform_operator.core.state import OperationView, OpState, ResourceView
 from takoform_operator.core.tenancy import DEFAULT_HOST, SpaceGrant
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.host_port import HostPort, HostUnavailable
-from takoform_operator.kube.cr_reconcile import HeldStatus, reconcile_and_persist
+from takoform_operator.kube.cr_step import CrSteps
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION
+from takoform_operator.settings import Settings
 from takoform_spec.identity import FormLine, FormRef
 
 API_VERSION = "storage.takoform.io/v1"
@@ -460,11 +463,46 @@ class ProcessBook:
         return await self.server.recorded_elsewhere(identity, cr_uid, creator)
 
 
+class ModelCr:
+    """What a look does to its CR (kube.cr_step.CrApi), in the simulated cluster. Events and
+    connection Secrets are not modelled; `lose_write` drops the look's writes."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.lose_write = False
+
+    async def write_status(
+        self, body: Mapping[str, Any], patch: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        uid = str(body["metadata"]["uid"])
+        if not self.lose_write:
+            self.cluster.patch_status(uid, patch)
+        return copy.deepcopy(self.cluster.crs[uid])
+
+    async def set_finalizer(self, body: Mapping[str, Any], present: bool) -> Mapping[str, Any]:
+        assert not present, "a CR carries the operator's finalizer from birth"
+        if not self.lose_write:
+            self.cluster.remove_finalizer(str(body["metadata"]["uid"]))
+        return body
+
+    def post(self, body: Mapping[str, Any], event: Event) -> None:
+        pass
+
+    async def write_connection(
+        self, body: Mapping[str, Any], secret: ConnectionSecret
+    ) -> tuple[str, tuple[Remedy, ...]] | None:
+        return None
+
+    async def let_go_of_connection(self, body: Mapping[str, Any]) -> None:
+        pass
+
+
 class Operator:
-    """One operator process: the CRs of `namespaces` (None: all) and the reconcile step of one CR.
-    Ownership is the shared bindings; of its own it keeps only the status writes its looks held
-    (kube.cr_reconcile.HeldStatus), which a restart loses as a dying process would. A look that
-    holds the write of the operation the previous look held is a violation: at most once."""
+    """One operator process: the CRs of `namespaces` (None: all) and the look of one CR
+    (kube.cr_step.CrSteps, the handlers' own). Ownership is the shared bindings; of its own it
+    keeps its memory of each CR (the status writes its looks held), which a restart loses as a
+    dying process would. A look that holds the write of the operation the previous look held
+    is a violation: at most once."""
 
     def __init__(
         self,
@@ -480,10 +518,13 @@ class Operator:
         self.ownership = ownership
         self.namespaces = None if namespaces is None else frozenset(namespaces)
         self.stopped = False
-        #: CR uid -> the status write its last look held (memory: a restart loses it).
-        self.held: dict[str, HeldStatus] = {}
         #: Its own binding cache: listed at start, then as far as its watch got.
         self.bindings = ProcessBook(ownership.bindings)
+        self.api = ModelCr(cluster)
+        #: Its looks and its memory of each CR (the registry is the build's of each look).
+        self.steps = CrSteps(
+            Registry(), tenancy, self.bindings, self.api, Settings(), cluster.clock.stamp
+        )
 
     def covers(self, namespace: str) -> bool:
         return self.namespaces is None or namespace in self.namespaces
@@ -493,52 +534,35 @@ class Operator:
         self.stopped = True
 
     async def reconcile(self, uid: str, registry: Registry, *, lose_write: bool = False) -> Outcome:
-        """One reconcile of the CR as the handlers run it (kube.cr_reconcile's persist step);
-        `lose_write` drops its status write. A binding write the API server refused (this
-        process's cache lagged) fails the look, and the handlers retry it: here at once, once,
-        with the binding the refusal refreshed."""
+        """One look at the CR as the handlers run it; `lose_write` drops its writes. A binding
+        write the API server refused (this process's cache lagged) fails the look, and the
+        handlers retry it: here at once, once, with the binding the refusal refreshed."""
+        self.steps.registry = registry
         try:
-            return await self._look(uid, registry, lose_write=lose_write)
+            return await self._look(uid, lose_write=lose_write)
         except BindingError:
-            return await self._look(uid, registry, lose_write=lose_write)
+            return await self._look(uid, lose_write=lose_write)
 
-    async def _look(self, uid: str, registry: Registry, *, lose_write: bool) -> Outcome:
+    async def _look(self, uid: str, *, lose_write: bool) -> Outcome:
         assert self.covers(self.cluster.crs[uid]["metadata"]["namespace"])
         body = copy.deepcopy(self.cluster.crs[uid])
         deleting = body["metadata"].get("deletionTimestamp") is not None
-
-        async def write_status(cr: Mapping[str, Any], patch: dict[str, Any]) -> Mapping[str, Any]:
-            if not lose_write:
-                self.cluster.patch_status(uid, patch)
-            return copy.deepcopy(self.cluster.crs[uid])
-
+        memory = self.steps.memory.get(uid)
+        held = memory.held if memory is not None else None
         self.port.current, self.port.last_read, self.port.answered = uid, None, 0
-        held = self.held.pop(uid, None)
+        self.api.lose_write = lose_write
         try:
-            persisted = await reconcile_and_persist(
-                body,
-                registry,
-                self.tenancy,
-                self.bindings,
-                write_status,
-                now=self.cluster.clock.stamp(),
-                deleting=deleting,
-                held=held,
-            )
-            if persisted.held is not None:
-                if held is not None and persisted.held.operation_id == held.operation_id:
-                    raise ModelViolation(
-                        f"the pending write of {held.operation_id} held twice in a row"
-                    )
-                self.held[uid] = persisted.held
+            looked = await self.steps.look(body)
         finally:
             self.port.current = None
-        outcome = persisted.result.outcome
-        if outcome.finalized:
-            if not deleting:
-                raise ModelViolation(f"finalized a CR that is not being deleted: {outcome}")
-            if not lose_write:
-                self.cluster.remove_finalizer(uid)
+        memory = self.steps.memory.get(uid)
+        now_held = memory.held if memory is not None else None
+        if held is not None and now_held is not None and now_held.operation_id == held.operation_id:
+            raise ModelViolation(f"the pending write of {held.operation_id} held twice in a row")
+        outcome = looked.outcome
+        assert outcome is not None, "a CR of the model carries the finalizer until it goes"
+        if outcome.finalized and not deleting:
+            raise ModelViolation(f"finalized a CR that is not being deleted: {outcome}")
         return outcome
 
 

@@ -36,7 +36,7 @@ commits before the host serves its next request) and the `stuck` rules hold ever
 `running` until released, between two steps or between any two requests of one look
 (`reconcile_committing_mid_look`), so no step waits on wall-clock time and a sequence replays
 exactly. The operator process also checks that a look never holds the pending write of the
-operation the previous look held (at most once per operation, kube.cr_reconcile).
+operation the previous look held (at most once per operation, kube.cr_step).
 """
 
 from __future__ import annotations

@@ -272,7 +272,7 @@ def test_a_waiting_cr_takes_over_a_released_name_only_by_import(model_world: Wor
 def test_deleting_a_claimed_cr_with_a_malformed_pin_ends(model_world: World) -> None:
     """A CR claims (and creates) its resource, then gets spec.formRef.definitionVersion "1.0"
     and is deleted with deletionPolicy Orphan. It stayed Degraded InvalidSpec with its
-    deletionTimestamp forever (reconcile_cr_body stopped at the spec error before the plan);
+    deletionTimestamp forever (read_cr stopped at the spec error before the plan);
     now the deletion reads the recorded identity and the policy, and the CR goes."""
     machine = replay(
         model_world,
@@ -549,11 +549,11 @@ def test_deleting_a_cr_claimed_only_in_its_binding_with_a_malformed_pin_ends(
 ) -> None:
     """Found by a long run on the binding design (seed 12, shrunk by hand to its four steps):
     the binding is written and the create accepted, the status write is lost, the CR is deleted
-    and gets spec.formRef.definitionVersion "1.0". reconcile_cr_body lets a CR with an
+    and gets spec.formRef.definitionVersion "1.0". read_cr lets a CR with an
     unparseable spec go only when it holds no binding, and otherwise needs the status's
     recorded identity (status.requested), which the lost write never recorded: Degraded
     InvalidSpec with the deletionTimestamp for ever, whatever the deletionPolicy, although the
-    binding records the identity (Binding.requested) a deletion needs. Fixed: reconcile_cr_body
+    binding records the identity (Binding.requested) a deletion needs. Fixed: read_cr
     restores the claim from the binding first."""
     machine = replay(
         model_world,

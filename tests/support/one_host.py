@@ -10,6 +10,7 @@ from collections.abc import Collection, Iterable, Mapping
 from memory_bindings import MemoryBindings
 
 from takoform_operator.core.outcome import Outcome
+from takoform_operator.core.ownership import restored
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.state import Desired, State
 from takoform_operator.core.tenancy import DEFAULT_HOST, Selector, SpaceGrant
@@ -63,6 +64,9 @@ async def reconcile_with_one_host(
 ) -> Outcome:
     """One reconcile exactly as the operator runs it (service.reconcile), on one host granted to
     every namespace and with no rival CR (a binding store of its own, which the recorded state
-    re-binds: a CR claimed before bindings existed takes the same path), unless given one."""
+    re-binds: a CR claimed before bindings existed takes the same path), unless given one. The
+    state is restored from the CR's binding first, as kube.crs.read_cr does (a status write lost
+    after the binding)."""
     store = MemoryBindings() if bindings is None else bindings
+    state = restored(state, store.held_by(desired.cr_uid))
     return (await reconcile(desired, state, registry, OneHost(port), store)).outcome

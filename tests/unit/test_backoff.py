@@ -1,5 +1,6 @@
 """Back-off after failures (core.backoff) and how the one failure path applies it
-(kube.handlers.next_delay): growth, cap, jitter bounds, Retry-After, reset on success."""
+(kube.cr_step: next_delay, CrSteps.next_look): growth, cap, jitter bounds, Retry-After, reset
+on success."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from takoform_operator.core.backoff import backoff_delay
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.outcome import NextLook, Outcome, degraded, unavailable
 from takoform_operator.core.state import State
-from takoform_operator.kube.handlers import Runtime, _delay, next_delay
+from takoform_operator.kube.cr_step import CrSteps, next_delay
 from takoform_operator.settings import Settings
 
 
@@ -66,16 +67,10 @@ def test_jitter_spreads_crs_that_failed_together() -> None:
 SETTINGS = Settings(poll_ready_seconds=60.0, backoff_base_seconds=1.0, backoff_cap_seconds=40.0)
 
 
-def _runtime() -> Runtime:
-    return Runtime(
-        registry=None,  # type: ignore[arg-type]
-        settings=SETTINGS,
-        tenancy=None,  # type: ignore[arg-type]
-        writer=None,  # type: ignore[arg-type]
-        metrics=None,  # type: ignore[arg-type]
-        bindings=None,  # type: ignore[arg-type]
-        random=_top,
-    )
+def _runtime() -> CrSteps:
+    """Only the delays of the looks (no reconcile is run here)."""
+    nothing = None
+    return CrSteps(nothing, nothing, nothing, nothing, SETTINGS, str, random=_top)  # type: ignore[arg-type]
 
 
 def _failure(retry_after: float | None = None) -> Outcome:
@@ -88,10 +83,10 @@ def _ready() -> Outcome:
 
 def test_failures_in_a_row_grow_the_delay_and_a_success_resets_it() -> None:
     runtime = _runtime()
-    grown = [_delay(runtime, "cr-1", _failure()) for _ in range(7)]
+    grown = [runtime.next_look("cr-1", _failure()) for _ in range(7)]
     assert grown == pytest.approx([x * _top() for x in (1, 2, 4, 8, 16, 32, 40)])
-    assert _delay(runtime, "cr-1", _ready()) == 60.0
-    assert _delay(runtime, "cr-1", _failure()) == pytest.approx(_top()), "counted from zero"
+    assert runtime.next_look("cr-1", _ready()) == 60.0
+    assert runtime.next_look("cr-1", _failure()) == pytest.approx(_top()), "counted from zero"
 
 
 def test_every_retry_path_backs_off() -> None:
@@ -100,7 +95,7 @@ def test_every_retry_path_backs_off() -> None:
     operation = degraded(State(), Reason.OPERATION_FAILED, "failed", NextLook.BACKOFF)
     for outcome in (_failure(), refused, operation, None):
         runtime = _runtime()
-        first, second = (_delay(runtime, "cr", outcome) for _ in range(2))
+        first, second = (runtime.next_look("cr", outcome) for _ in range(2))
         assert (first, second) == pytest.approx((_top(), 2 * _top())), outcome
     assert next_delay(refused, SETTINGS, failures=10, jitter=_top) == pytest.approx(40 * _top())
 
@@ -108,8 +103,8 @@ def test_every_retry_path_backs_off() -> None:
 def test_the_backoff_is_per_cr() -> None:
     runtime = _runtime()
     for _ in range(4):
-        _delay(runtime, "a", _failure())
-    assert _delay(runtime, "b", _failure()) == pytest.approx(_top())
+        runtime.next_look("a", _failure())
+    assert runtime.next_look("b", _failure()) == pytest.approx(_top())
 
 
 def test_retry_after_of_the_host_is_honoured_and_capped() -> None:
@@ -126,7 +121,7 @@ def test_an_outage_keeps_the_last_known_conditions_and_asserts_degraded() -> Non
 def test_pending_operations_keep_the_fast_to_slow_poll() -> None:
     runtime = _runtime()
     pending = Outcome(State(), (), NextLook.PENDING)
-    looks = [_delay(runtime, "cr", pending) for _ in range(7)]
+    looks = [runtime.next_look("cr", pending) for _ in range(7)]
     assert looks == [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
 
 

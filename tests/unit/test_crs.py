@@ -11,7 +11,6 @@ from prometheus_client import CollectorRegistry
 
 from takoform_operator.core.conditions import Condition, ConditionType, Reason
 from takoform_operator.core.outcome import NextLook, Outcome
-from takoform_operator.core.policy import PAUSED_ANNOTATION, hold
 from takoform_operator.core.state import DeletionPolicy, Pending, Requested, State, Verb
 from takoform_operator.kube.crs import (
     InvalidCustomResource,
@@ -199,21 +198,3 @@ def test_a_deletion_with_an_unusable_policy_is_still_reported() -> None:
     recorded = Requested(space="Team A", name="logs")
     with pytest.raises(InvalidCustomResource, match="deletionPolicy"):
         desired_for_deletion(broken, recorded)
-
-
-def test_an_orphaning_deletion_is_not_held_by_an_unclear_pause() -> None:
-    # Orphan sends nothing to the host whether paused or not, so an invalid pause value cannot
-    # hold the deletion; with Delete it still can (a host delete under an unclear pause is a
-    # guess), and says why.
-    recorded = Requested(space="Team A", name="logs")
-    orphaning = _body(deletionPolicy="Orphan")
-    orphaning["metadata"]["annotations"][PAUSED_ANNOTATION] = "yes"
-    orphaning["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z"
-    desired = desired_for_deletion(orphaning, recorded)
-    assert desired.deletion_policy is DeletionPolicy.ORPHAN
-    held = hold(desired, State(form_ref=None, requested=recorded))
-    assert held is not None and held.finalized
-    deleting = _body(deletionPolicy="Delete")
-    deleting["metadata"]["annotations"][PAUSED_ANNOTATION] = "yes"
-    with pytest.raises(InvalidCustomResource, match=PAUSED_ANNOTATION):
-        desired_for_deletion(deleting, recorded)

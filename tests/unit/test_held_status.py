@@ -1,13 +1,12 @@
 """The status write held until the next look: which outcomes may wait (core), the patch that
 later writes a held status together with the next look's news (kube.crs.status_diff), and the
-two rules of the held write (kube.cr_reconcile.reconcile_and_persist): it applies only to the
+two rules of the held write (kube.cr_step.CrSteps.look): it applies only to the
 body it was made for, and it is held at most once per operation."""
 
 from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Mapping
 from dataclasses import replace as dc_replace
 from typing import Any
 
@@ -16,6 +15,7 @@ from builders import REGISTRY, cr_body, desired
 from core_steps import decided
 from hypothesis import given
 from hypothesis import strategies as st
+from looks import MemoryCr, steps_over
 from memory_bindings import MemoryBindings
 from one_host import OneHost
 
@@ -25,7 +25,7 @@ from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.decide import Decision, Observation
 from takoform_operator.core.host_answer import accepted
 from takoform_operator.core.state import OperationView, OpState, ResourceView, State
-from takoform_operator.kube.cr_reconcile import HeldStatus, Persisted, reconcile_and_persist
+from takoform_operator.kube.cr_step import HeldStatus, Looked
 from takoform_operator.kube.crs import merged_status, status_diff
 
 
@@ -196,26 +196,21 @@ def _representation(create: Create, uid: str) -> ResourceView:
     )
 
 
-class Cluster:
+class Cluster(MemoryCr):
     """One CR as the API server holds it (every write a new resourceVersion), and one operator
     process looking at it as the handlers do: the status write a look held goes to the next."""
 
     def __init__(self, host: Host) -> None:
+        super().__init__(cr_body())
         self.host = host
-        self.body: dict[str, Any] = {**cr_body(), "metadata": {**cr_body()["metadata"]}}
-        self.body["metadata"]["resourceVersion"] = "1"
         self.bindings = MemoryBindings()
-        self.held: HeldStatus | None = None
-        self.status_writes: list[dict[str, Any]] = []
+        self.steps = steps_over(self, OneHost(host), self.bindings)
         self.finalized = False
-        self._versions = itertools.count(2)
 
     @property
-    def status(self) -> dict[str, Any]:
-        return dict(self.body.get("status") or {})
-
-    def _written(self) -> None:
-        self.body["metadata"]["resourceVersion"] = str(next(self._versions))
+    def held(self) -> HeldStatus | None:
+        memory = self.steps.memory.get(self.body["metadata"]["uid"])
+        return memory.held if memory is not None else None
 
     def someone_writes(self) -> None:
         """Another writer (a label, an annotation, another controller): a new resourceVersion."""
@@ -236,30 +231,12 @@ class Cluster:
         self.body["metadata"]["generation"] += 1
         self._written()
 
-    async def _write_status(
-        self, cr: Mapping[str, Any], patch: dict[str, Any]
-    ) -> Mapping[str, Any]:
-        self.status_writes.append(patch)
-        self.body["status"] = merged_status(self.body.get("status"), patch)
-        self._written()
-        return copy.deepcopy(self.body)
-
-    async def look(self) -> Persisted:
+    async def look(self) -> Looked:
         self.host.calls.clear()
-        persisted = await reconcile_and_persist(
-            copy.deepcopy(self.body),
-            REGISTRY,
-            OneHost(self.host),
-            self.bindings,
-            self._write_status,
-            now="2026-11-30T10:00:00Z",
-            deleting=self.body["metadata"].get("deletionTimestamp") is not None,
-            held=self.held,
-        )
-        self.held = persisted.held
-        if persisted.result.outcome.finalized:
+        looked = await self.steps.look(copy.deepcopy(self.body))
+        if looked.outcome is not None and looked.outcome.finalized:
             self.finalized = True
-        return persisted
+        return looked
 
 
 def held_operation(cluster: Cluster) -> str | None:
@@ -312,9 +289,9 @@ async def test_an_update_is_never_held_twice_in_a_row() -> None:
     assert held_operation(cluster) == "op-2"
     assert "pendingOperationId" not in cluster.status
     cluster.someone_writes()
-    persisted = await cluster.look()
+    await cluster.look()
     assert cluster.host.calls[-1] == "Update logs", "the key replayed, as the rule's premise"
-    assert persisted.held is None, "held twice in a row for op-2"
+    assert cluster.held is None, "held twice in a row for op-2"
     assert cluster.status["pendingOperationId"] == "op-2"
 
 
@@ -392,7 +369,8 @@ async def test_a_dropped_held_write_keeps_the_incarnation_the_202_named() -> Non
     ours = host.resources["logs"]
     host.resources["logs"] = dc_replace(ours, uid="u-other", creation_key="someone:create:0")
     cluster.someone_writes()
-    outcome = (await cluster.look()).result.outcome
+    outcome = (await cluster.look()).outcome
+    assert outcome is not None
     assert outcome.asserted().get(ConditionType.BLOCKED) is Reason.UID_MISMATCH
     assert cluster.status["uid"] == ours.uid
 

@@ -54,11 +54,13 @@ def test_an_output_longer_than_the_status_admits_is_refused_by_the_codec() -> No
 
 
 def test_an_event_posted_for_a_cr_is_cut_before_the_framework_sees_it() -> None:
-    """kube.handlers._post hands kopf the cut message (kopf's own queue, read back here)."""
+    """kube.events.post hands kopf the cut message (kopf's own queue, read back here)."""
     import kopf
     from kopf._core.engines import posting
 
-    from takoform_operator.kube.handlers import _post
+    from takoform_operator.core.conditions import Reason
+    from takoform_operator.core.outcome import Event
+    from takoform_operator.kube.events import post
 
     async def post_and_read() -> str:
         queue: asyncio.Queue[posting.K8sEvent] = asyncio.Queue()
@@ -70,7 +72,7 @@ def test_an_event_posted_for_a_cr_is_cut_before_the_framework_sees_it() -> None:
             "kind": "Bucket",
             "metadata": {"name": "b", "namespace": "n", "uid": "u"},
         }
-        _post(body, "Warning", "HostRejected", "z" * 100_000)
+        post(body, Event("Warning", Reason.HOST_REJECTED, "z" * 100_000))
         return queue.get_nowait().message
 
     message = asyncio.run(post_and_read())

@@ -1,10 +1,10 @@
-"""The one place an outcome becomes the time of the next look (kube.handlers.next_delay)."""
+"""The one place an outcome becomes the time of the next look (kube.cr_step.next_delay)."""
 
 from __future__ import annotations
 
 from takoform_operator.core.outcome import NextLook, Outcome
 from takoform_operator.core.state import State
-from takoform_operator.kube.handlers import next_delay
+from takoform_operator.kube.cr_step import next_delay
 from takoform_operator.settings import Settings
 
 SETTINGS = Settings(poll_ready_seconds=60.0)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from builders import BUCKET, BUCKET_REF, REGISTRY, SPEC, cr_body, desired
 from core_steps import decided
+from looks import look_once
 from memory_bindings import MemoryBindings
 from one_host import OneHost
 
@@ -41,7 +42,6 @@ from takoform_operator.core.state import (
     Verb,
 )
 from takoform_operator.core.tenancy import SpaceGrant
-from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.kube.crs import InvalidCustomResource, desired_from_cr, status_patch
 from takoform_operator.service import reconcile
 
@@ -197,20 +197,28 @@ def test_the_pause_annotation_and_the_policy_are_read_from_the_cr() -> None:
     assert desired_from_cr(cr_body(managementPolicy="Observe")).management is OBSERVE
 
 
-@pytest.mark.parametrize(
-    ("annotations", "spec", "named"),
-    [
-        ({"takoform.io/paused": "True"}, {}, "takoform.io/paused"),
-        ({"takoform.io/paused": "yes"}, {}, "takoform.io/paused"),
-        ({"takoform.io/paused": ""}, {}, "takoform.io/paused"),
-        ({}, {"managementPolicy": "ReadOnly"}, "managementPolicy"),
-    ],
-)
-def test_an_unclear_pause_or_policy_is_refused(
-    annotations: dict[str, str], spec: dict[str, Any], named: str
+def test_an_unclear_policy_is_refused() -> None:
+    with pytest.raises(InvalidCustomResource, match="managementPolicy"):
+        desired_from_cr(cr_body(managementPolicy="ReadOnly"))
+
+
+@pytest.mark.parametrize("value", ["True", "yes", ""])
+@pytest.mark.parametrize("deletion_policy", ["Delete", "Orphan"])
+def test_an_unclear_pause_sends_nothing_but_an_orphan_deletion_goes(
+    value: str, deletion_policy: str
 ) -> None:
-    with pytest.raises(InvalidCustomResource, match=named):
-        desired_from_cr(cr_body(annotations=annotations, **spec))
+    """Refused rather than guessed: Degraded InvalidSpec naming the annotation, no host call;
+    Orphan sends nothing paused or not, so an unclear pause cannot hold its deletion."""
+    body = cr_body(annotations={"takoform.io/paused": value}, deletionPolicy=deletion_policy)
+    state = State(space="team-a", name="logs", form_ref=REF, uid="uid-1")
+    want = desired_from_cr(body)
+    refused = hold(want, state)
+    assert refused is not None and not refused.finalized
+    assert refused.asserted()[ConditionType.DEGRADED] is Reason.INVALID_SPEC
+    assert "takoform.io/paused" in refused.conditions[0].message
+    deleting = hold(replace(want, deleting=True), state)
+    assert deleting is not None
+    assert deleting.finalized == (deletion_policy == "Orphan")
 
 
 async def _reconcile(desired: Desired, state: State, host: Any) -> Outcome:
@@ -256,26 +264,25 @@ def _bound_status() -> dict[str, Any]:
 
 async def test_a_paused_cr_reports_its_pause_before_any_tenancy_check() -> None:
     body = {**cr_body(annotations={"takoform.io/paused": "true"}), "status": _bound_status()}
-    result = await reconcile_cr_body(body, REGISTRY, Policy(), MemoryBindings(), now="t")
+    result = (await look_once(body, Policy(), MemoryBindings()))[0]
     assert result.outcome.asserted() == {}
-    assert result.status is not None
-    conditions = {c["type"]: c for c in result.status["conditions"]}
+    assert result.wrote is not None
+    conditions = {c["type"]: c for c in result.wrote["conditions"]}
     assert conditions["Ready"]["status"] == "True", "Ready keeps its last known value"
     assert conditions["Reconciling"]["reason"] == "Paused"
 
 
 async def test_an_invalid_pause_value_is_reported_and_sends_nothing() -> None:
     body = {**cr_body(annotations={"takoform.io/paused": "yes"}), "status": _bound_status()}
-    result = await reconcile_cr_body(body, REGISTRY, OneHost(NoCalls()), MemoryBindings(), now="t")
+    result = (await look_once(body, OneHost(NoCalls()), MemoryBindings()))[0]
     assert result.outcome.asserted()[ConditionType.DEGRADED] is Reason.INVALID_SPEC
 
 
 async def test_an_observe_deletion_needs_no_grant_and_no_host_call() -> None:
-    body = cr_body(managementPolicy="Observe")
-    body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    body = cr_body(managementPolicy="Observe", deleting=True)
     body["status"] = _bound_status()
-    result = await reconcile_cr_body(body, REGISTRY, Policy(), MemoryBindings(), now="t")
-    assert result.outcome.finalized and result.status is None
+    result = (await look_once(body, Policy(), MemoryBindings()))[0]
+    assert result.outcome.finalized and result.wrote is None
 
 
 # -- Observe -------------------------------------------------------------------------------------
@@ -385,17 +392,17 @@ def test_observe_never_sends_a_mutation(state: State, seen: Observation) -> None
 def test_observe_only_withholds_every_verb() -> None:
     target = Target("team-a", REF, "logs")
     decided = Outcome(state=BOUND, conditions=(), next_look=NextLook.NOW)
-    for action in (
-        Create(target, SPEC, "k"),
-        Update(target, SPEC, "1", "uid-1", "k"),
-        Delete(target, "uid-1", "k"),
-    ):
+    for action in (Create(target, SPEC, "k"), Update(target, SPEC, "1", "uid-1", "k")):
         decision = observe_only(
             desired(management=OBSERVE), Decision(decided, action), Observation(), REGISTRY
         )
         assert decision.action is None
         full = observe_only(desired(), Decision(decided, action), Observation(), REGISTRY)
         assert full.action is action
+    # hold() lets an Observe deletion go before anything is planned: a Delete never gets here.
+    delete = Decision(decided, Delete(target, "uid-1", "k"))
+    with pytest.raises(AssertionError):
+        observe_only(desired(management=OBSERVE), delete, Observation(), REGISTRY)
 
 
 async def test_a_paused_cr_keeps_its_binding() -> None:
@@ -405,12 +412,12 @@ async def test_a_paused_cr_keeps_its_binding() -> None:
     paused = {**cr_body(annotations={"takoform.io/paused": "true"}), "status": _bound_status()}
     identity = Identity("team-a", BUCKET, "logs", "default")
     await bindings.create(Binding(identity, Phase.BOUND, ClaimRef("demo", "logs", "cr-1"), REF))
-    result = await reconcile_cr_body(paused, REGISTRY, OneHost(NoCalls()), bindings, now="t")
+    result = (await look_once(paused, OneHost(NoCalls()), bindings))[0]
     assert result.outcome.asserted() == {}, "paused: nothing decided, nothing sent"
     rival = cr_body(resourceName="logs")
     rival["metadata"] = {**rival["metadata"], "uid": "cr-2", "name": "rival"}
     host = OneHost(NoCalls())
-    outcome = (await reconcile_cr_body(rival, REGISTRY, host, bindings, now="t")).outcome
+    outcome = ((await look_once(rival, host, bindings))[0]).outcome
     assert outcome.asserted()[ConditionType.BLOCKED] is Reason.ALREADY_MANAGED
     assert [b.claim.uid for b in bindings.objects.values() if b.claim] == ["cr-1"]
 
@@ -426,10 +433,9 @@ async def test_a_deletion_whose_claim_is_only_in_its_binding_ends_despite_a_malf
     await bindings.create(
         Binding(identity, Phase.BOUND, ClaimRef("demo", "logs", "cr-1"), REF, recorded)
     )
-    body = cr_body(formRef={"definitionVersion": "1.0"}, deletionPolicy="Orphan")
-    body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    body = cr_body(formRef={"definitionVersion": "1.0"}, deletionPolicy="Orphan", deleting=True)
     host = ListsNothing()
-    result = await reconcile_cr_body(body, REGISTRY, OneHost(host), bindings, now="t")
+    result = (await look_once(body, OneHost(host), bindings))[0]
     assert host.calls == ["list_operations"], "no mutation; the uid of a create looked for"
     assert result.outcome.finalized, result.outcome
     (binding,) = bindings.objects.values()

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from builders import cr_body
+from looks import look_once
 from memory_bindings import MemoryBindings
 
 from takoform_operator.core import limits
@@ -33,7 +34,6 @@ from takoform_operator.core.tenancy import (
     remedy,
     too_broad,
 )
-from takoform_operator.kube.cr_reconcile import reconcile_cr_body
 from takoform_operator.registry_data import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -343,16 +343,9 @@ def _run(
     deleting: bool = False,
     bindings: MemoryBindings | None = None,
 ) -> Any:
-    return asyncio.run(
-        reconcile_cr_body(
-            body,
-            REGISTRY,
-            tenancy,  # type: ignore[arg-type]
-            MemoryBindings() if bindings is None else bindings,
-            now="2026-11-30T09:00:00Z",
-            deleting=deleting,
-        )
-    )
+    assert deleting == (body["metadata"].get("deletionTimestamp") is not None)
+    looked, _ = asyncio.run(look_once(body, tenancy, bindings, REGISTRY))  # type: ignore[arg-type]
+    return looked
 
 
 def _blocked(result: Any) -> str | None:
@@ -390,7 +383,7 @@ def test_without_a_grant_nothing_is_sent_not_even_a_read(
     assert _blocked(result) == reason
     assert tenancy.calls() == []
     assert bindings.writes == [], "no grant, no binding: an ungranted CR can never squat a name"
-    assert result.status is not None and result.status["conditions"]
+    assert result.wrote is not None and result.wrote["conditions"]
 
 
 def test_a_granted_cr_binds_the_resolved_host_before_anything_is_sent() -> None:

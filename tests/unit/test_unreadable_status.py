@@ -1,19 +1,21 @@
 """A CR status the operator cannot read (edited by hand, restored from an old backup) is a
 condition, never an exception: Blocked StateUnreadable with its remedies, Ready no longer True,
 nothing sent to the host, and the recorded fields left as they are for a restore. Driven through
-kube.cr_reconcile.reconcile_and_persist, the step the kopf handlers and the model checker run,
+kube.cr_step.CrSteps.look, the look the kopf handlers and the model checker run,
 over in-memory bindings and a host that records every call."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from builders import BUCKET_REF, REGISTRY, bound, cr_body, desired
+from builders import BUCKET_REF, bound, cr_body, desired
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from looks import MemoryCr, steps_over
 from memory_bindings import MemoryBindings
 from one_host import OneHost
 
@@ -29,7 +31,7 @@ from takoform_operator.core.state import (
     state_to_status,
 )
 from takoform_operator.core.tenancy import DEFAULT_HOST
-from takoform_operator.kube.cr_reconcile import Persisted, reconcile_and_persist
+from takoform_operator.kube.cr_step import Looked
 from takoform_operator.kube.crs import merged_status
 
 CR_UID = "cr-1"
@@ -100,31 +102,16 @@ def _look(
     bindings: MemoryBindings | None = None,
     host: RecordingHost | None = None,
     **spec: Any,
-) -> Persisted:
-    """One look at the Bucket `logs` with `status`, as the handlers run it; the status write
-    answers with the CR as the API server would."""
-
-    async def write_status(body: Mapping[str, Any], patch: dict[str, Any]) -> Mapping[str, Any]:
-        return {**body, "status": merged_status(body.get("status"), patch)}
-
+) -> tuple[Looked, dict[str, Any]]:
+    """One look at the Bucket `logs` with `status`, as the handlers run it, and the status it
+    leaves: its write, or the write it holds for the next look."""
     body = cr_body(status=dict(status), deleting=deleting, **spec)
-    return asyncio.run(
-        reconcile_and_persist(
-            body,
-            REGISTRY,
-            OneHost(host or RecordingHost()),
-            MemoryBindings() if bindings is None else bindings,
-            write_status,
-            now="2026-11-30T10:00:00Z",
-            deleting=deleting,
-        )
-    )
-
-
-def _status_after(status: Mapping[str, Any], persisted: Persisted) -> dict[str, Any]:
-    """The status the look leaves: its write, or the write it holds for the next look."""
-    patch = persisted.held.patch if persisted.held is not None else persisted.result.status
-    return merged_status(status, patch or {})
+    cr = MemoryCr(body)
+    steps = steps_over(cr, OneHost(host or RecordingHost()), bindings)
+    looked = asyncio.run(steps.look(copy.deepcopy(cr.body)))
+    memory = steps.memory.get(body["metadata"]["uid"])
+    held = memory.held.patch if memory is not None and memory.held is not None else {}
+    return looked, merged_status(cr.status, held)
 
 
 def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -172,8 +159,7 @@ def _assert_blocked_unreadable(status: Mapping[str, Any], after: Mapping[str, An
 def test_a_partial_form_ref_blocks_the_cr_instead_of_raising() -> None:
     status = {**_bound_status(), "formRef": {"kind": "X"}}
     host = RecordingHost()
-    persisted = _look(status, host=host)
-    after = _status_after(status, persisted)
+    _, after = _look(status, host=host)
     _assert_blocked_unreadable(status, after)
     _assert_a_valid_condition_set(after)
     assert host.calls == []
@@ -187,7 +173,7 @@ def test_a_partial_form_ref_blocks_the_cr_instead_of_raising() -> None:
 def test_a_pending_operation_without_a_form_ref_blocks_and_sends_nothing() -> None:
     status = {"pendingOperationId": "op-7", "pendingOperationVerb": "Create"}
     host = RecordingHost()
-    after = _status_after(status, _look(status, host=host))
+    _, after = _look(status, host=host)
     _assert_blocked_unreadable(status, after)
     assert host.calls == []
 
@@ -202,7 +188,7 @@ def test_a_field_the_operator_never_writes_so_blocks_and_sends_nothing(
 ) -> None:
     status = {k: v for k, v in {**_bound_status(), key: value}.items() if v is not None}
     host = RecordingHost()
-    after = _status_after(status, _look(status, host=host))
+    _, after = _look(status, host=host)
     _assert_blocked_unreadable(status, after)
     assert key in _conditions(after)["Blocked"]["message"]
     assert host.calls == []
@@ -214,9 +200,8 @@ def test_a_deleting_cr_with_an_unreadable_status_stays_blocked() -> None:
     bindings = MemoryBindings()
     bindings.objects[_our_binding().name] = _our_binding()
     host = RecordingHost()
-    persisted = _look(status, deleting=True, bindings=bindings, host=host)
-    assert not persisted.result.outcome.finalized
-    after = _status_after(status, persisted)
+    looked, after = _look(status, deleting=True, bindings=bindings, host=host)
+    assert not looked.outcome.finalized
     _assert_blocked_unreadable(status, after)
     assert _conditions(after)["Deleting"]["status"] == "True"
     assert host.calls == [] and bindings.writes == []
@@ -231,8 +216,8 @@ def test_an_orphan_deletion_with_an_unreadable_status_lets_go_without_a_host_cal
     bindings = MemoryBindings()
     bindings.objects[_our_binding().name] = _our_binding()
     host = RecordingHost()
-    persisted = _look(status, deleting=True, bindings=bindings, host=host, deletionPolicy="Orphan")
-    assert persisted.result.outcome.finalized and persisted.result.status is None
+    looked, _ = _look(status, deleting=True, bindings=bindings, host=host, deletionPolicy="Orphan")
+    assert looked.outcome is not None and looked.outcome.finalized and looked.wrote is None
     assert host.calls == []
     (released,) = bindings.objects.values()
     assert released.phase is Phase.RELEASED and released.uid == "u-1"
@@ -340,20 +325,20 @@ def test_no_status_makes_a_look_raise_or_write_a_condition_outside_the_set(
     if held:
         bindings.objects[_our_binding().name] = _our_binding()
     host = RecordingHost()
-    persisted = _look(
+    looked, after = _look(
         status, deleting=deleting, bindings=bindings, host=host, deletionPolicy=policy
     )
-    outcome = persisted.result.outcome
+    outcome = looked.outcome
     if outcome.finalized:
         assert deleting, "only a deletion lets a CR go"
     else:
-        _assert_a_valid_condition_set(_status_after(status, persisted))
+        _assert_a_valid_condition_set(after)
     if _unreadable(status):
         assert host.calls == [], "nothing is sent for a status that does not read"
         if outcome.finalized:
             assert policy == "Orphan", "an unreadable status is never let go on a guess"
         else:
-            _assert_blocked_unreadable(status, _status_after(status, persisted))
+            _assert_blocked_unreadable(status, after)
 
 
 def test_conditions_the_operator_never_writes_are_dropped_not_carried() -> None:
@@ -361,8 +346,7 @@ def test_conditions_the_operator_never_writes_are_dropped_not_carried() -> None:
     hand_made = {"type": "Drifted", "status": "True", "reason": "LooksFine"}
     ready = _bound_status()["conditions"][0]
     status = {**_bound_status(), "conditions": [hand_made, "Ready", ready, {"type": 5}]}
-    persisted = _look(status, annotations={"takoform.io/paused": "true"})
-    after = _status_after(status, persisted)
+    _, after = _look(status, annotations={"takoform.io/paused": "true"})
     _assert_a_valid_condition_set(after)
     assert _conditions(after)["Ready"] == ready
     assert "Drifted" not in _conditions(after)

@@ -1,6 +1,6 @@
 """Back-off after failures: exponential with full jitter and a cap, honouring Retry-After.
 
-Pure: the random source is passed in, so a test fixes it. The adapter (kube.handlers.next_delay)
+Pure: the random source is passed in, so a test fixes it. The adapter (kube.cr_step.next_delay)
 counts a CR's failures in a row and resets the count on the first look that did not fail.
 """
 

@@ -3,8 +3,9 @@
 Pure, like the rest of the core. Two steps frame the reconcile of core.plan and core.decide:
 
     hold()          before anything is planned: a deletion that needs no host call is let go
-                    (deletionPolicy Orphan, managementPolicy Observe); a paused CR sends nothing
-                    at all, not even a read
+                    (deletionPolicy Orphan, managementPolicy Observe, nothing ever sent); a
+                    paused CR, or one whose pause is unclear, sends nothing at all, not even a
+                    read. unparsed() is the same rule for a CR whose spec does not parse.
     observe_only()  after decide(): under managementPolicy Observe a mutation is never sent;
                     what it would have repaired is reported instead
 
@@ -42,14 +43,35 @@ def releases_without_host_call(desired: Desired) -> bool:
 
 def hold(desired: Desired, state: State) -> Outcome | None:
     """The outcome of a CR that must send nothing this time, or None to go on and plan. The one
-    place a deletion is let go without a host call (a paused CR's too: nothing is sent either
-    way); it needs no grant either, so this comes before the tenancy check."""
-    never_sent = not state.claimed and state.pending is None
-    if desired.deleting and (releases_without_host_call(desired) or never_sent):
-        return Outcome(state=state, conditions=(), next_look=NextLook.NEVER, finalized=True)
+    place a deletion is let go without a host call (a paused CR's too, and Orphan over an
+    unclear pause: nothing is sent either way); it needs no grant either, so this comes before
+    the tenancy check."""
+    if desired.deleting and (releases_without_host_call(desired) or _never_sent(state)):
+        return may_go(state)
+    if desired.unclear_pause is not None:
+        return degraded(state, Reason.INVALID_SPEC, desired.unclear_pause, NextLook.POLL)
     if desired.paused:
         return paused(desired, state)
     return None
+
+
+def unparsed(state: State, reason: Reason, message: str, *, deleting: bool) -> Outcome:
+    """A CR whose spec does not parse (and whose recorded target cannot stand in for it): it
+    sends nothing. A deletion that never sent anything is let go; any other waits, Degraded,
+    for a spec that parses."""
+    if deleting and _never_sent(state):
+        return may_go(state)
+    return degraded(state, reason, message, NextLook.POLL)
+
+
+def may_go(state: State) -> Outcome:
+    """The CR may go: nothing more to send, or nothing ever sent."""
+    return Outcome(state=state, conditions=(), next_look=NextLook.NEVER, finalized=True)
+
+
+def _never_sent(state: State) -> bool:
+    """Every request is preceded by the write that records its target."""
+    return not state.claimed and state.pending is None
 
 
 def paused(desired: Desired, state: State) -> Outcome:
@@ -85,9 +107,8 @@ def observe_only(
         return Decision(_spec_drift(outcome, action, seen, registry))
     if isinstance(action, Create) or _repairs_a_deletion(outcome):
         return Decision(_missing(desired, outcome))
-    if isinstance(action, Delete):
-        # Unreachable (hold() lets an Observe deletion go first); never sent regardless.
-        return Decision(replace(outcome, conditions=(), next_look=NextLook.NEVER, finalized=True))
+    # hold() lets an Observe deletion go before anything is planned: no Delete is decided.
+    assert not isinstance(action, Delete), "an Observe deletion is let go by hold()"
     return decision
 
 

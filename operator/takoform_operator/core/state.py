@@ -186,6 +186,9 @@ class Desired:
     host: str = DEFAULT_HOST
     #: Annotation takoform.io/paused is "true": nothing is sent to the host (core.policy).
     paused: bool = False
+    #: Why the pause annotation is refused (a value other than "true" or "false"), or None:
+    #: a CR whose pause is unclear sends nothing until it is fixed (core.policy.hold).
+    unclear_pause: str | None = None
     management: ManagementPolicy = ManagementPolicy.FULL
 
 

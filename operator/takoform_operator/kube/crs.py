@@ -1,21 +1,36 @@
 """A custom resource as the core sees it, and the status the core's outcome becomes.
 
-Plain functions over the CR's JSON body: no kopf and no API calls, so they are unit-tested alone.
+`read_cr` is the first step of the one reconcile (service.reconcile): what the CR asks for and
+what its status records, or the outcome of a CR that cannot be read. Plain functions over the
+CR's JSON body: no kopf and no API calls, so they are unit-tested alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from takoform_operator.core.conditions import merge_conditions
-from takoform_operator.core.outcome import Outcome
-from takoform_operator.core.policy import PAUSED_ANNOTATION, PAUSED_VALUE
+from takoform_operator.core.binding import Binding
+from takoform_operator.core.conditions import Reason, merge_conditions
+from takoform_operator.core.depth import pruned_paths, too_deep_message
+from takoform_operator.core.outcome import Outcome, blocked, with_deleting
+from takoform_operator.core.ownership import restored
+from takoform_operator.core.policy import (
+    PAUSED_ANNOTATION,
+    PAUSED_VALUE,
+    releases_without_host_call,
+    unparsed,
+)
+from takoform_operator.core.remedies import kubectl_name, unreadable_status_remedies
 from takoform_operator.core.state import (
     DeletionPolicy,
     Desired,
     ManagementPolicy,
     Requested,
+    State,
+    StateUnreadable,
+    state_from_status,
     state_to_status,
 )
 from takoform_operator.core.tenancy import DEFAULT_HOST
@@ -33,6 +48,95 @@ ACCEPT_UID_ANNOTATION = "takoform.io/accept-uid"
 
 class InvalidCustomResource(ValueError):
     """The CR asks for something no reconcile can do (reported as a condition, not raised)."""
+
+
+#: What reading a CR gives the reconcile: what it asks for and what it recorded, or the outcome
+#: of a CR that cannot be read (it sends nothing; a deletion that needs no host call goes).
+Read = tuple[Desired, State] | Outcome
+
+
+def read_cr(body: Mapping[str, Any], bound: Binding | None, *, deleting: bool = False) -> Read:
+    """The CR `body` as the reconcile takes it: its desired state, and its state as its status
+    records it, restored from `bound` (its binding: a status write lost after the binding left
+    the claim there). `deleting` forces a deletion before the body says so. A status that does
+    not read is never guessed from (it may record a resource a deletion must not forget); a
+    spec that does not parse is replaced, for a deletion, by the target recorded (deletion goes
+    to what was sent to); the rest is core.policy's."""
+    deleting = deleting or (body.get("metadata") or {}).get("deletionTimestamp") is not None
+    try:
+        state = _state_of(body.get("status") or {})
+    except StateUnreadable as exc:
+        return _unreadable(body, str(exc), deleting=deleting)
+    state = restored(state, bound)
+    # Values nested too deep were cut where the object was decoded (core.depth): such a spec
+    # is not read, as if it did not parse; a deletion still goes by what was recorded.
+    too_deep = pruned_paths(body.get("spec"), "spec")
+    try:
+        if too_deep:
+            raise InvalidCustomResource(too_deep_message(too_deep))
+        desired = desired_from_cr(body)
+    except InvalidCustomResource as exc:
+        try:
+            if not (deleting and state.requested is not None):
+                raise
+            desired = desired_for_deletion(body, state.requested)
+        except InvalidCustomResource:
+            reason = Reason.NESTED_TOO_DEEP if too_deep else Reason.INVALID_SPEC
+            return unparsed(state, reason, str(exc), deleting=deleting)
+    return replace(desired, deleting=desired.deleting or deleting), state
+
+
+def _state_of(status: Mapping[str, Any]) -> State:
+    """The state a status records. Raises StateUnreadable for anything the operator never
+    writes: a field of another type, a target without its space or name."""
+    try:
+        state = state_from_status(dict(status))
+    except (AttributeError, TypeError, ValueError) as exc:
+        # state_from_status lets a few malformed shapes out as the error they are.
+        raise StateUnreadable(f"status does not hold a readable state: {exc}") from None
+    requested = state.requested or Requested("", "")
+    texts = {
+        "host": state.host,
+        "space": state.space,
+        "name": state.name,
+        "uid": state.uid,
+        "generation": state.generation,
+        "revision": state.revision,
+        "packageDigest": state.package_digest,
+        "requested.importId": requested.import_id,
+        "requested.hostRef": requested.host_ref,
+    }
+    wrong = [f"{key} is not a string" for key, v in texts.items() if not isinstance(v, str | None)]
+    wrong += [
+        f"formRef without {key}"
+        for key in ("space", "name")
+        if state.claimed and texts[key] is None
+    ]
+    if wrong:
+        raise StateUnreadable(f"status does not hold a readable state: {', '.join(wrong)}")
+    return state
+
+
+def _unreadable(body: Mapping[str, Any], problem: str, *, deleting: bool) -> Read:
+    """A CR whose status does not read: Blocked StateUnreadable (only what is written beside
+    the state changes: the fields as found are what a restore needs), unless it is a deletion
+    that needs no host call (Orphan, Observe): that goes, its binding Released (core.policy)."""
+    try:
+        wanted = replace(desired_from_cr(body), deleting=True) if deleting else None
+    except InvalidCustomResource:
+        wanted = None
+    if wanted is not None and releases_without_host_call(wanted):
+        return wanted, State()
+    metadata = body.get("metadata") or {}
+    line = FormLine(str(body.get("apiVersion", "")), str(body.get("kind", "")))
+    obj = kubectl_name(line, str(metadata.get("name")), str(metadata.get("namespace") or ""))
+    outcome = blocked(
+        State(),
+        Reason.STATE_UNREADABLE,
+        f"{problem}; nothing is sent to the host until it reads again.",
+        unreadable_status_remedies(obj, deleting=deleting),
+    )
+    return with_deleting(outcome, wanted) if wanted is not None else outcome
 
 
 def desired_from_cr(body: Mapping[str, Any]) -> Desired:
@@ -80,21 +184,19 @@ def desired_from_cr(body: Mapping[str, Any]) -> Desired:
         host_ref=host_ref,
         # The default host's name is resolved by the caller (kube.tenancy) before any use.
         host=host_ref or DEFAULT_HOST,
-        paused=_paused(annotations),
+        paused=annotations.get(PAUSED_ANNOTATION) == PAUSED_VALUE,
+        unclear_pause=_unclear_pause(annotations),
         management=management_policy,
     )
 
 
-def _paused(annotations: Mapping[str, Any]) -> bool:
+def _unclear_pause(annotations: Mapping[str, Any]) -> str | None:
     """takoform.io/paused: "true" pauses, "false" (or no annotation) does not. Any other value
-    is refused rather than guessed: a CR whose pause is unclear sends nothing until it is
-    fixed, and says why."""
+    is refused rather than guessed (core.policy.hold): this says why."""
     value = annotations.get(PAUSED_ANNOTATION)
-    if value is None or value == "false":
-        return False
-    if value == PAUSED_VALUE:
-        return True
-    raise InvalidCustomResource(
+    if value is None or value in ("false", PAUSED_VALUE):
+        return None
+    return (
         f'annotation {PAUSED_ANNOTATION} must be "true" (pause) or "false"; got {value!r}. '
         "Nothing is sent to the host until it is fixed or removed"
     )
@@ -103,8 +205,7 @@ def _paused(annotations: Mapping[str, Any]) -> bool:
 def desired_for_deletion(body: Mapping[str, Any], requested: Requested) -> Desired:
     """What a CR being deleted asks for when its spec no longer parses: the identity recorded
     when its target was (deletion goes to what was sent to, never to the spec) and its policy.
-    Raises InvalidCustomResource when even the deletion policy is unusable, or when the pause
-    is unclear and the deletion would send a host delete."""
+    Raises InvalidCustomResource when even the deletion policy is unusable."""
     pin = requested.pin
     spec = {
         **(body.get("spec") or {}),
@@ -115,13 +216,7 @@ def desired_for_deletion(body: Mapping[str, Any], requested: Requested) -> Desir
         "hostRef": requested.host_ref,
         "parameters": {},
     }
-    metadata = dict(body.get("metadata") or {})
-    annotations = dict(metadata.get("annotations") or {})
-    if spec.get("deletionPolicy") == DeletionPolicy.ORPHAN.value:
-        # Orphan sends nothing, paused or not: an unclear pause value cannot hold it.
-        annotations.pop(PAUSED_ANNOTATION, None)
-    metadata["annotations"] = annotations
-    return desired_from_cr({**body, "metadata": metadata, "spec": spec})
+    return desired_from_cr({**body, "spec": spec})
 
 
 def _pin(doc: Any, api_version: str, kind: str) -> tuple[str, str] | None:

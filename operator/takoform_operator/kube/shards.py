@@ -112,7 +112,7 @@ class ShardMembership:
     liveness: Liveness = field(default_factory=Liveness)
     loops: Loops | None = None
     #: Called with the body of each CR whose loop stopped here (its metrics go).
-    forget: Callable[[Mapping[str, Any]], None] = lambda body: None
+    forget: Callable[[Mapping[str, Any]], object] = lambda body: None
     #: Called after each round (metrics).
     observe: Callable[[ShardMembership], None] = lambda membership: None
     _version: str | None = None

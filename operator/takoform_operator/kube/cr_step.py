@@ -1,0 +1,304 @@
+"""The life of one CR in this process: `CrSteps.look`, one look from the body the watch holds
+to the status written, and `leave`, the one way out of this process's memory of it.
+
+    finalizer   on before anything is sent (a deletion can never miss a create of ours)
+    read        kube.crs.read_cr: desired and state, or the outcome of a CR that cannot be read
+    reconcile   service.reconcile: hold, grant, owner, plan, read, decide, act, let go
+    persist     the connection Secret, then the status patch: written, or held for one look
+    events      kube.events: which of the outcome's events, and which transitions, are posted
+    end         finalized: the Secret and the finalizer let go, the memory left; else the
+                delay until the next look (core.backoff.next_delay)
+
+The kopf handlers run it against the API server (kube.cr_api.ApiCr), the model checker
+(tests/model) against its simulated cluster. Plain async code: no kopf here.
+
+The held write. An outcome that only records an operation just accepted (`replayable`) is not
+written but held in memory; the next look reconciles as if it had been written and writes it
+with its own news, so a create whose operation settled by then costs one status write, not two.
+Two rules bound it: a held write applies only to the body it was made for (same
+resourceVersion), and it is held at most once per operation, so the pending operation is in the
+status within one look whatever else writes the CR. A process that dies with it loses a write
+the next look recovers (a create from the host's operations, read first; any mutation by
+replaying its key): docs/crash-safety.md, "The pending write, held for one look".
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from takoform_operator.binding_port import BindingPort
+from takoform_operator.core.backoff import backoff_delay, doubled
+from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.connection import ConnectionSecret, connection_secret, secret_name
+from takoform_operator.core.outcome import Event, NextLook, Outcome, degraded
+from takoform_operator.core.registry import Registry
+from takoform_operator.core.remedies import Remedy
+from takoform_operator.kube import events
+from takoform_operator.kube.bindings import Contenders
+from takoform_operator.kube.cr_locks import CrLocks
+from takoform_operator.kube.crs import merged_status, read_cr, status_diff, status_patch
+from takoform_operator.kube.freshness import resource_version
+from takoform_operator.service import Reconciled, Tenancy, reconcile
+from takoform_operator.settings import Settings
+
+FINALIZER = "takoform.io/finalizer"
+_MIN_DELAY = 0.2
+#: The first look at a just-accepted operation: most settle within a fraction of a second.
+_FIRST_LOOK = 0.25
+
+
+class CrApi(Protocol):
+    """What a look does to its CR on the API server. Each write returns the CR as the API
+    server answered it, and raises (kube.status.StatusWriteFailed) when it did not land."""
+
+    async def write_status(
+        self, body: Mapping[str, Any], patch: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        """Merge-patch the status; `expected` of the answer is the body with the patch merged."""
+
+    async def set_finalizer(self, body: Mapping[str, Any], present: bool) -> Mapping[str, Any]:
+        """Put our finalizer on (`present`) or take it off."""
+
+    def post(self, body: Mapping[str, Any], event: Event) -> None:
+        """An Event about the CR."""
+
+    async def write_connection(
+        self, body: Mapping[str, Any], secret: ConnectionSecret
+    ) -> tuple[str, tuple[Remedy, ...]] | None:
+        """The CR's connection Secret written (only when it differs). None: written, or failed
+        in a way the next look retries; else the message and remedies of a Secret out of the
+        operator's reach."""
+
+    async def let_go_of_connection(self, body: Mapping[str, Any]) -> None:
+        """Before the finalizer goes: the connection Secret follows the deletion policy."""
+
+
+@dataclass(frozen=True)
+class HeldStatus:
+    """A status write held until the next look: the patch, the resourceVersion of the CR it
+    was made for, and the operation it records."""
+
+    resource_version: str
+    patch: dict[str, Any]
+    #: The pending operation the patch records: never held a second time in a row.
+    operation_id: str
+
+    def applies_to(self, body: Mapping[str, Any]) -> bool:
+        """Made for exactly this body: nobody wrote the CR since."""
+        return self.resource_version == resource_version(body)
+
+
+@dataclass
+class CrMemory:
+    """What this process remembers of one CR between its looks. Memory only: a restart loses
+    it, and nothing of it is needed for correctness."""
+
+    #: The status write the last look held.
+    held: HeldStatus | None = None
+    #: Looks in a row that failed: the back-off's exponent.
+    failures: int = 0
+    #: Looks in a row that found it waiting on a pending operation.
+    pending_looks: int = 0
+    #: The values last written into its connection Secret: scrubbed from host words
+    #: (core.scrub) even when the look that meets them could not read the resource.
+    secrets: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Looked:
+    #: None: the CR was released already (no finalizer of ours while deleting).
+    outcome: Outcome | None
+    #: The CR as the last write of the look answered (the body as read when none was made).
+    body: Mapping[str, Any]
+    #: Seconds until the next look; None: no further look (the CR may go).
+    delay: float | None
+    #: The status patch written (None: nothing written).
+    wrote: dict[str, Any] | None = None
+
+
+@dataclass
+class CrSteps:
+    """The looks of the CRs one process serves, and what it remembers of each."""
+
+    registry: Registry
+    tenancy: Tenancy
+    bindings: BindingPort
+    api: CrApi
+    settings: Settings
+    #: The status timestamp of a look ("2026-01-01T00:00:00Z").
+    now: Callable[[], str]
+    #: The back-off's jitter, in [0, 1).
+    random: Callable[[], float] = field(default=random.random)
+    #: Each CR's looks, serialised.
+    locks: CrLocks = field(default_factory=CrLocks)
+    memory: dict[str, CrMemory] = field(default_factory=dict)
+    #: CRs whose last look found their identity bound to another CR, by the binding's name:
+    #: woken by a change of that binding only.
+    contending: Contenders = field(default_factory=Contenders)
+
+    async def look(self, body: Mapping[str, Any]) -> Looked:
+        """One look at the CR `body`. Raises what the API server or the bindings refused
+        (kube.status.StatusWriteFailed, binding_port.BindingError): the caller ends the look
+        with `next_look(uid, None)`."""
+        metadata = body["metadata"]
+        uid = str(metadata["uid"])
+        deleting = metadata.get("deletionTimestamp") is not None
+        if FINALIZER not in (metadata.get("finalizers") or ()):
+            if deleting:
+                return Looked(None, body, None)  # released already (or never ours to hold)
+            body = await self.api.set_finalizer(body, True)
+        async with self.locks.held(uid):
+            memory = self.memory.setdefault(uid, CrMemory())
+            held, memory.held = memory.held, None
+            view = body
+            if held is not None and held.applies_to(body):
+                view = {**body, "status": merged_status(body.get("status"), held.patch)}
+            read = read_cr(view, self.bindings.held_by(uid), deleting=deleting)
+            if isinstance(read, Outcome):
+                reconciled = Reconciled(read)
+            else:
+                reconciled = await reconcile(
+                    *read, self.registry, self.tenancy, self.bindings, secrets=memory.secrets
+                )
+            outcome = reconciled.outcome
+            self.contending.hold(uid, outcome.contends_for)
+            if outcome.finalized:
+                return await self._let_go(body, outcome)
+            patch = self._patch(body, view, reconciled)
+            if view is body and patch is not None and _holds(outcome, held):
+                assert outcome.state.pending is not None
+                pending = outcome.state.pending.operation_id
+                memory.held, patch = HeldStatus(resource_version(body), patch, pending), None
+            elif (secret := self._connection(body, reconciled, deleting)) is not None:
+                # Before the status: a Secret out of reach is the CR's condition.
+                memory.secrets = frozenset(secret.data.values())
+                refusal = await self.api.write_connection(body, secret)
+                if refusal is not None:
+                    outcome = degraded(
+                        outcome.state,
+                        Reason.CONNECTION_SECRET_FORBIDDEN,
+                        refusal[0],
+                        NextLook.POLL,
+                        refusal[1],
+                    )
+                    patch = self._patch(body, body, Reconciled(outcome))
+            written = body
+            if patch is not None:
+                written = await self.api.write_status(body, patch)
+                for event in events.transitions(body, patch):
+                    self.api.post(body, event)
+            for event in events.to_post(outcome, wrote=patch is not None):
+                self.api.post(written, event)
+            return Looked(outcome, written, self.next_look(uid, outcome), patch)
+
+    def leave(self, uid: str) -> HeldStatus | None:
+        """The CR is no longer this process's (gone, let go, relabelled, another replica's):
+        forget it. Returns the status write its last look held, if any."""
+        self.contending.drop(uid)
+        memory = self.memory.pop(uid, None)
+        return memory.held if memory is not None else None
+
+    def next_look(self, uid: str, outcome: Outcome | None) -> float:
+        """The end of a look that goes on: the delay until the next, from the outcome (None:
+        the look raised before one was written) and the looks in a row that were pending or
+        failed before it."""
+        memory = self.memory.setdefault(uid, CrMemory())
+        looks, failures = memory.pending_looks, memory.failures
+        pending = outcome is not None and outcome.next_look is NextLook.PENDING
+        memory.pending_looks = looks + 1 if pending else 0
+        memory.failures = failures + 1 if outcome is None or failed(outcome) else 0
+        return next_delay(outcome, self.settings, looks, failures, self.random)
+
+    async def _let_go(self, body: Mapping[str, Any], outcome: Outcome) -> Looked:
+        """A finished deletion: its events, the connection Secret and the finalizer let go, and
+        the CR left (nothing to write: the CR goes)."""
+        for event in outcome.events:
+            self.api.post(body, event)
+        await self.api.let_go_of_connection(body)
+        body = await self.api.set_finalizer(body, False)
+        self.leave(str(body["metadata"]["uid"]))
+        return Looked(outcome, body, None)
+
+    def _patch(
+        self, body: Mapping[str, Any], view: Mapping[str, Any], reconciled: Reconciled
+    ) -> dict[str, Any] | None:
+        """The status patch from what the API server holds (`body`) to the outcome's over the
+        status the look reconciled from (`view`: the held write applied), or None when it would
+        change nothing: a steady resource costs no write. A status that did not read is never
+        overwritten: only what is written beside the state changes."""
+        outcome = reconciled.outcome
+        generation = int(body["metadata"].get("generation") or 0)
+        seen = view.get("status") or {}
+        patch = status_patch(outcome, seen, now=self.now(), cr_generation=generation)
+        if outcome.asserted().get(ConditionType.BLOCKED) is Reason.STATE_UNREADABLE:
+            patch = {k: patch[k] for k in ("conditions", "observedGeneration", "remedies")}
+        return status_diff(body.get("status") or {}, merged_status(seen, patch)) or None
+
+    def _connection(
+        self, body: Mapping[str, Any], reconciled: Reconciled, deleting: bool
+    ) -> ConnectionSecret | None:
+        """The CR's connection Secret after this look (spec.writeConnectionSecretToRef, or the
+        default name), or None when nothing may be written (core.connection)."""
+        if deleting:
+            return None
+        metadata = body["metadata"]
+        ref = (body.get("spec") or {}).get("writeConnectionSecretToRef")
+        wanted = ref.get("name") if isinstance(ref, Mapping) else None
+        return connection_secret(
+            self.registry,
+            reconciled.outcome.state,
+            reconciled.resource,
+            namespace=str(metadata.get("namespace")),
+            name=secret_name(str(metadata.get("name")), str(wanted) if wanted else None),
+        )
+
+
+def _holds(outcome: Outcome, held: HeldStatus | None) -> bool:
+    """The write of this outcome waits for the next look: it only records an operation just
+    accepted, and the previous look did not hold that operation's write already (a replay of
+    the same key, its held write dropped by another write: written now)."""
+    pending = outcome.state.pending
+    return (
+        outcome.replayable
+        and pending is not None
+        and (held is None or held.operation_id != pending.operation_id)
+    )
+
+
+def next_delay(
+    outcome: Outcome | None,
+    settings: Settings,
+    pending_looks: int = 0,
+    failures: int = 0,
+    jitter: Callable[[], float] = random.random,
+) -> float:
+    """Seconds until the next look, from what the outcome asked for (core.outcome.NextLook) and
+    the settings. NOW: at once (0.2 s, never a busy loop). PENDING: fast first, then slower:
+    0.25, 0.5, 1, 2, 4 s ... up to poll_pending_max_seconds (`pending_looks` is how many times
+    in a row this CR was found waiting on one). POLL (and NEVER, should a finished CR still be
+    around): poll_ready_seconds. A failure -- BACKOFF, or None: the look ended before an outcome
+    was written -- waits the exponential back-off of the `failures` that came right before it,
+    honouring the host's Retry-After, within [0.2 s, backoff_cap_seconds]."""
+    if outcome is None or failed(outcome):
+        delay = backoff_delay(
+            failures,
+            base=settings.backoff_base_seconds,
+            cap=settings.backoff_cap_seconds,
+            random=jitter,
+            retry_after=outcome.retry_after if outcome is not None else None,
+        )
+        return max(delay, _MIN_DELAY)
+    if outcome.next_look is NextLook.NOW:
+        return _MIN_DELAY
+    if outcome.next_look is NextLook.PENDING:
+        pending = doubled(_FIRST_LOOK, pending_looks, settings.poll_pending_max_seconds)
+        return min(pending, settings.poll_ready_seconds)
+    return settings.poll_ready_seconds
+
+
+def failed(outcome: Outcome) -> bool:
+    """The look failed and is retried with back-off."""
+    return outcome.next_look is NextLook.BACKOFF and not outcome.finalized
