@@ -101,6 +101,12 @@ class Resource:
         return str(self.doc["metadata"]["revision"])
 
 
+def _placed(space: str, ref: FormRef, name: str) -> tuple[str, str, str, str, str, str]:
+    """The columns that place a resource and its exact FormRef, in the order of the resources
+    and operations tables."""
+    return space, ref.api_version, ref.kind, name, ref.definition_version, ref.schema_digest
+
+
 def row_ref(row: sqlite3.Row) -> FormRef:
     return FormRef(row["api_version"], row["kind"], row["definition_version"], row["schema_digest"])
 
@@ -182,16 +188,7 @@ class Store:
     ) -> None:
         self.db.execute(
             "INSERT OR REPLACE INTO resources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                space,
-                ref.api_version,
-                ref.kind,
-                name,
-                ref.definition_version,
-                ref.schema_digest,
-                uid,
-                dumps(doc),
-            ),
+            (*_placed(space, ref, name), uid, dumps(doc)),
         )
 
     def delete_resource(self, space: str, line: FormLine, name: str, uid: str) -> None:
@@ -284,12 +281,7 @@ class Store:
             (
                 op_id,
                 verb,
-                space,
-                ref.api_version,
-                ref.kind,
-                name,
-                ref.definition_version,
-                ref.schema_digest,
+                *_placed(space, ref, name),
                 uid,
                 due_at,
                 key,
