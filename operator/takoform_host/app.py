@@ -336,15 +336,7 @@ class HostApp:
             body = await self.body_json(request)
             if body is None:
                 raise HostError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "a PUT needs a JSON body")
-        m = mutation(
-            request,
-            space=space,
-            line=line,
-            name=name,
-            version=dv,
-            digest=sd,
-            body=body,
-        )
+        m = mutation(request, space, line, name, dv, sd, body)
         return self.operation(self.host.mutate(m))
 
     # -- handlers: operations ----------------------------------------------------------------

@@ -17,18 +17,18 @@ from typing import Any
 
 from takoform_spec.identity import FormLine, FormRef
 
-SCHEMA = """
+#: The columns that place a resource and its exact FormRef (`_placed`), in resources and operations.
+_PLACED_COLUMNS = (
+    "space TEXT NOT NULL, api_version TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, "
+    "definition_version TEXT NOT NULL, schema_digest TEXT NOT NULL"
+)
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS spaces (
     name TEXT PRIMARY KEY,
     created_at TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS resources (
-    space TEXT NOT NULL,
-    api_version TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    name TEXT NOT NULL,
-    definition_version TEXT NOT NULL,
-    schema_digest TEXT NOT NULL,
+    {_PLACED_COLUMNS},
     uid TEXT NOT NULL,
     doc TEXT NOT NULL,
     PRIMARY KEY (space, api_version, kind, name)
@@ -38,12 +38,7 @@ CREATE TABLE IF NOT EXISTS operations (
     id TEXT NOT NULL UNIQUE,
     verb TEXT NOT NULL,
     state TEXT NOT NULL,
-    space TEXT NOT NULL,
-    api_version TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    name TEXT NOT NULL,
-    definition_version TEXT NOT NULL,
-    schema_digest TEXT NOT NULL,
+    {_PLACED_COLUMNS},
     resource_uid TEXT,
     due_at REAL NOT NULL,
     settled_at REAL,
