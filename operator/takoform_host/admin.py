@@ -24,6 +24,7 @@ from .misbehaviours import (
     check_misbehaviours,
 )
 from .rules import Host
+from .storage import Resource
 
 log = logging.getLogger("takoform_host")
 
@@ -107,14 +108,18 @@ class Admin:
             raise HostError(ErrorCode.INVALID_REQUEST, f"missing or non-string member(s) {missing}")
         return body["space"], FormLine(body["apiVersion"], body["kind"]), body["name"]
 
-    def recreate(self, body: Any) -> dict[str, Any]:
-        """Delete and recreate a resource behind the client's back: same spec, new uid."""
-        space, line, name = self._target(body)
+    def _resource(self, space: str, line: FormLine, name: str) -> Resource:
         res = self.store.resource(space, line, name)
         if res is None:
             raise HostError(
                 ErrorCode.RESOURCE_NOT_FOUND, f"no resource {name!r} of {line} in {space!r}"
             )
+        return res
+
+    def recreate(self, body: Any) -> dict[str, Any]:
+        """Delete and recreate a resource behind the client's back: same spec, new uid."""
+        space, line, name = self._target(body)
+        res = self._resource(space, line, name)
         uid = str(uuid.uuid4())
         doc = new_representation(
             definition=self.host.forms.definition(res.ref),
@@ -136,11 +141,7 @@ class Admin:
         space, line, name = self._target(body)
         conditions = _checked_conditions(body.get("conditions", []))
         observed = body.get("observedGeneration")
-        res = self.store.resource(space, line, name)
-        if res is None:
-            raise HostError(
-                ErrorCode.RESOURCE_NOT_FOUND, f"no resource {name!r} of {line} in {space!r}"
-            )
+        res = self._resource(space, line, name)
         doc = copy.deepcopy(res.doc)
         meta, status = doc["metadata"], doc["status"]
         if observed is not None:
@@ -171,11 +172,7 @@ class Admin:
         """New values for a resource's sensitive outputs (a credential rotation on the host's
         side): a representation change, so the revision moves and the generation does not."""
         space, line, name = self._target(body)
-        res = self.store.resource(space, line, name)
-        if res is None:
-            raise HostError(
-                ErrorCode.RESOURCE_NOT_FOUND, f"no resource {name!r} of {line} in {space!r}"
-            )
+        res = self._resource(space, line, name)
         definition = self.host.forms.definition(res.ref)
         if not definition.sensitive_outputs:
             raise HostError(
@@ -193,11 +190,7 @@ class Admin:
 
     def delete(self, body: Any) -> dict[str, Any]:
         space, line, name = self._target(body)
-        res = self.store.resource(space, line, name)
-        if res is None:
-            raise HostError(
-                ErrorCode.RESOURCE_NOT_FOUND, f"no resource {name!r} of {line} in {space!r}"
-            )
+        res = self._resource(space, line, name)
         with self.store.tx():
             self.store.delete_resource(space, line, name, res.uid)
         return {"deleted": True, "uid": res.uid}

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from takoform_spec.host_api import ErrorCode
+from takoform_spec.identity import FormLine
 
 from . import ADMIN_PREFIX, API_PREFIX
 from .admin import Admin
@@ -69,6 +70,7 @@ class HostApp:
         self.max_body = max_body
         api, admin = API_PREFIX, ADMIN_PREFIX
         resource = api + "/spaces/{space}/forms/{group}/{version}/{kind}/resources"
+        act = self._admin_action
         self.routes = [
             Route_("/healthz", {"GET": self.healthz}),
             Route_(api + "/spaces", {"GET": self.list_spaces}),
@@ -91,15 +93,27 @@ class HostApp:
             Route_(api + "/operations/{id}", {"GET": self.get_operation}),
             Route_(
                 admin + "/misbehaviours",
-                {"GET": self.get_misbehaviours, "PUT": self.put_misbehaviours},
+                {
+                    "GET": act(self.admin.misbehaviours, body=False),
+                    "PUT": act(self.admin.set_misbehaviours),
+                },
             ),
-            Route_(admin + "/faults", {"GET": self.get_faults, "PUT": self.put_faults}),
-            Route_(admin + "/operations/expire", {"POST": self.expire_operations}),
-            Route_(admin + "/resources/recreate", {"POST": self.recreate_resource}),
-            Route_(admin + "/resources/delete", {"POST": self.delete_resource_oob}),
-            Route_(admin + "/resources/conditions", {"POST": self.set_conditions}),
-            Route_(admin + "/resources/rotate-secrets", {"POST": self.rotate_secrets}),
-            Route_(admin + "/packages/activate", {"POST": self.activate_package}),
+            Route_(
+                admin + "/faults",
+                {"GET": act(self.admin.faults, body=False), "PUT": act(self.admin.merge_faults)},
+            ),
+            Route_(admin + "/operations/expire", {"POST": act(self.admin.expire)}),
+            Route_(
+                admin + "/resources/recreate",
+                {"POST": act(self.admin.recreate, representation=True)},
+            ),
+            Route_(admin + "/resources/delete", {"POST": act(self.admin.delete)}),
+            Route_(
+                admin + "/resources/conditions",
+                {"POST": act(self.admin.set_conditions, representation=True)},
+            ),
+            Route_(admin + "/resources/rotate-secrets", {"POST": act(self.admin.rotate_secrets)}),
+            Route_(admin + "/packages/activate", {"POST": act(self.admin.activate)}),
         ]
         self.ready = False
 
@@ -233,6 +247,15 @@ class HostApp:
     def _ref_params(self, request: Request) -> tuple[str | None, str | None]:
         return ref_params(request, allow_missing=self.host.on("default-missing-formref"))
 
+    def _named(
+        self, request: Request, space: str, group: str, version: str, kind: str, name: str
+    ) -> tuple[str, FormLine, str, str | None, str | None]:
+        """The resource a request's path names, and the FormRef its query gives: space, line,
+        name, definitionVersion, schemaDigest."""
+        space, name = space_param(space), name_param(name)
+        dv, sd = self._ref_params(request)
+        return space, line_param(group, version, kind), name, dv, sd
+
     # -- handlers: health, spaces ------------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
@@ -295,38 +318,25 @@ class HostApp:
     async def get_resource(
         self, request: Request, space: str, group: str, version: str, kind: str, name: str
     ) -> Response:
-        space, name = space_param(space), name_param(name)
-        dv, sd = self._ref_params(request)
-        res = self.host.read(space, line_param(group, version, kind), name, dv, sd)
+        res = self.host.read(*self._named(request, space, group, version, kind, name))
         return self.representation(200, res.doc)
 
     async def observe(
         self, request: Request, space: str, group: str, version: str, kind: str, name: str
     ) -> Response:
-        space, name = space_param(space), name_param(name)
-        dv, sd = self._ref_params(request)
-        doc = self.host.observe(space, line_param(group, version, kind), name, dv, sd)
+        doc = self.host.observe(*self._named(request, space, group, version, kind, name))
         return self.representation(200, doc)
 
     async def mutate(
         self, request: Request, space: str, group: str, version: str, kind: str, name: str
     ) -> Response:
-        space, name = space_param(space), name_param(name)
-        dv, sd = self._ref_params(request)
+        space, line, name, dv, sd = self._named(request, space, group, version, kind, name)
         body: Any = None
         if request.method == "PUT":
             body = await self.body_json(request)
             if body is None:
                 raise HostError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "a PUT needs a JSON body")
-        m = mutation(
-            request,
-            space=space,
-            line=line_param(group, version, kind),
-            name=name,
-            version=dv,
-            digest=sd,
-            body=body,
-        )
+        m = mutation(request, space, line, name, dv, sd, body)
         return self.operation(self.host.mutate(m))
 
     # -- handlers: operations ----------------------------------------------------------------
@@ -349,35 +359,17 @@ class HostApp:
 
     # -- handlers: admin ---------------------------------------------------------------------
 
-    async def get_misbehaviours(self, request: Request) -> Response:
-        return self.json(200, self.admin.misbehaviours())
+    def _admin_action(
+        self, action: Callable[..., Any], *, body: bool = True, representation: bool = False
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """The handler of an admin endpoint: `action` (given the request's JSON body where
+        `body`) answered 200, as a resource representation where `representation`."""
+        answer = self.representation if representation else self.json
 
-    async def put_misbehaviours(self, request: Request) -> Response:
-        return self.json(200, self.admin.set_misbehaviours(await self.body_json(request)))
+        async def handle(request: Request) -> Response:
+            return answer(200, action(await self.body_json(request)) if body else action())
 
-    async def get_faults(self, request: Request) -> Response:
-        return self.json(200, self.admin.faults())
-
-    async def put_faults(self, request: Request) -> Response:
-        return self.json(200, self.admin.merge_faults(await self.body_json(request)))
-
-    async def expire_operations(self, request: Request) -> Response:
-        return self.json(200, self.admin.expire(await self.body_json(request)))
-
-    async def recreate_resource(self, request: Request) -> Response:
-        return self.representation(200, self.admin.recreate(await self.body_json(request)))
-
-    async def set_conditions(self, request: Request) -> Response:
-        return self.representation(200, self.admin.set_conditions(await self.body_json(request)))
-
-    async def delete_resource_oob(self, request: Request) -> Response:
-        return self.json(200, self.admin.delete(await self.body_json(request)))
-
-    async def rotate_secrets(self, request: Request) -> Response:
-        return self.json(200, self.admin.rotate_secrets(await self.body_json(request)))
-
-    async def activate_package(self, request: Request) -> Response:
-        return self.json(200, self.admin.activate(await self.body_json(request)))
+        return handle
 
 
 class FaultMiddleware:

@@ -181,7 +181,6 @@ def canonical_decimal(value: str) -> bool:
 
 def mutation(
     request: Request,
-    *,
     space: str,
     line: FormLine,
     name: str,

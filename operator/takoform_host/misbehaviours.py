@@ -10,6 +10,7 @@ document is written here.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,17 +180,7 @@ class Faults:
     operationRetentionSeconds: float = 3600.0
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "latencyMs": self.latencyMs,
-            "errorRate": self.errorRate,
-            "dropRate": self.dropRate,
-            "throttleRetryAfterSeconds": self.throttleRetryAfterSeconds,
-            "rateLimitPerSecond": self.rateLimitPerSecond,
-            "stuckOperations": self.stuckOperations,
-            "failNextOperations": self.failNextOperations,
-            "commitDelayMs": self.commitDelayMs,
-            "operationRetentionSeconds": self.operationRetentionSeconds,
-        }
+        return dataclasses.asdict(self)
 
     def merge(self, changes: Any) -> None:
         """Apply a partial update after checking every member (all or nothing)."""

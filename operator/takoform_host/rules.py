@@ -285,34 +285,42 @@ class Host:
         return self._accept("create", m, ref, uid, "1", payload)
 
     def _fences(self, m: Mutation, res: Resource) -> None:
-        if (
-            m.expected_uid is not None
-            and m.expected_uid != res.uid
-            and not self.on("ignore-expected-uid")
-        ):
-            raise HostError(
+        revision = f'"{res.revision}"'
+        tags = [tag.strip() for tag in (m.if_match or "").split(",")]
+        #: (code, what the message says the resource holds, expected, current, whether they
+        #: disagree, the misbehaviour that ignores the fence)
+        fences = (
+            (
                 ErrorCode.UID_MISMATCH,
-                f"the resource's uid is {res.uid}, not {m.expected_uid}",
-                {"expected": m.expected_uid, "current": res.uid},
-            )
-        if (
-            m.expected_generation is not None
-            and m.expected_generation != res.generation
-            and not self.on("ignore-generation-fence")
-        ):
-            raise HostError(
+                "the resource's uid is",
+                m.expected_uid,
+                res.uid,
+                m.expected_uid != res.uid,
+                "ignore-expected-uid",
+            ),
+            (
                 ErrorCode.GENERATION_CONFLICT,
-                f"the resource is at generation {res.generation}, not {m.expected_generation}",
-                {"expected": m.expected_generation, "current": res.generation},
-            )
-        if m.if_match is not None and not self.on("ignore-if-match"):
-            current = f'"{res.revision}"'
-            tags = [tag.strip() for tag in m.if_match.split(",")]
-            if "*" not in tags and current not in tags:
+                "the resource is at generation",
+                m.expected_generation,
+                res.generation,
+                m.expected_generation != res.generation,
+                "ignore-generation-fence",
+            ),
+            (
+                ErrorCode.REVISION_CONFLICT,
+                "the resource is at revision",
+                m.if_match,
+                revision,
+                "*" not in tags and revision not in tags,
+                "ignore-if-match",
+            ),
+        )
+        for code, holds, expected, current, broken, ignored_by in fences:
+            if expected is not None and broken and not self.on(ignored_by):
                 raise HostError(
-                    ErrorCode.REVISION_CONFLICT,
-                    f"the resource is at revision {current}, not {m.if_match}",
-                    {"expected": m.if_match, "current": current},
+                    code,
+                    f"{holds} {current}, not {expected}",
+                    {"expected": expected, "current": current},
                 )
 
     def _update(self, m: Mutation, ref: FormRef, loose: bool, bypass: bool) -> OperationRecord:

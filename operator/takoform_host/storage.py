@@ -17,18 +17,18 @@ from typing import Any
 
 from takoform_spec.identity import FormLine, FormRef
 
-SCHEMA = """
+#: The columns that place a resource and its exact FormRef (`_placed`), in resources and operations.
+_PLACED_COLUMNS = (
+    "space TEXT NOT NULL, api_version TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, "
+    "definition_version TEXT NOT NULL, schema_digest TEXT NOT NULL"
+)
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS spaces (
     name TEXT PRIMARY KEY,
     created_at TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS resources (
-    space TEXT NOT NULL,
-    api_version TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    name TEXT NOT NULL,
-    definition_version TEXT NOT NULL,
-    schema_digest TEXT NOT NULL,
+    {_PLACED_COLUMNS},
     uid TEXT NOT NULL,
     doc TEXT NOT NULL,
     PRIMARY KEY (space, api_version, kind, name)
@@ -38,12 +38,7 @@ CREATE TABLE IF NOT EXISTS operations (
     id TEXT NOT NULL UNIQUE,
     verb TEXT NOT NULL,
     state TEXT NOT NULL,
-    space TEXT NOT NULL,
-    api_version TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    name TEXT NOT NULL,
-    definition_version TEXT NOT NULL,
-    schema_digest TEXT NOT NULL,
+    {_PLACED_COLUMNS},
     resource_uid TEXT,
     due_at REAL NOT NULL,
     settled_at REAL,
@@ -99,6 +94,12 @@ class Resource:
     @property
     def revision(self) -> str:
         return str(self.doc["metadata"]["revision"])
+
+
+def _placed(space: str, ref: FormRef, name: str) -> tuple[str, str, str, str, str, str]:
+    """The columns that place a resource and its exact FormRef, in the order of the resources
+    and operations tables."""
+    return space, ref.api_version, ref.kind, name, ref.definition_version, ref.schema_digest
 
 
 def row_ref(row: sqlite3.Row) -> FormRef:
@@ -182,16 +183,7 @@ class Store:
     ) -> None:
         self.db.execute(
             "INSERT OR REPLACE INTO resources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                space,
-                ref.api_version,
-                ref.kind,
-                name,
-                ref.definition_version,
-                ref.schema_digest,
-                uid,
-                dumps(doc),
-            ),
+            (*_placed(space, ref, name), uid, dumps(doc)),
         )
 
     def delete_resource(self, space: str, line: FormLine, name: str, uid: str) -> None:
@@ -284,12 +276,7 @@ class Store:
             (
                 op_id,
                 verb,
-                space,
-                ref.api_version,
-                ref.kind,
-                name,
-                ref.definition_version,
-                ref.schema_digest,
+                *_placed(space, ref, name),
                 uid,
                 due_at,
                 key,

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from takoform_spec.canonical import json_type
 from takoform_spec.definitions import FieldSpec, FormDefinition
 from takoform_spec.host_api import ErrorCode
 
@@ -90,7 +91,7 @@ class InvalidSpec(ValueError):
 def validate_spec(definition: FormDefinition, spec: Any) -> dict[str, Any]:
     """The declared members of `spec` (nulls dropped), or InvalidSpec naming the first problem."""
     if not isinstance(spec, Mapping):
-        raise InvalidSpec(definition, "spec", f"must be an object, got {_json_type(spec)}")
+        raise InvalidSpec(definition, "spec", f"must be an object, got {json_type(spec)}")
     declared = {field.name: field for field in definition.fields}
     for name in spec:
         if name not in declared and spec[name] is not None:
@@ -109,7 +110,7 @@ def validate_spec(definition: FormDefinition, spec: Any) -> dict[str, Any]:
 def _checked(definition: FormDefinition, field: FieldSpec, value: Any) -> Any:
     if field.type == "array":
         if not isinstance(value, list):
-            raise InvalidSpec(definition, field.name, f"must be an array, got {_json_type(value)}")
+            raise InvalidSpec(definition, field.name, f"must be an array, got {json_type(value)}")
         if field.max_items is not None and len(value) > field.max_items:
             raise InvalidSpec(definition, field.name, f"has more than {field.max_items} items")
         for item in value:
@@ -117,7 +118,7 @@ def _checked(definition: FormDefinition, field: FieldSpec, value: Any) -> Any:
         return list(value)
     if field.type == "map":
         if not isinstance(value, Mapping):
-            raise InvalidSpec(definition, field.name, f"must be an object, got {_json_type(value)}")
+            raise InvalidSpec(definition, field.name, f"must be an object, got {json_type(value)}")
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidSpec(definition, field.name, "must have string keys")
@@ -132,7 +133,7 @@ def _check_scalar(definition: FormDefinition, field: FieldSpec, kind: str, value
         return InvalidSpec(definition, field.name, problem)
 
     if not _is_type(kind, value):
-        raise refuse(f"must be {kind}, got {_json_type(value)}")
+        raise refuse(f"must be {kind}, got {json_type(value)}")
     if field.enum is not None and value not in field.enum:
         raise refuse(f"must be one of {list(field.enum)}, got {value!r}")
     if isinstance(value, str):
@@ -161,18 +162,3 @@ def _is_type(kind: str, value: Any) -> bool:
     if isinstance(value, bool) and kind != "boolean":
         return False
     return isinstance(value, _SCALAR_TYPES.get(kind, ()))
-
-
-def _json_type(value: Any) -> str:
-    for kind, types in (
-        ("null", type(None)),
-        ("boolean", bool),
-        ("integer", int),
-        ("number", float),
-        ("string", str),
-        ("array", list),
-        ("object", Mapping),
-    ):
-        if isinstance(value, types):
-            return kind
-    return type(value).__name__

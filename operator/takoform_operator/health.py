@@ -19,6 +19,8 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from takoform_operator.metrics import serve
+
 #: kopf gives a failing request up after about 54 s of retries and starts again at once: a
 #: watch it still runs fails at least this often.
 RETRIED_WITHIN = 120.0
@@ -77,12 +79,8 @@ class Health:
         )
 
     async def start(self, host: str, port: int) -> None:
-        app = web.Application()
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, host, port).start()
+        routes = {"/healthz": self._healthz, "/readyz": self._readyz}
+        self._runner = await serve(routes, host, port)
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -34,7 +34,7 @@ from takoform_operator.kube.leader import LeaderElector, LeaseConfig, LostLease,
 from takoform_operator.kube.metrics_access import ApiServerReviews
 from takoform_operator.kube.secrets import KubernetesSecretReader
 from takoform_operator.kube.shards import ShardConfig, ShardMembership
-from takoform_operator.kube.status import ApiConnection, HttpCrWriter
+from takoform_operator.kube.status import ApiConnection, CrWriter
 from takoform_operator.kube.tenancy import TenancyBook
 from takoform_operator.logs import configure as configure_logging
 from takoform_operator.metrics import Metrics, MetricsServer
@@ -147,7 +147,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     )
     book = TenancyBook(pool)
     # One connection per reconcile slot, and one for the TakoformBinding watch.
-    writer = HttpCrWriter(max_connections=settings.max_concurrent_reconciles + 1, echoes=echoes)
+    writer = CrWriter(max_connections=settings.max_concurrent_reconciles + 1, echoes=echoes)
     runtime = Runtime(
         registry=registry,
         settings=settings,
@@ -404,7 +404,7 @@ def _data(data: str | bytes | None) -> bytes | None:
     return data.encode() if isinstance(data, str) else data
 
 
-def _login(writer: HttpCrWriter, **kwargs: Any) -> kopf.ConnectionInfo | None:
+def _login(writer: CrWriter, **kwargs: Any) -> kopf.ConnectionInfo | None:
     """kopf's own login (kubeconfig or in-cluster), shared with our writer."""
     info = kopf.login_via_client(**kwargs)
     if info is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -33,6 +33,8 @@ from takoform_operator.core.tenancy import DEFAULT_HOST
 from takoform_operator.version import build_info
 
 _HOST_TROUBLE = {Reason.HOST_UNAVAILABLE, Reason.HOST_REJECTED}
+#: The labels of a per-resource series, in the order of its key (namespace, name, kind).
+_PER_RESOURCE = ("namespace", "name", "kind")
 
 
 class Slots(Protocol):
@@ -48,6 +50,22 @@ class Slots(Protocol):
 
 #: Reviews the Authorization header of a scrape (None: no header).
 Review = Callable[[str | None], Awaitable[Verdict]]
+
+
+async def serve(
+    routes: Mapping[str, Callable[[web.Request], Awaitable[web.StreamResponse]]],
+    host: str,
+    port: int,
+) -> web.AppRunner:
+    """Answer GET on each of `routes` at host:port, without an access log (the metrics and
+    health endpoints); the runner's cleanup stops it."""
+    app = web.Application()
+    for path, handler in routes.items():
+        app.router.add_get(path, handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
 
 
 class MetricsServer:
@@ -75,11 +93,7 @@ class MetricsServer:
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def start(self, host: str, port: int) -> None:
-        app = web.Application()
-        app.router.add_get(METRICS_PATH, self._metrics)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, host, port).start()
+        self._runner = await serve({METRICS_PATH: self._metrics}, host, port)
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -104,126 +118,122 @@ class Metrics:
             for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
                 registry.register(collector)
         self.registry = registry
-        self.build_info = Gauge(
+
+        # Every collector is created on `registry`.
+        def gauge(name: str, documentation: str, labels: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(name, documentation, labels, registry=registry)
+
+        def counter(name: str, documentation: str, labels: tuple[str, ...]) -> Counter:
+            return Counter(name, documentation, labels, registry=registry)
+
+        def histogram(
+            name: str,
+            documentation: str,
+            labels: tuple[str, ...] = (),
+            buckets: Sequence[float] = Histogram.DEFAULT_BUCKETS,
+        ) -> Histogram:
+            return Histogram(name, documentation, labels, registry=registry, buckets=buckets)
+
+        self.build_info = gauge(
             "takoform_build_info",
             "Always 1: the operator's version and the Python and kopf it runs on, as labels.",
-            ["version", "python", "kopf"],
-            registry=self.registry,
+            ("version", "python", "kopf"),
         )
         self.build_info.labels(**build_info()).set(1)
-        self.reconciles = Counter(
+        self.reconciles = counter(
             "takoform_reconciles",
             "Reconciles run, by kind and result (ready, pending, blocked, degraded, paused, "
             "finalized).",
-            ["kind", "result"],
-            registry=self.registry,
+            ("kind", "result"),
         )
-        self.duration = Histogram(
+        self.duration = histogram(
             "takoform_reconcile_duration_seconds",
             "Wall time of one reconcile, host calls and the status write included.",
-            ["kind"],
-            registry=self.registry,
+            ("kind",),
         )
-        self.blocked = Gauge(
+        self.blocked = gauge(
             "takoform_resource_blocked",
             "1 while the resource is Blocked (uid mismatch, unsupported FormRef, name taken...).",
-            ["namespace", "name", "kind", "reason"],
-            registry=self.registry,
+            (*_PER_RESOURCE, "reason"),
         )
-        self.pending = Gauge(
+        self.pending = gauge(
             "takoform_resource_pending_operation",
             "1 while the resource has a host operation accepted and not yet seen settled (no "
             "series otherwise).",
-            ["namespace", "name", "kind"],
-            registry=self.registry,
+            _PER_RESOURCE,
         )
-        self.degraded = Gauge(
+        self.degraded = gauge(
             "takoform_resource_degraded",
             "1 while the resource is Degraded (host unavailable or refusing), by reason.",
-            ["namespace", "name", "kind", "reason"],
-            registry=self.registry,
+            (*_PER_RESOURCE, "reason"),
         )
-        self.host_errors = Counter(
+        self.host_errors = counter(
             "takoform_host_errors",
             "Reconciles that ended on a host error, by reason and host (the TakoformHost's name).",
-            ["kind", "reason", "host"],
-            registry=self.registry,
+            ("kind", "reason", "host"),
         )
-        self.unreadable = Counter(
+        self.unreadable = counter(
             "takoform_unreadable_objects",
             "Watch events the operator could not decode and skipped (kube.json_seam), by the "
             "kind, namespace and name recovered from the raw text (empty where none could be).",
-            ["kind", "namespace", "name"],
-            registry=self.registry,
+            ("kind", "namespace", "name"),
         )
-        self.leader = Gauge(
+        self.leader = gauge(
             "takoform_leader",
             "1 while this replica holds the leader Lease and reconciles (always 1 without "
             "leader election).",
-            registry=self.registry,
         )
-        self.shard_members = Gauge(
+        self.shard_members = gauge(
             "takoform_shard_members",
             "With sharding `hash`: the live members of the ring on this replica's last read of "
             "the shard Leases, itself included (0 without sharding).",
-            registry=self.registry,
         )
-        self.shard_unclaimed = Gauge(
+        self.shard_unclaimed = gauge(
             "takoform_shard_unclaimed_crs",
             "With sharding `hash`: CRs of the selector no live member may reconcile on this "
             "replica's last read (none claims them, or two do during a handover).",
-            registry=self.registry,
         )
-        self.shard_serving = Gauge(
+        self.shard_serving = gauge(
             "takoform_shard_serving_crs",
             "With sharding `hash`: CRs this replica reconciles (its share of the ring).",
-            registry=self.registry,
         )
-        self.loop_lag = Histogram(
+        self.loop_lag = histogram(
             "takoform_event_loop_lag_seconds",
             "How late the event loop woke a 0.1 s timer: time the process could not respond.",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
-            registry=self.registry,
         )
-        self.loop_lag_max = Gauge(
+        self.loop_lag_max = gauge(
             "takoform_event_loop_lag_max_seconds",
             "The largest event-loop lag seen since the process started.",
-            registry=self.registry,
         )
-        self.queue_depth = Gauge(
+        self.queue_depth = gauge(
             "takoform_reconcile_queue_depth",
             "CRs due for a reconcile and waiting for a slot (the backlog).",
-            registry=self.registry,
         )
-        self.workers_active = Gauge(
+        self.workers_active = gauge(
             "takoform_reconcile_workers_active",
             "Reconcile slots in use: reconciles running now.",
-            registry=self.registry,
         )
-        self.workers_max = Gauge(
+        self.workers_max = gauge(
             "takoform_reconcile_workers_max",
             "Reconcile slots in all (TAKOFORM_MAX_CONCURRENT_RECONCILES).",
-            registry=self.registry,
         )
-        self.host_requests = Counter(
+        self.host_requests = counter(
             "takoform_host_requests",
             "Requests sent to hosts, retries included, by host, verb (read, operation, forms, "
             "space, create, update, delete) and code (the HTTP status, or error: no answer).",
-            ["host", "verb", "code"],
-            registry=self.registry,
+            ("host", "verb", "code"),
         )
-        self.host_request_duration = Histogram(
+        self.host_request_duration = histogram(
             "takoform_host_request_duration_seconds",
             "Time from sending a host request to its answer read whole (or its failure).",
-            ["host", "verb"],
-            registry=self.registry,
+            ("host", "verb"),
         )
-        self.resources = Gauge(
+        self.resources = gauge(
             "takoform_resources",
             "Resources this replica manages, by kind and their Ready condition's status (True, "
             "False or Unknown: none yet), as of each one's last reconcile.",
-            ["kind", "ready"],
-            registry=self.registry,
+            ("kind", "ready"),
         )
         self._ready: dict[tuple[str, str, str], str] = {}
         self._blocked_reasons: dict[tuple[str, str, str], str] = {}
@@ -245,26 +255,31 @@ class Metrics:
                 kind=labels["kind"], reason=str(reason), host=_host(body, outcome)
             ).inc()
         # An outage keeps the last known conditions, Blocked included (core.outcome.unavailable).
-        previous = None if outcome.keeps_last_known else self._blocked_reasons.pop(key, None)
-        if previous is not None:
-            self.blocked.remove(*key, previous)
-        if ConditionType.BLOCKED in true:
-            blocked_reason = str(true[ConditionType.BLOCKED])
-            self.blocked.labels(*key, blocked_reason).set(1)
-            self._blocked_reasons[key] = blocked_reason
-        previous = self._degraded_reasons.pop(key, None)
-        if previous is not None:
-            self.degraded.remove(*key, previous)
-        if ConditionType.DEGRADED in true:
-            degraded_reason = str(true[ConditionType.DEGRADED])
-            self.degraded.labels(*key, degraded_reason).set(1)
-            self._degraded_reasons[key] = degraded_reason
+        if not outcome.keeps_last_known:
+            self._mark(self.blocked, self._blocked_reasons, key, true.get(ConditionType.BLOCKED))
+        self._mark(self.degraded, self._degraded_reasons, key, true.get(ConditionType.DEGRADED))
         if outcome.state.pending:
             self.pending.labels(*key).set(1)
         else:
             # No series while nothing is pending: a zero per settled resource is only load.
             with contextlib.suppress(KeyError):
                 self.pending.remove(*key)
+
+    def _mark(
+        self,
+        gauge: Gauge,
+        reasons: dict[tuple[str, str, str], str],
+        key: tuple[str, str, str],
+        reason: Reason | None,
+    ) -> None:
+        """Make `reason` the one series of the resource `key` in `gauge` (None: no series);
+        `reasons` holds the reason of every series `gauge` has."""
+        previous = reasons.pop(key, None)
+        if previous is not None:
+            gauge.remove(*key, previous)
+        if reason is not None:
+            gauge.labels(*key, str(reason)).set(1)
+            reasons[key] = str(reason)
 
     def _count_ready(self, key: tuple[str, str, str], ready: str | None) -> None:
         """Move the resource from its last Ready count to `ready` (None: out of every count)."""
@@ -300,12 +315,8 @@ class Metrics:
         labels = _labels(body)
         key = (labels["namespace"], labels["name"], labels["kind"])
         self._count_ready(key, None)
-        reason = self._blocked_reasons.pop(key, None)
-        if reason is not None:
-            self.blocked.remove(*key, reason)
-        reason = self._degraded_reasons.pop(key, None)
-        if reason is not None:
-            self.degraded.remove(*key, reason)
+        self._mark(self.blocked, self._blocked_reasons, key, None)
+        self._mark(self.degraded, self._degraded_reasons, key, None)
         with contextlib.suppress(KeyError):
             self.pending.remove(*key)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -21,3 +22,19 @@ def canonical_json(doc: Any) -> bytes:
 def sha256_digest(data: bytes) -> str:
     """`sha256:` and the lowercase hex SHA-256 of `data`."""
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def json_type(value: Any) -> str:
+    """The JSON type of a decoded value, as a refusal names it (else its Python type's name)."""
+    for kind, types in (
+        ("null", type(None)),
+        ("boolean", bool),
+        ("integer", int),
+        ("number", float),
+        ("string", str),
+        ("array", list),
+        ("object", Mapping),
+    ):
+        if isinstance(value, types):
+            return kind
+    return type(value).__name__

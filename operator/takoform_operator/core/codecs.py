@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from takoform_spec.canonical import json_type
 from takoform_spec.definitions import FieldSpec, FormDefinition
 from takoform_spec.errors import CatalogError
 from takoform_spec.identity import FormLine, FormRef
@@ -114,7 +115,7 @@ def _check_document(
     ref: FormRef, specs: tuple[FieldSpec, ...], doc: Mapping[str, Any], *, require: bool
 ) -> dict[str, Any]:
     if not isinstance(doc, Mapping):
-        raise WrongFieldType(ref, "<document>", f"must be an object, got {_json_type(doc)}")
+        raise WrongFieldType(ref, "<document>", f"must be an object, got {json_type(doc)}")
     declared = {spec.name: spec for spec in specs}
     for name in doc:
         if name not in declared:
@@ -149,7 +150,7 @@ def check_value(ref: FormRef, spec: FieldSpec, value: Any) -> Any:
     """Check one value against its declaration; return it unchanged when it fits."""
     if spec.type == "array":
         if not isinstance(value, list):
-            raise WrongFieldType(ref, spec.name, f"must be an array, got {_json_type(value)}")
+            raise WrongFieldType(ref, spec.name, f"must be an array, got {json_type(value)}")
         if spec.max_items is not None and len(value) > spec.max_items:
             raise WrongFieldType(ref, spec.name, f"has more than {spec.max_items} items")
         for item in value:
@@ -157,7 +158,7 @@ def check_value(ref: FormRef, spec: FieldSpec, value: Any) -> Any:
         return list(value)
     if spec.type == "map":
         if not isinstance(value, Mapping):
-            raise WrongFieldType(ref, spec.name, f"must be an object, got {_json_type(value)}")
+            raise WrongFieldType(ref, spec.name, f"must be an object, got {json_type(value)}")
         for key, item in value.items():
             if not isinstance(key, str):
                 raise WrongFieldType(ref, spec.name, "must have string keys")
@@ -169,7 +170,7 @@ def check_value(ref: FormRef, spec: FieldSpec, value: Any) -> Any:
 
 def _check_scalar(ref: FormRef, spec: FieldSpec, kind: str, value: Any) -> None:
     if not _is_type(kind, value):
-        raise WrongFieldType(ref, spec.name, f"must be {kind}, got {_json_type(value)}")
+        raise WrongFieldType(ref, spec.name, f"must be {kind}, got {json_type(value)}")
     if spec.enum is not None and value not in spec.enum:
         raise WrongFieldType(ref, spec.name, f"must be one of {list(spec.enum)}, got {value!r}")
     if isinstance(value, str):
@@ -196,21 +197,3 @@ def _is_type(kind: str, value: Any) -> bool:
     if kind == "number":
         return isinstance(value, int | float) and not isinstance(value, bool)
     return False
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__

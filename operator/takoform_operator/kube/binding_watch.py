@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import httpx
@@ -28,9 +29,9 @@ import httpx
 from takoform_operator.core.binding import BINDING_PLURAL
 from takoform_operator.core.depth import safe_loads
 from takoform_operator.core.tenancy import GROUP, VERSION
-from takoform_operator.kube.bindings import BindingBook
+from takoform_operator.kube.bindings import BindingBook, ListRefused, list_pages
 from takoform_operator.kube.freshness import resource_version
-from takoform_operator.kube.json_seam import LIST_LIMIT, WATCH_LIMIT
+from takoform_operator.kube.json_seam import WATCH_LIMIT
 
 logger = logging.getLogger(__name__)
 
@@ -69,34 +70,23 @@ def apply_event(book: BindingBook, event: Any) -> tuple[str | None, bool]:
     return version, False  # BOOKMARK: only its version
 
 
+@dataclass
 class BindingWatch:
     """Lists, then watches, the TakoformBindings into `book`; `changed` is called whenever the
     book changed (a binding came, went, or changed hands)."""
 
-    def __init__(
-        self,
-        book: BindingBook,
-        client: Callable[[], httpx.AsyncClient],
-        changed: Callable[[], None],
-        *,
-        requested: Callable[[str, bool], None] = lambda path, ok: None,
-        unreadable: Callable[[str], None] = lambda why: None,
-        page: int = 500,
-        retry_seconds: float = 1.0,
-        retry_cap_seconds: float = 30.0,
-    ) -> None:
-        """`requested(path, ok)`: each list and watch as it succeeded or failed (the health
-        check's watch failures); `unreadable(why)`: a watch line that could not be decoded
-        (skipped: the book keeps what it had, and a write against that is refused and read
-        afresh)."""
-        self._book = book
-        self._client = client
-        self._changed = changed
-        self._requested = requested
-        self._unreadable = unreadable
-        self._page = page
-        self._retry = retry_seconds
-        self._retry_cap = retry_cap_seconds
+    book: BindingBook
+    client: Callable[[], httpx.AsyncClient]
+    changed: Callable[[], None]
+    _: KW_ONLY
+    #: Each list and watch as it succeeded or failed (the health check's watch failures).
+    requested: Callable[[str, bool], None] = lambda path, ok: None
+    #: A watch line that could not be decoded (skipped: the book keeps what it had, and a write
+    #: against that is refused and read afresh).
+    unreadable: Callable[[str], None] = lambda why: None
+    page: int = 500
+    retry_seconds: float = 1.0
+    retry_cap_seconds: float = 30.0
 
     async def run(self) -> None:
         """List and watch until cancelled; API trouble is retried with back-off."""
@@ -112,8 +102,8 @@ class BindingWatch:
                 logger.info("TakoformBinding watch expired (%s): listing again", exc)
                 version = None
             except (httpx.HTTPError, Refused, ValueError) as exc:
-                self._requested(COLLECTION, False)
-                delay = min(self._retry * 2**failures, self._retry_cap)
+                self.requested(COLLECTION, False)
+                delay = min(self.retry_seconds * 2**failures, self.retry_cap_seconds)
                 failures += 1
                 logger.warning(
                     "TakoformBinding list/watch failed (%s); again in %.0f s", exc, delay
@@ -125,32 +115,25 @@ class BindingWatch:
         longer has. Returns the listing's resourceVersion. Raises Expired when a page's
         continue token expired."""
         names: set[str] = set()
-        token = ""
         changed = False
-        while True:
-            params = {"limit": str(self._page)}
-            if token:
-                params["continue"] = token
-            answer = await self._client().get(COLLECTION, params=params)
-            if answer.status_code == 410:
-                raise Expired("the listing's continue token expired")
-            if answer.status_code != 200:
-                raise Refused(f"list: {answer.status_code} {answer.text[:200]}")
-            page = safe_loads(answer.content, LIST_LIMIT)
-            for item in page.get("items") or ():
-                if isinstance(item, dict):
-                    names.add(str((item.get("metadata") or {}).get("name") or ""))
-                    changed = self._book.observe(item) or changed
-            metadata = page.get("metadata") or {}
-            token = str(metadata.get("continue") or "")
-            if not token:
-                version = str(metadata.get("resourceVersion") or "")
-                break
-        changed = self._book.retain(names, version) or changed
-        self._requested(COLLECTION, True)
-        self._book.listed.set()
+        metadata: dict[str, Any] = {}
+        try:
+            async for page in list_pages(self.client(), COLLECTION, self.page):
+                for item in page.get("items") or ():
+                    if isinstance(item, dict):
+                        names.add(str((item.get("metadata") or {}).get("name") or ""))
+                        changed = self.book.observe(item) or changed
+                metadata = page.get("metadata") or {}
+        except ListRefused as exc:
+            if exc.status == 410:
+                raise Expired("the listing's continue token expired") from None
+            raise Refused(f"list: {exc}") from None
+        version = str(metadata.get("resourceVersion") or "")
+        changed = self.book.retain(names, version) or changed
+        self.requested(COLLECTION, True)
+        self.book.listed.set()
         if changed:
-            self._changed()
+            self.changed()
         return version
 
     async def watch_from(self, version: str) -> str:
@@ -163,7 +146,7 @@ class BindingWatch:
             "timeoutSeconds": str(WATCH_SECONDS),
         }
         timeout = httpx.Timeout(30.0, read=_READ_SECONDS)
-        async with self._client().stream(
+        async with self.client().stream(
             "GET", COLLECTION, params=params, timeout=timeout
         ) as answer:
             if answer.status_code == 410:
@@ -171,17 +154,17 @@ class BindingWatch:
             if answer.status_code != 200:
                 await answer.aread()
                 raise Refused(f"watch: {answer.status_code} {answer.text[:200]}")
-            self._requested(COLLECTION, True)
+            self.requested(COLLECTION, True)
             async for line in answer.aiter_lines():
                 if not line.strip():
                     continue
                 try:
                     event = safe_loads(line, WATCH_LIMIT)
                 except ValueError as exc:
-                    self._unreadable(str(exc))
+                    self.unreadable(str(exc))
                     continue
-                seen, changed = apply_event(self._book, event)
+                seen, changed = apply_event(self.book, event)
                 version = seen or version
                 if changed:
-                    self._changed()
+                    self.changed()
         return version

@@ -17,7 +17,7 @@ import contextlib
 import functools
 import logging
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import Any, TypeAlias
 
 import httpx
@@ -52,6 +52,36 @@ logger = logging.getLogger(__name__)
 #: objects that every full collection of the garbage collector walks, while a tuple of strings is
 #: no longer tracked once the collector has seen it (docs/performance.md).
 _Record: TypeAlias = tuple[Any, ...]
+
+
+class ListRefused(Exception):
+    """The API server answered a page of a list with a status other than 200."""
+
+    def __init__(self, answer: httpx.Response) -> None:
+        self.status = answer.status_code
+        super().__init__(f"{answer.status_code} {answer.text[:200]}")
+
+
+async def list_pages(
+    client: httpx.AsyncClient,
+    path: str,
+    limit: int,
+    params: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> AsyncIterator[dict[str, Any]]:
+    """The pages of a chunked list of `path` (`limit` items each, Kubernetes' continue token),
+    each decoded within LIST_LIMIT. Raises ListRefused, and what the client and the decoding
+    raise."""
+    query = {"limit": str(limit), **(params or {})}
+    while True:
+        answer = await client.get(path, params=query, headers=headers)
+        if answer.status_code != 200:
+            raise ListRefused(answer)
+        page = safe_loads(answer.content, LIST_LIMIT)
+        yield page
+        query["continue"] = str((page.get("metadata") or {}).get("continue") or "")
+        if not query["continue"]:
+            return
 
 
 class Contenders:
@@ -254,29 +284,24 @@ class BindingBook:
         caller), page by page; None: their metadata only (uid, None). None when the API server
         cannot tell."""
         path = f"/apis/{line.api_version}/{line.plural}"
-        found: list[tuple[str, Any]] = []
-        params = {"limit": "500", "fieldSelector": fields} if fields else {"limit": "500"}
         headers = {"Accept": _METADATA_ONLY} if fields is None else {}
+        selector = {"fieldSelector": fields} if fields else {}
         while True:
             try:
-                answer = await self._client().get(path, params=params, headers=headers)
-            except httpx.HTTPError:
+                return [
+                    (
+                        str((item.get("metadata") or {}).get("uid") or ""),
+                        item.get("status") if isinstance(item, dict) else None,
+                    )
+                    async for page in list_pages(self._client(), path, 500, selector, headers)
+                    for item in page.get("items") or ()
+                ]
+            except ListRefused as exc:
+                if exc.status != 400 or not selector:
+                    return None
+                selector = {}  # the CRD has no such selectable field: the caller filters
+            except (httpx.HTTPError, ValueError):
                 return None
-            if answer.status_code == 400 and "fieldSelector" in params:
-                del params["fieldSelector"]
-                continue
-            if answer.status_code != 200:
-                return None
-            try:
-                page = safe_loads(answer.content, LIST_LIMIT)
-            except ValueError:
-                return None
-            for item in page.get("items") or ():
-                uid = str((item.get("metadata") or {}).get("uid") or "")
-                found.append((uid, item.get("status") if isinstance(item, dict) else None))
-            params["continue"] = str((page.get("metadata") or {}).get("continue") or "")
-            if not params["continue"]:
-                return found
 
     async def refresh(self, name: str) -> None:
         """Read one binding again after a refused write (the cache was behind)."""

@@ -134,7 +134,7 @@ def wanted_patch(
 
 
 class HttpSecretStore:
-    """Over the CR writer's connection to the API server (kube.status.HttpCrWriter)."""
+    """Over the CR writer's connection to the API server (kube.status.CrWriter)."""
 
     def __init__(self, client: Callable[[], httpx.AsyncClient]) -> None:
         #: Returns the current connection (it changes when kopf logs in again).

@@ -10,7 +10,7 @@ import ssl
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
@@ -23,28 +23,6 @@ from takoform_operator.version import user_agent
 
 class StatusWriteFailed(Exception):
     """A write to the CR did not land (API server error, conflict, connection): retry soon."""
-
-
-class CrWriter(Protocol):
-    """Each write returns the CR as the API server answered it: the write applied, its new
-    metadata.resourceVersion (a precondition of the next), and whatever else landed before
-    it (someone else's edit)."""
-
-    async def write(
-        self, group: str, version: str, plural: str, namespace: str, name: str, status: Any
-    ) -> Mapping[str, Any]:
-        """Merge-patch the status subresource."""
-
-    async def set_finalizer(
-        self,
-        where: tuple[str, str, str, str, str],
-        finalizer: str,
-        present: bool,
-        seen: Sequence[str],
-        resource_version: str,
-    ) -> Mapping[str, Any]:
-        """Add (`present`) or remove `finalizer`, given the finalizers `seen` at
-        `resource_version`; should the CR have moved on since, from what it holds now."""
 
 
 @dataclass(frozen=True)
@@ -62,9 +40,13 @@ class ApiConnection:
     private_key_data: bytes | None = None
 
 
-class HttpCrWriter:
+class CrWriter:
     """Patches over one async HTTP/2-less connection pool (no threads, no generated client): the
-    status writes are a large share of the operator's work (docs/performance.md)."""
+    status writes are a large share of the operator's work (docs/performance.md).
+
+    Each write returns the CR as the API server answered it: the write applied, its new
+    metadata.resourceVersion (a precondition of the next), and whatever else landed before
+    it (someone else's edit)."""
 
     def __init__(self, max_connections: int = 16, echoes: OwnWrites | None = None) -> None:
         """`echoes`: where each answer is recorded, so that its watch echo is dropped."""
@@ -96,6 +78,7 @@ class HttpCrWriter:
     async def write(
         self, group: str, version: str, plural: str, namespace: str, name: str, status: Any
     ) -> Mapping[str, Any]:
+        """Merge-patch the status subresource."""
         path = f"{_path(group, version, plural, namespace, name)}/status"
         return await self._patch(path, {"status": status}, namespace, name)
 
@@ -107,6 +90,8 @@ class HttpCrWriter:
         seen: Sequence[str],
         resource_version: str,
     ) -> Mapping[str, Any]:
+        """Add (`present`) or remove `finalizer`, given the finalizers `seen` at
+        `resource_version`; should the CR have moved on since, from what it holds now."""
         # resourceVersion in a merge-patch is a precondition: a concurrent change is a 409,
         # after which the list is recomputed from the CR as it is now (once; then it is retried
         # by the loop like any write that did not land).
