@@ -37,6 +37,7 @@ from takoform_operator.core.outcome import Event, NextLook, Outcome
 from takoform_operator.core.policy import PAUSED_ANNOTATION
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.remedies import Remedy
+from takoform_operator.core.shard_round import Verdict
 from takoform_operator.core.state import DeletionPolicy
 from takoform_operator.core.tenancy import (
     GRANT_PLURAL,
@@ -62,7 +63,7 @@ from takoform_operator.kube.cr_reconcile import HeldStatus, reconcile_and_persis
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION, log_fields, merged_status
 from takoform_operator.kube.loops import ReconcileLoops, host_named
 from takoform_operator.kube.selector import parse_selector
-from takoform_operator.kube.shards import ShardMembership
+from takoform_operator.kube.shards import Admission, BySelector, ShardMembership
 from takoform_operator.kube.status import CrWriter, StatusWriteFailed
 from takoform_operator.kube.tenancy import TenancyBook
 from takoform_operator.logs import look
@@ -440,8 +441,8 @@ def cr_trimmer(registry: Registry, settings: Settings) -> Callable[[Any], Any]:
 def register(
     runtime: Runtime, kopf_registry: kopf.OperatorRegistry, shards: ShardMembership | None = None
 ) -> None:
-    """One set of handlers per Form line of the build's registry. With `shards` (sharding
-    `hash`) a CR the selector matches is reconciled only while the ring gives it to this
+    """One set of handlers per Form line of the build's registry. A CR the selector matches is
+    reconciled here; with `shards` (sharding `hash`) only while the ring gives it to this
     replica (kube.shards)."""
 
     async def step(body: Mapping[str, Any]) -> float | None:
@@ -460,35 +461,33 @@ def register(
     )
     loops = runtime.loops
     runtime.metrics.watch_slots(loops.slots)
-    shard = parse_selector(runtime.settings.shard_selector)
-    if shards is not None:
-        shards.loops = loops
-        shards.forget = runtime.metrics.forget
+    selector = BySelector(parse_selector(runtime.settings.shard_selector))
+    admission: Admission = (
+        selector if shards is None else shards.attach(selector, loops, runtime.metrics.forget)
+    )
 
     async def watch(type: str | None, body: kopf.Body, **_: Any) -> None:
         uid = str(body.metadata.uid)
         if type == "DELETED":
-            # With shards, only the replica serving the CR notes its binding Lost.
-            ours = shards is None or uid in shards.serving
-            if shards is not None:
-                shards.drop(uid)
+            # Only the replica serving the CR notes its binding Lost.
+            ours = admission.gone(uid)
             loops.stop(uid)
             held = runtime.forget(uid)
             runtime.metrics.forget(body)  # gone without our finalize (removed by hand)
             if ours:
                 await _note_vanished(runtime, body, held)
-        elif not shard.matches(body.metadata.labels):
-            # Another shard's CR (or one relabelled away from ours): no loop here.
-            if shards is not None:
-                shards.drop(uid)
-            loops.stop(uid)
-            runtime.held.pop(uid, None)
-            runtime.metrics.forget(body)
-        elif shards is not None and not shards.admit(uid, body):
-            # Another replica's share of the ring (its loop here, if any, was stopped).
-            runtime.held.pop(uid, None)
-        else:
-            loops.seen(uid, body)
+            return
+        match admission.admit(uid, body):
+            case Verdict.SERVE:
+                loops.seen(uid, body)
+            case Verdict.STOP:
+                # Another replica's share of the ring (its loop here, if any, was stopped).
+                runtime.held.pop(uid, None)
+            case Verdict.DROP:
+                # Another shard's CR (or one relabelled away from ours): no loop here.
+                loops.stop(uid)
+                runtime.held.pop(uid, None)
+                runtime.metrics.forget(body)
 
     async def cleanup(**_: Any) -> None:
         await loops.close()
