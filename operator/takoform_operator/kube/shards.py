@@ -25,7 +25,7 @@ import contextvars
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -143,7 +143,7 @@ class ShardMembership:
         self.bodies.pop(uid, None)
         return self.member.drop(uid)
 
-    def _stop(self, uids: tuple[str, ...] | list[str]) -> None:
+    def _stop(self, uids: Sequence[str]) -> None:
         for uid in uids:
             body = self.bodies.get(uid)
             latest = self.loops.body_of(uid) if self.loops is not None else None
