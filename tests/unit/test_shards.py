@@ -1,5 +1,6 @@
 """kube.shards without an API server to reach: a member whose Lease was never written acts on
-nothing, and stops at its renew deadline; a published view says when its write was sent."""
+nothing, and stops at its renew deadline; a published view says when its write was sent; the
+verdict on a CR the selector does not match, with sharding and without."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from kubernetes import client as k8s
 from takoform_operator.core.shard_round import Verdict
 from takoform_operator.kube.leader import LostLease
 from takoform_operator.kube.loops import ReconcileLoops
+from takoform_operator.kube.selector import parse_selector
 from takoform_operator.kube.shard_leases import ShardConfig, ShardLeases, lease_name
 from takoform_operator.kube.shards import BySelector, ShardMembership
 
@@ -126,3 +128,32 @@ def test_a_published_view_says_when_its_write_was_sent(caplog: pytest.LogCapture
     [line] = [r for r in caplog.records if r.getMessage() == "shard view published: m"]
     sent = dt.datetime.fromisoformat(line.sent).timestamp()  # type: ignore[attr-defined]
     assert sent <= reached[0] <= line.created
+
+
+def body_labelled(**labels: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ops", "name": "cr", "uid": "u", "labels": labels}}
+
+
+@pytest.mark.parametrize(
+    ("labels", "verdict"),
+    [({"shard": "a"}, Verdict.SERVE), ({"shard": "b"}, Verdict.DROP), ({}, Verdict.DROP)],
+)
+def test_without_sharding_the_selector_alone_decides(
+    labels: dict[str, str], verdict: Verdict
+) -> None:
+    admission = BySelector(parse_selector("shard=a"))
+    assert admission.admit("u", body_labelled(**labels)) is verdict
+    assert admission.gone("u")  # every process notes a binding left Lost
+
+
+def test_with_sharding_a_cr_the_selector_leaves_is_forgotten() -> None:
+    """Only CRs of the selector are shared out: one relabelled away is dropped, its body with
+    it, and counts as unclaimed no more."""
+    member = ShardMembership(ShardLeases(ShardConfig(namespace="ops", ring="r", identity="m"),
+                                         k8s.CoordinationV1Api()))  # fmt: skip
+    member.selector = BySelector(parse_selector("shard=a"))
+    assert member.admit("u", body_labelled(shard="a")) is Verdict.STOP  # nothing published yet
+    assert member.member.unclaimed() == 1 and "u" in member.bodies
+    assert member.admit("u", body_labelled(shard="b")) is Verdict.DROP
+    assert member.member.unclaimed() == 0 and member.bodies == {}
+    assert not member.gone("u")  # never served here
