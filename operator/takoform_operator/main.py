@@ -33,7 +33,8 @@ from takoform_operator.kube.json_seam import install as install_json_seam
 from takoform_operator.kube.leader import LeaderElector, LeaseConfig, LostLease, coordination_api
 from takoform_operator.kube.metrics_access import ApiServerReviews
 from takoform_operator.kube.secrets import KubernetesSecretReader
-from takoform_operator.kube.shards import ShardConfig, ShardMembership
+from takoform_operator.kube.shard_leases import ShardConfig, ShardLeases
+from takoform_operator.kube.shards import ShardMembership
 from takoform_operator.kube.status import ApiConnection, CrWriter
 from takoform_operator.kube.tenancy import TenancyBook
 from takoform_operator.logs import configure as configure_logging
@@ -286,23 +287,21 @@ def _membership(settings: Settings, metrics: Metrics) -> ShardMembership:
     namespace, identity = _identity(settings)
 
     def observe(membership: ShardMembership) -> None:
-        metrics.shard_members.set(len(membership.members))
-        metrics.shard_unclaimed.set(membership.unclaimed())
-        metrics.shard_serving.set(len(membership.serving))
+        member = membership.member
+        metrics.shard_members.set(len(member.members))
+        metrics.shard_unclaimed.set(member.unclaimed())
+        metrics.shard_serving.set(len(member.serving))
 
-    return ShardMembership(
-        ShardConfig(
-            namespace=namespace,
-            ring=settings.lease_name,
-            identity=identity,
-            key=settings.shard_key,
-            lease_seconds=settings.lease_seconds,
-            renew_deadline_seconds=settings.lease_renew_deadline_seconds,
-            retry_seconds=settings.lease_retry_seconds,
-        ),
-        coordination_api(),
-        observe=observe,
+    config = ShardConfig(
+        namespace=namespace,
+        ring=settings.lease_name,
+        identity=identity,
+        key=settings.shard_key,
+        lease_seconds=settings.lease_seconds,
+        renew_deadline_seconds=settings.lease_renew_deadline_seconds,
+        retry_seconds=settings.lease_retry_seconds,
     )
+    return ShardMembership(ShardLeases(config, coordination_api()), observe=observe)
 
 
 async def _shard_and_lead(shards: ShardMembership, lead: Any, stop: threading.Event | None) -> None:
@@ -327,7 +326,7 @@ async def _shard_and_lead(shards: ShardMembership, lead: Any, stop: threading.Ev
                 with contextlib.suppress(BaseException):
                     await task
         if not shards.lost:
-            await asyncio.to_thread(shards.delete)
+            await asyncio.to_thread(shards.leases.delete)
 
 
 async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics: Metrics) -> None:

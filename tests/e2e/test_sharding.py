@@ -360,9 +360,11 @@ def test_a_member_that_cannot_renew_stops_before_another_takes_its_crs(
     from kubernetes import client as k8s
     from waiting import await_for
 
+    from takoform_operator.core.shard_round import Verdict
     from takoform_operator.kube.leader import LostLease
     from takoform_operator.kube.loops import ReconcileLoops
-    from takoform_operator.kube.shards import ShardConfig, ShardMembership, lease_name
+    from takoform_operator.kube.shard_leases import ShardConfig, ShardLeases, lease_name
+    from takoform_operator.kube.shards import BySelector, ShardMembership
 
     bodies = {
         f"uid-{i}": {
@@ -378,9 +380,9 @@ def test_a_member_that_cannot_renew_stops_before_another_takes_its_crs(
         a, b = members.get("m1"), members.get("m2")
         if a is None or b is None:
             return
-        if a.serving & b.serving:
-            violations.append(f"both serve {sorted(a.serving & b.serving)}")
-        if b.lost and b.serving:
+        if a.member.serving & b.member.serving:
+            violations.append(f"both serve {sorted(a.member.serving & b.member.serving)}")
+        if b.lost and b.member.serving:
             violations.append("m2 serves after it lost its Lease")
 
     async def run(body: Any) -> float:
@@ -388,16 +390,16 @@ def test_a_member_that_cannot_renew_stops_before_another_takes_its_crs(
 
     def member(identity: str) -> ShardMembership:
         found = members[identity] = ShardMembership(
-            ShardConfig(
+            ShardLeases(ShardConfig(
                 namespace=kube_namespace, ring="ring", identity=identity, lease_seconds=6,
                 renew_deadline_seconds=3, retry_seconds=0.5,
-            ),
-            k8s.CoordinationV1Api(kube_cluster.api_client()),
+            ), k8s.CoordinationV1Api(kube_cluster.api_client())),
             observe=check,
         )  # fmt: skip
-        found.loops = ReconcileLoops(run, concurrency=4, watched_annotations=(), finalizer="f")
+        loops = ReconcileLoops(run, concurrency=4, watched_annotations=(), finalizer="f")
+        found.attach(BySelector(), loops, lambda body: None)
         for uid, body in bodies.items():
-            assert not found.admit(uid, body), "acts before it published a view"
+            assert found.admit(uid, body) is Verdict.STOP, "acts before it published a view"
         return found
 
     async def scenario() -> float:
@@ -405,33 +407,35 @@ def test_a_member_that_cannot_renew_stops_before_another_takes_its_crs(
         first = asyncio.create_task(one.run())
 
         async def alone() -> bool:
-            return one.serving == set(bodies)
+            return one.member.serving == set(bodies)
 
         await await_for(alone, "m1 serving every CR", timeout=30)
         two = member("m2")
         second = asyncio.create_task(two.run())
 
         async def split() -> bool:
-            both = one.serving | two.serving
-            return both == set(bodies) and bool(one.serving) and bool(two.serving)
+            both = one.member.serving | two.member.serving
+            return both == set(bodies) and bool(one.member.serving) and bool(two.member.serving)
 
         await await_for(split, "the CRs split between m1 and m2", timeout=30)
-        theirs = set(two.serving)
+        theirs = set(two.member.serving)
         # m2 loses the API server: nothing listens on port 1.
-        two.api = k8s.CoordinationV1Api(k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:1")))
+        two.leases.api = k8s.CoordinationV1Api(
+            k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:1"))
+        )
         lost_at = 0.0
         try:
             await second
         except LostLease:
             lost_at = time.monotonic()
-        assert two.lost and not two.serving
+        assert two.lost and not two.member.serving
 
         async def taken() -> bool:
-            return one.serving == set(bodies)
+            return one.member.serving == set(bodies)
 
         await await_for(taken, "m1 serving m2's CRs", timeout=30)
         took = time.monotonic() - lost_at
-        assert theirs <= one.serving
+        assert theirs <= one.member.serving
         leases = k8s.CoordinationV1Api(kube_cluster.api_client())
 
         async def deleted() -> bool:

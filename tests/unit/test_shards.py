@@ -1,5 +1,6 @@
 """kube.shards without an API server to reach: a member whose Lease was never written acts on
-nothing, and stops at its renew deadline; a published view says when its write was sent."""
+nothing, and stops at its renew deadline; a published view says when its write was sent; the
+verdict on a CR the selector does not match, with sharding and without."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from takoform_operator.core.shard_round import Verdict
 from takoform_operator.kube.leader import LostLease
 from takoform_operator.kube.loops import ReconcileLoops
-from takoform_operator.kube.shards import ShardConfig, ShardMembership, lease_name
+from takoform_operator.kube.selector import parse_selector
+from takoform_operator.kube.shard_leases import ShardConfig, ShardLeases, lease_name
+from takoform_operator.kube.shards import BySelector, ShardMembership
 
 
 def test_lease_names_are_dns_names() -> None:
@@ -34,23 +38,24 @@ def test_a_member_that_never_wrote_its_lease_acts_on_nothing() -> None:
 
     async def scenario() -> ShardMembership:
         unreachable = k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:1"))
-        member = ShardMembership(
+        member = ShardMembership(ShardLeases(
             ShardConfig(namespace="ops", ring="r", identity="m", lease_seconds=3,
                         renew_deadline_seconds=1, retry_seconds=0.2),
             k8s.CoordinationV1Api(unreachable),
-        )  # fmt: skip
-        member.loops = ReconcileLoops(run, concurrency=2, watched_annotations=(), finalizer="f")
+        ))  # fmt: skip
+        loops = ReconcileLoops(run, concurrency=2, watched_annotations=(), finalizer="f")
+        member.attach(BySelector(), loops, lambda body: None)
         for i in range(5):
             body = {"metadata": {"namespace": "ops", "name": f"cr-{i}", "uid": f"u{i}"}}
-            assert not member.admit(f"u{i}", body)
+            assert member.admit(f"u{i}", body) is Verdict.STOP
         with pytest.raises(LostLease):
             await member.run()
-        await member.loops.close()
+        await loops.close()
         return member
 
     member = asyncio.run(scenario())
-    assert member.lost and member.published is None
-    assert not member.serving and started == []
+    assert member.lost and member.member.published is None
+    assert not member.member.serving and started == []
 
 
 def test_a_member_stops_at_its_deadline_even_when_a_round_swallows_the_cancellation() -> None:
@@ -74,11 +79,11 @@ def test_a_member_stops_at_its_deadline_even_when_a_round_swallows_the_cancellat
             return False  # the call that finished then had failed: nothing listens on port 1
 
     async def scenario() -> Swallowing:
-        member = Swallowing(
+        member = Swallowing(ShardLeases(
             ShardConfig(namespace="ops", ring="r", identity="m", lease_seconds=3,
                         renew_deadline_seconds=0.2, retry_seconds=0.05),
             k8s.CoordinationV1Api(k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:1"))),
-        )  # fmt: skip
+        ))  # fmt: skip
         running = asyncio.create_task(member.run())
         # Bounded only so that the defect fails the test instead of hanging it.
         done, _ = await asyncio.wait({running}, timeout=10)
@@ -106,16 +111,16 @@ def test_a_published_view_says_when_its_write_was_sent(caplog: pytest.LogCapture
         def list_namespaced_lease(self, namespace: str, **_: Any) -> k8s.V1LeaseList:
             return k8s.V1LeaseList(items=[])
 
-    member = ShardMembership(
+    member = ShardMembership(ShardLeases(
         ShardConfig(namespace="ops", ring="r", identity="m", lease_seconds=3,
                     renew_deadline_seconds=1, retry_seconds=0.2),
         Api(),  # type: ignore[arg-type]
-    )  # fmt: skip
-    member.members = ("m",)
+    ))  # fmt: skip
+    member.member.members = ("m",)
 
     async def rounds() -> None:
         # The first round begins the view and drains towards it; a later one publishes it.
-        while member.published is None:
+        while member.member.published is None:
             await member.round()
 
     with caplog.at_level(logging.INFO, logger="takoform_operator.shards"):
@@ -123,3 +128,32 @@ def test_a_published_view_says_when_its_write_was_sent(caplog: pytest.LogCapture
     [line] = [r for r in caplog.records if r.getMessage() == "shard view published: m"]
     sent = dt.datetime.fromisoformat(line.sent).timestamp()  # type: ignore[attr-defined]
     assert sent <= reached[0] <= line.created
+
+
+def body_labelled(**labels: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ops", "name": "cr", "uid": "u", "labels": labels}}
+
+
+@pytest.mark.parametrize(
+    ("labels", "verdict"),
+    [({"shard": "a"}, Verdict.SERVE), ({"shard": "b"}, Verdict.DROP), ({}, Verdict.DROP)],
+)
+def test_without_sharding_the_selector_alone_decides(
+    labels: dict[str, str], verdict: Verdict
+) -> None:
+    admission = BySelector(parse_selector("shard=a"))
+    assert admission.admit("u", body_labelled(**labels)) is verdict
+    assert admission.gone("u")  # every process notes a binding left Lost
+
+
+def test_with_sharding_a_cr_the_selector_leaves_is_forgotten() -> None:
+    """Only CRs of the selector are shared out: one relabelled away is dropped, its body with
+    it, and counts as unclaimed no more."""
+    member = ShardMembership(ShardLeases(ShardConfig(namespace="ops", ring="r", identity="m"),
+                                         k8s.CoordinationV1Api()))  # fmt: skip
+    member.selector = BySelector(parse_selector("shard=a"))
+    assert member.admit("u", body_labelled(shard="a")) is Verdict.STOP  # nothing published yet
+    assert member.member.unclaimed() == 1 and "u" in member.bodies
+    assert member.admit("u", body_labelled(shard="b")) is Verdict.DROP
+    assert member.member.unclaimed() == 0 and member.bodies == {}
+    assert not member.gone("u")  # never served here

@@ -21,6 +21,7 @@ import kopf
 from takoform_operator.binding_port import BindingError
 from takoform_operator.core.policy import PAUSED_ANNOTATION
 from takoform_operator.core.registry import Registry
+from takoform_operator.core.shard_round import Verdict
 from takoform_operator.core.tenancy import (
     GRANT_PLURAL,
     GROUP,
@@ -38,7 +39,7 @@ from takoform_operator.kube.cr_step import FINALIZER, CrSteps, HeldStatus
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION, merged_status
 from takoform_operator.kube.loops import ReconcileLoops
 from takoform_operator.kube.selector import parse_selector
-from takoform_operator.kube.shards import ShardMembership
+from takoform_operator.kube.shards import Admission, BySelector, ShardMembership
 from takoform_operator.kube.status import CrWriter, StatusWriteFailed
 from takoform_operator.kube.tenancy import TenancyBook
 from takoform_operator.logs import look
@@ -130,8 +131,8 @@ def cr_trimmer(registry: Registry, settings: Settings) -> Callable[[Any], Any]:
 def register(
     runtime: Runtime, kopf_registry: kopf.OperatorRegistry, shards: ShardMembership | None = None
 ) -> None:
-    """One set of handlers per Form line of the build's registry. With `shards` (sharding
-    `hash`) a CR the selector matches is reconciled only while the ring gives it to this
+    """One set of handlers per Form line of the build's registry. A CR the selector matches is
+    reconciled here; with `shards` (sharding `hash`) only while the ring gives it to this
     replica (kube.shards)."""
 
     async def step(body: Mapping[str, Any]) -> float | None:
@@ -159,7 +160,6 @@ def register(
         lambda: _now(runtime),
     )
     runtime.metrics.watch_slots(loops.slots)
-    shard = parse_selector(runtime.settings.shard_selector)
 
     def forget(body: Mapping[str, Any]) -> HeldStatus | None:
         """The CR is no longer this process's to look at: its metrics and memory go."""
@@ -171,29 +171,26 @@ def register(
         loops.stop(str(body["metadata"]["uid"]))
         return forget(body)
 
-    if shards is not None:
-        shards.loops = loops
-        # It stops (and drains) the loops it gives away itself, then forgets each CR.
-        shards.forget = forget
+    selector = BySelector(parse_selector(runtime.settings.shard_selector))
+    # A replica stops (and drains) the loops it gives away itself, then forgets each CR.
+    admission: Admission = selector if shards is None else shards.attach(selector, loops, forget)
 
     async def watch(type: str | None, body: kopf.Body, **_: Any) -> None:
         uid = str(body.metadata.uid)
         if type == "DELETED":
-            # With shards, only the replica serving the CR notes its binding Lost.
-            ours = shards is None or uid in shards.serving
-            if shards is not None:
-                shards.drop(uid)
+            # Only the replica serving the CR notes its binding Lost.
+            ours = admission.gone(uid)
             held = leave(body)  # gone without our finalize (removed by hand)
             if ours:
                 await _note_vanished(runtime, body, held)
-        elif not shard.matches(body.metadata.labels):
-            # Another shard's CR (or one relabelled away from ours): no loop here.
-            if shards is not None:
-                shards.drop(uid)
-            leave(body)
-        elif shards is None or shards.admit(uid, body):
-            loops.seen(uid, body)
-        # else: another replica's share of the ring (admit stopped its loop here, if any).
+            return
+        match admission.admit(uid, body):
+            case Verdict.SERVE:
+                loops.seen(uid, body)
+            case Verdict.STOP:
+                pass  # another replica's share of the ring: admit stopped its loop, if any
+            case Verdict.DROP:
+                leave(body)  # another shard's CR (or one relabelled away from ours)
 
     async def cleanup(**_: Any) -> None:
         await loops.close()

@@ -1,4 +1,5 @@
-"""Active-active shards (TAKOFORM_SHARDING=hash): the membership loop around core.shard_ring.
+"""Active-active shards (TAKOFORM_SHARDING=hash): the membership loop around core.shard_round,
+and the admission of each watched CR (one Verdict, with sharding or without).
 
 Every replica keeps a Lease of its own, `<ring>-shard-<identity>` in the operator's namespace,
 labelled `takoform.io/shard-ring=<ring>` so that the members find each other. Every retry
@@ -22,54 +23,46 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import datetime as dt
-import json
 import logging
-import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
-from takoform_operator.core.shard_ring import (
-    NOBODY,
-    Claims,
-    Liveness,
-    ShardKey,
-    shard_key,
-    view_of,
-)
+from takoform_operator.core.shard_ring import shard_key
+from takoform_operator.core.shard_round import Member, Verdict, View
 from takoform_operator.kube.crs import log_fields
 from takoform_operator.kube.freshness import older, resource_version
 from takoform_operator.kube.leader import LostLease
+from takoform_operator.kube.selector import LabelSelector
+from takoform_operator.kube.shard_leases import ShardLeases
 
 logger = logging.getLogger("takoform_operator.shards")
 
-RING_LABEL = "takoform.io/shard-ring"
-VIEW_ANNOTATION = "takoform.io/shard-view"
+
+class Admission(Protocol):
+    """What the watch asks about each event of a CR."""
+
+    def admit(self, uid: str, body: Mapping[str, Any]) -> Verdict: ...
+
+    def gone(self, uid: str) -> bool:
+        """The CR went: True when this replica served it (it notes a binding left Lost)."""
+        ...
 
 
 @dataclass(frozen=True)
-class ShardConfig:
-    namespace: str
-    ring: str
-    identity: str
-    key: ShardKey = "name"
-    lease_seconds: float = 15.0
-    renew_deadline_seconds: float = 10.0
-    retry_seconds: float = 2.0
+class BySelector:
+    """Sharding off: the label selector alone decides, and this process serves every CR it
+    matches."""
 
-    @property
-    def lease_name(self) -> str:
-        return lease_name(self.ring, self.identity)
+    selector: LabelSelector = field(default_factory=LabelSelector)
 
+    def admit(self, uid: str, body: Mapping[str, Any]) -> Verdict:
+        labels = (body.get("metadata") or {}).get("labels")
+        return Verdict.SERVE if self.selector.matches(labels) else Verdict.DROP
 
-def lease_name(ring: str, identity: str) -> str:
-    """A DNS subdomain name for a member's Lease."""
-    safe = re.sub(r"[^a-z0-9.-]+", "-", f"{ring}-shard-{identity}".lower()).strip("-.")
-    return safe[:253].rstrip("-.")
+    def gone(self, uid: str) -> bool:
+        return True
 
 
 class Loops(Protocol):
@@ -82,42 +75,20 @@ class Loops(Protocol):
     def body_of(self, uid: str) -> Mapping[str, Any] | None: ...
 
 
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-@dataclass
-class _Cr:
-    key: str
-    body: Mapping[str, Any]
-
-
 @dataclass
 class ShardMembership:
-    config: ShardConfig
-    api: k8s.CoordinationV1Api
+    leases: ShardLeases
     clock: Callable[[], float] = time.monotonic
-    #: CRs of the selector this replica knows of (uid -> key and last body), served or not.
-    crs: dict[str, _Cr] = field(default_factory=dict)
-    #: CRs this replica has a loop for.
-    serving: set[str] = field(default_factory=set)
-    claims: Claims = NOBODY
-    #: The live members on our last read, ourselves included: the view we publish next.
-    members: tuple[str, ...] = ()
-    #: The view our Lease holds (None: not written yet).
-    published: tuple[str, ...] | None = None
-    #: Views we may have published or are draining towards: each restricts what we act on
-    #: until a later write of ours lands.
-    pending: list[tuple[str, ...]] = field(default_factory=list)
-    liveness: Liveness = field(default_factory=Liveness)
+    #: Called after each round (metrics).
+    observe: Callable[[ShardMembership], None] = lambda membership: None
+    member: Member = field(init=False)
+    #: The last body the watch delivered of each CR of the selector, served or not.
+    bodies: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Which CRs are ours to share out at all.
+    selector: BySelector = field(default_factory=BySelector)
     loops: Loops | None = None
     #: Called with the body of each CR whose loop stopped here (its metrics go).
     forget: Callable[[Mapping[str, Any]], object] = lambda body: None
-    #: Called after each round (metrics).
-    observe: Callable[[ShardMembership], None] = lambda membership: None
-    _version: str | None = None
-    _acquired: dt.datetime | None = None
-    _stopped: bool = False
     #: Our Lease could not be renewed in time: we stopped acting (and leave the Lease alone).
     lost: bool = False
     #: Reconciles in flight of CRs whose loop we stopped: a view is published only after the
@@ -125,76 +96,70 @@ class ShardMembership:
     _in_flight: set[asyncio.Task[None]] = field(default_factory=set)
     _drain: asyncio.Task[None] | None = None
     _context: contextvars.Context | None = None
-    #: The claims the loops were last brought in line with (None: not yet, or changed since).
-    _applied: Claims | None = None
-    #: Bumped when a CR comes or goes: with the claims, what the unclaimed count depends on.
-    _crs_version: int = 0
-    _unclaimed: tuple[Claims, int, int] | None = None
+
+    def __post_init__(self) -> None:
+        self.member = Member(self.leases.config.identity)
+
+    def attach(
+        self, selector: BySelector, loops: Loops, forget: Callable[[Mapping[str, Any]], object]
+    ) -> ShardMembership:
+        """Share out the CRs `selector` admits, serving ours with `loops`; the watch's
+        admission."""
+        self.selector, self.loops, self.forget = selector, loops, forget
+        return self
 
     # -- what the watch asks -------------------------------------------------------------------
 
     def key_of(self, body: Mapping[str, Any]) -> str:
         metadata = body.get("metadata") or {}
         return shard_key(
-            str(metadata.get("namespace") or ""), str(metadata.get("name") or ""), self.config.key
+            str(metadata.get("namespace") or ""),
+            str(metadata.get("name") or ""),
+            self.leases.config.key,
         )
 
-    def admit(self, uid: str, body: Mapping[str, Any]) -> bool:
-        """A watch event of a CR the selector matches: True when this replica acts on it now
-        (the caller gives the body to its loop). False: not ours; a loop it had is stopped
-        here. The body is kept either way, for the view change that makes the CR ours."""
+    def admit(self, uid: str, body: Mapping[str, Any]) -> Verdict:
+        """SERVE: this replica acts on the CR now (the caller gives the body to its loop).
+        STOP: another replica's; a loop it had is stopped here. DROP: not the selector's. The
+        body of a CR of the selector is kept, for the view change that makes it ours."""
+        if self.selector.admit(uid, body) is Verdict.DROP:
+            self.gone(uid)
+            return Verdict.DROP
         if self._context is None:
             # kopf's context (its settings, for Events): the loops we start ourselves run in it
             # as those a watch event starts do.
             self._context = contextvars.copy_context()
-        key = self.key_of(body)
-        if uid not in self.crs:
-            self._crs_version += 1
-        self.crs[uid] = _Cr(key, dict(body))  # trimmed as it was decoded (kube.json_seam)
-        if self._may_act(key):
-            if uid not in self.serving:
-                self.serving.add(uid)
-                _note("serving", body)
-            return True
-        if uid in self.serving:
+        self.bodies[uid] = dict(body)  # trimmed as it was decoded (kube.json_seam)
+        served = uid in self.member.serving
+        verdict = self.member.admit(uid, self.key_of(body))
+        if verdict is Verdict.SERVE and not served:
+            _note("serving", body)
+        elif verdict is Verdict.STOP and served:
             self._stop([uid])
-        return False
+        return verdict
 
-    def drop(self, uid: str) -> None:
+    def gone(self, uid: str) -> bool:
         """The CR is gone, or no longer matches the selector (the caller stops its loop)."""
-        if self.crs.pop(uid, None) is not None:
-            self._crs_version += 1
-        self.serving.discard(uid)
+        self.bodies.pop(uid, None)
+        return self.member.drop(uid)
 
-    def unclaimed(self) -> int:
-        """CRs of the selector that no live member may act on (none claims it, or two do)."""
-        known = self._unclaimed
-        if known is None or known[0] != self.claims or known[1] != self._crs_version:
-            count = sum(1 for cr in self.crs.values() if self.claims.unclaimed(cr.key))
-            known = self._unclaimed = (self.claims, self._crs_version, count)
-        return known[2]
-
-    def _may_act(self, key: str) -> bool:
-        return not self._stopped and self.claims.may_act(key)
-
-    def _stop(self, uids: list[str]) -> None:
+    def _stop(self, uids: Sequence[str]) -> None:
         for uid in uids:
-            self.serving.discard(uid)
-            cr = self.crs.get(uid)
+            body = self.bodies.get(uid)
             latest = self.loops.body_of(uid) if self.loops is not None else None
             if (
-                cr is not None
+                body is not None
                 and latest is not None
-                and not older(resource_version(latest), resource_version(cr.body))
+                and not older(resource_version(latest), resource_version(body))
             ):
                 # What our own writes made of it: should the CR come back to us before anyone
                 # else writes it, its loop starts from there.
-                cr.body = latest
-            if cr is not None:
-                _note("not serving", cr.body)
-                self.forget(cr.body)
+                body = self.bodies[uid] = latest
+            if body is not None:
+                _note("not serving", body)
+                self.forget(body)
         if self.loops is not None:
-            for task in self.loops.stop_many(uids):
+            for task in self.loops.stop_many(list(uids)):
                 self._in_flight.add(task)
                 task.add_done_callback(self._in_flight.discard)
 
@@ -202,150 +167,29 @@ class ShardMembership:
         """Start the loops of CRs that became ours, stop those that are not ours any more."""
         if self.loops is None:
             return
-        self._applied = self.claims
-        gone = []
-        for uid, cr in list(self.crs.items()):
-            mine = self._may_act(cr.key)
-            if mine and uid not in self.serving:
-                self.serving.add(uid)
-                _note("serving", cr.body)
-                if self._context is not None:
-                    self._context.copy().run(self.loops.seen, uid, cr.body)
-                else:
-                    self.loops.seen(uid, cr.body)
-            elif not mine and uid in self.serving:
-                gone.append(uid)
-        if gone:
-            self._stop(gone)
-
-    def _restrict(self) -> None:
-        """What we act on: claimed under our Lease's view and under every pending view; nothing
-        before our Lease holds a view."""
-        mine = [*self.pending, self.published] if self.published is not None else []
-        self.claims = Claims(self.config.identity, tuple(dict.fromkeys(mine)), self.claims.others)
-
-    # -- the Lease -----------------------------------------------------------------------------
-
-    def _lease(self, view: tuple[str, ...]) -> k8s.V1Lease:
-        c = self.config
-        now = _now()
-        if self._acquired is None:
-            self._acquired = now
-        return k8s.V1Lease(
-            metadata=k8s.V1ObjectMeta(
-                name=c.lease_name,
-                namespace=c.namespace,
-                labels={RING_LABEL: c.ring},
-                annotations={VIEW_ANNOTATION: json.dumps(list(view))},
-                # A replace is conditioned on the version we wrote last: a write of ours that
-                # timed out and lands late can never overwrite a later one.
-                resource_version=self._version,
-            ),
-            spec=k8s.V1LeaseSpec(
-                holder_identity=c.identity,
-                lease_duration_seconds=max(1, int(c.lease_seconds)),
-                acquire_time=self._acquired,
-                renew_time=now,
-            ),
-        )
-
-    def write(self, view: tuple[str, ...]) -> None:
-        """Write our Lease with `view` (blocking). Raises when it did not land."""
-        c = self.config
-        try:
-            if self._version is None:
-                try:
-                    written = self.api.create_namespaced_lease(c.namespace, self._lease(view))
-                except ApiException as exc:
-                    if exc.status != 409:
-                        raise
-                    # Ours from before a restart (same identity): continue from its version.
-                    current = self.api.read_namespaced_lease(c.lease_name, c.namespace)
-                    self._version = _version_of(current)
-                    written = self.api.replace_namespaced_lease(
-                        c.lease_name, c.namespace, self._lease(view)
-                    )
+        plan = self.member.settle()
+        for uid in plan.start:
+            body = self.bodies[uid]
+            _note("serving", body)
+            if self._context is not None:
+                self._context.copy().run(self.loops.seen, uid, body)
             else:
-                written = self.api.replace_namespaced_lease(
-                    c.lease_name, c.namespace, self._lease(view)
-                )
-        except ApiException as exc:
-            if exc.status in (404, 409):
-                self._version = None  # deleted or written meanwhile: start afresh next time
-            raise
-        self._version = _version_of(written)
-
-    def read(self) -> list[Any]:
-        """Every Lease of the ring, with a quorum read (blocking)."""
-        c = self.config
-        listing = self.api.list_namespaced_lease(
-            c.namespace, label_selector=f"{RING_LABEL}={c.ring}"
-        )
-        return list(listing.items or ())
-
-    def delete(self) -> None:
-        """Our Lease goes (a clean stop: the others take our CRs at their next round)."""
-        c = self.config
-        try:
-            self.api.delete_namespaced_lease(c.lease_name, c.namespace)
-            logger.info("shard lease %s/%s deleted", c.namespace, c.lease_name)
-        except Exception as exc:  # best effort: it expires by itself
-            logger.warning("could not delete shard lease %s/%s: %s", c.namespace,
-                           c.lease_name, exc)  # fmt: skip
-
-    def _collect(self, leases: list[Any], now: float) -> list[tuple[str, str]]:
-        """Liveness and the others' views from one read; returns the Leases expired for more
-        than another lease duration, to delete, as (name, resourceVersion)."""
-        c = self.config
-        views: dict[str, tuple[str, ...]] = {}
-        present, stale = [], []
-        for lease in leases:
-            spec = lease.spec or k8s.V1LeaseSpec()
-            member = spec.holder_identity or ""
-            metadata = lease.metadata
-            if not member or member == c.identity:
-                continue
-            present.append(member)
-            self.liveness.observe(member, str(metadata.resource_version), now)
-            duration = float(spec.lease_duration_seconds or c.lease_seconds)
-            if self.liveness.live(member, duration, now):
-                views[member] = _view_in(metadata.annotations)
-            elif self.liveness.expired_for(member, duration, now) > duration:
-                stale.append((metadata.name, str(metadata.resource_version)))
-        self.liveness.forget_absent(present)
-        self.members = view_of([c.identity, *views])
-        self.claims = Claims(c.identity, self.claims.mine, views)
-        self._restrict()
-        return stale
-
-    def _delete_stale(self, stale: list[tuple[str, str]]) -> None:
-        for name, version in stale:
-            try:
-                self.api.delete_namespaced_lease(
-                    name,
-                    self.config.namespace,
-                    body=k8s.V1DeleteOptions(
-                        preconditions=k8s.V1Preconditions(resource_version=version)
-                    ),
-                )
-                logger.info("deleted the expired shard lease %s", name)
-            except ApiException as exc:
-                if exc.status not in (404, 409):
-                    logger.warning("could not delete expired shard lease %s: %s", name, exc)
+                self.loops.seen(uid, body)
+        if plan.stop:
+            self._stop(plan.stop)
 
     # -- the loop ------------------------------------------------------------------------------
 
     async def _call(self, what: Callable[[], Any]) -> Any:
         # asyncio.timeout, not wait_for: in Python 3.11 wait_for returns the call's result
         # instead of raising when a cancellation (the deadline's) arrives as the call finished.
-        async with asyncio.timeout(self.config.retry_seconds * 2):
+        async with asyncio.timeout(self.leases.config.retry_seconds * 2):
             return await asyncio.to_thread(what)
 
-    def _begin(self, target: tuple[str, ...]) -> None:
+    def _begin(self, target: View) -> None:
         """Head for `target`: stop what it takes away from us at once, and drain it (the
         reconciles in flight end) in the background while the Lease keeps being renewed."""
-        self.pending.append(target)
-        self._restrict()
+        self.member.head_for(target)
         self._apply()
         waiting = set(self._in_flight)
         previous = self._drain
@@ -361,37 +205,34 @@ class ShardMembership:
     async def round(self) -> bool:
         """One round: write our Lease (a renewal, or a new view once drained), then read every
         Lease and act on that read. True when our write landed."""
-        target = self.members or (self.config.identity,)
-        if target != self.published and (not self.pending or self.pending[-1] != target):
+        member = self.member
+        target = member.next_view()
+        if target is not None:
             self._begin(target)
-        drained = self._drain is None or self._drain.done()
-        view = self.pending[-1] if self.pending and drained else self.published
+        view = member.to_write(drained=self._drain is None or self._drain.done())
         wrote = False
         if view is not None:
             # Before the write: no other replica can have read it earlier (`sent` in the log).
             sent = time.time()
             try:
-                await self._call(lambda: self.write(view))
+                await self._call(lambda: self.leases.write(view))
                 wrote = True
-                if view != self.published:
+                if member.written(view):
                     logger.info("shard view published: %s", ", ".join(view),
                                 extra={"sent": _log_time(sent)})  # fmt: skip
-                self.published = view
-                if self.pending and view == self.pending[-1]:
-                    self.pending.clear()
             except Exception as exc:
-                logger.warning("shard lease %s: %s", self.config.lease_name, exc)
+                logger.warning("shard lease %s: %s", self.leases.config.lease_name, exc)
         try:
-            leases = await self._call(self.read)
+            leases = await self._call(self.leases.read)
         except Exception as exc:
-            logger.warning("shard leases of ring %s: %s", self.config.ring, exc)
-            self._restrict()
+            logger.warning("shard leases of ring %s: %s", self.leases.config.ring, exc)
+            member.restrict()
             self._apply()
             return wrote
-        stale = self._collect(leases, self.clock())
+        stale = member.read(leases, self.clock())
         if stale:
-            await asyncio.to_thread(self._delete_stale, stale)
-        if self.claims != self._applied:
+            await asyncio.to_thread(self.leases.delete_expired, stale)
+        if member.claims != member.settled:
             # Unchanged claims: the watch keeps the loops in line (admit) between changes.
             self._apply()
         self.observe(self)
@@ -400,12 +241,12 @@ class ShardMembership:
     async def run(self) -> None:
         """Rounds every retry period until cancelled; raises LostLease (after stopping every
         loop) when our Lease could not be written for the renew deadline."""
-        c = self.config
+        c = self.leases.config
         logger.info("shard member %s of ring %s (lease %s/%s)", c.identity, c.ring,
                     c.namespace, c.lease_name)  # fmt: skip
         # A first read, so that the first view we publish names the members alive already.
         try:
-            self._collect(await self._call(self.read), self.clock())
+            self.member.read(await self._call(self.leases.read), self.clock())
         except Exception as exc:
             logger.warning("shard leases of ring %s: %s", c.ring, exc)
         task = asyncio.current_task()
@@ -449,7 +290,7 @@ class ShardMembership:
 
     def stop_acting(self) -> None:
         """Stop every loop at once (reconciles in flight end with the process)."""
-        self._stopped = True
+        self.member.stopped = True
         self._apply()
 
 
@@ -464,20 +305,3 @@ def _note(what: str, body: Mapping[str, Any]) -> None:
 def _log_time(seconds: float) -> str:
     """As the JSON log writes a line's own time (milliseconds, truncated), so the two compare."""
     return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat(timespec="milliseconds")
-
-
-def _version_of(lease: Any) -> str | None:
-    metadata = getattr(lease, "metadata", None)
-    version = getattr(metadata, "resource_version", None)
-    return str(version) if version else None
-
-
-def _view_in(annotations: Mapping[str, str] | None) -> tuple[str, ...]:
-    """The view a Lease publishes; an unreadable one claims nothing."""
-    try:
-        found = json.loads((annotations or {}).get(VIEW_ANNOTATION, "[]"))
-    except ValueError:
-        return ()
-    if not isinstance(found, list) or not all(isinstance(m, str) for m in found):
-        return ()
-    return view_of(found)
