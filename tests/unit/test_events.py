@@ -18,19 +18,19 @@ def _drifted_after_a_failed_create() -> Outcome:
 
 
 def test_a_warning_that_is_no_condition_is_posted_with_the_write() -> None:
-    assert to_post(_drifted_after_a_failed_create(), wrote=True) == [FAILED]
-    assert to_post(_drifted_after_a_failed_create(), wrote=False) == []
+    assert to_post(_drifted_after_a_failed_create(), {}, {}) == [FAILED]
+    assert to_post(_drifted_after_a_failed_create(), {}, None) == []
 
 
 def test_a_warning_stating_a_condition_is_left_to_the_transition() -> None:
     outage = unavailable(State(), "host unavailable while reading: refused", 1.0)
-    assert to_post(outage, wrote=True) == []
+    assert to_post(outage, {}, {}) == []
     failed = degraded(State(), Reason.OPERATION_FAILED, "failed", 30.0)
-    assert to_post(failed, wrote=True) == []
+    assert to_post(failed, {}, {}) == []
 
 
 def test_normal_events_are_posted_except_the_quiet_ones() -> None:
     imported = Event("Normal", Reason.IMPORTED, "imported")
     accepted = Event("Normal", Reason.CREATE_PENDING, "Create accepted as op-1")
     outcome = Outcome(State(), (), 0.0, events=(imported, accepted))
-    assert to_post(outcome, wrote=False) == [imported]
+    assert to_post(outcome, {}, None) == [imported]

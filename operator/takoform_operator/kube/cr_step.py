@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from takoform_operator.binding_port import BindingPort
 from takoform_operator.core.backoff import backoff_delay, doubled
-from takoform_operator.core.conditions import ConditionType, Reason
+from takoform_operator.core.conditions import Reason
 from takoform_operator.core.connection import ConnectionSecret, connection_secret, secret_name
 from takoform_operator.core.outcome import Event, NextLook, Outcome, degraded
 from takoform_operator.core.registry import Registry
@@ -39,7 +39,7 @@ from takoform_operator.core.remedies import Remedy
 from takoform_operator.kube import events
 from takoform_operator.kube.bindings import Contenders
 from takoform_operator.kube.cr_locks import CrLocks
-from takoform_operator.kube.crs import merged_status, read_cr, status_diff, status_patch
+from takoform_operator.kube.crs import read_cr, status_change
 from takoform_operator.kube.freshness import resource_version
 from takoform_operator.service import Reconciled, Tenancy, reconcile
 from takoform_operator.settings import Settings
@@ -153,10 +153,9 @@ class CrSteps:
         async with self.locks.held(uid):
             memory = self.memory.setdefault(uid, CrMemory())
             held, memory.held = memory.held, None
-            view = body
-            if held is not None and held.applies_to(body):
-                view = {**body, "status": merged_status(body.get("status"), held.patch)}
-            read = read_cr(view, self.bindings.held_by(uid), deleting=deleting)
+            # The held write applies to exactly the body it was made for: nobody wrote it since.
+            applied = held.patch if held is not None and held.applies_to(body) else None
+            read = read_cr(body, self.bindings.held_by(uid), deleting=deleting, held=applied)
             if isinstance(read, Outcome):
                 reconciled = Reconciled(read)
             else:
@@ -167,8 +166,8 @@ class CrSteps:
             self.contending.hold(uid, outcome.contends_for)
             if outcome.finalized:
                 return await self._let_go(body, outcome)
-            patch = self._patch(body, view, reconciled)
-            if view is body and patch is not None and _holds(outcome, held):
+            patch = self._patch(body, applied, outcome)
+            if applied is None and patch is not None and _holds(outcome, held):
                 assert outcome.state.pending is not None
                 pending = outcome.state.pending.operation_id
                 memory.held, patch = HeldStatus(resource_version(body), patch, pending), None
@@ -184,13 +183,11 @@ class CrSteps:
                         NextLook.POLL,
                         refusal[1],
                     )
-                    patch = self._patch(body, body, Reconciled(outcome))
+                    patch = self._patch(body, None, outcome)
             written = body
             if patch is not None:
                 written = await self.api.write_status(body, patch)
-                for event in events.transitions(body, patch):
-                    self.api.post(body, event)
-            for event in events.to_post(outcome, wrote=patch is not None):
+            for event in events.to_post(outcome, body, patch):
                 self.api.post(written, event)
             return Looked(outcome, written, self.next_look(uid, outcome), patch)
 
@@ -223,19 +220,14 @@ class CrSteps:
         return Looked(outcome, body, None)
 
     def _patch(
-        self, body: Mapping[str, Any], view: Mapping[str, Any], reconciled: Reconciled
+        self, body: Mapping[str, Any], held: Mapping[str, Any] | None, outcome: Outcome
     ) -> dict[str, Any] | None:
-        """The status patch from what the API server holds (`body`) to the outcome's over the
-        status the look reconciled from (`view`: the held write applied), or None when it would
-        change nothing: a steady resource costs no write. A status that did not read is never
-        overwritten: only what is written beside the state changes."""
-        outcome = reconciled.outcome
+        """The status patch of the outcome over what the API server holds (`held`: the held
+        write the look reconciled with), or None: a steady resource costs no write."""
         generation = int(body["metadata"].get("generation") or 0)
-        seen = view.get("status") or {}
-        patch = status_patch(outcome, seen, now=self.now(), cr_generation=generation)
-        if outcome.asserted().get(ConditionType.BLOCKED) is Reason.STATE_UNREADABLE:
-            patch = {k: patch[k] for k in ("conditions", "observedGeneration", "remedies")}
-        return status_diff(body.get("status") or {}, merged_status(seen, patch)) or None
+        return status_change(
+            body.get("status"), held, outcome, now=self.now(), generation=generation
+        )
 
     def _connection(
         self, body: Mapping[str, Any], reconciled: Reconciled, deleting: bool

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from takoform_operator.core.binding import Binding
-from takoform_operator.core.conditions import Reason, merge_conditions
+from takoform_operator.core.conditions import ConditionType, Reason, merge_conditions
 from takoform_operator.core.depth import pruned_paths, too_deep_message
 from takoform_operator.core.outcome import Outcome, blocked, with_deleting
 from takoform_operator.core.ownership import restored
@@ -55,14 +55,23 @@ class InvalidCustomResource(ValueError):
 Read = tuple[Desired, State] | Outcome
 
 
-def read_cr(body: Mapping[str, Any], bound: Binding | None, *, deleting: bool = False) -> Read:
+def read_cr(
+    body: Mapping[str, Any],
+    bound: Binding | None,
+    *,
+    deleting: bool = False,
+    held: Mapping[str, Any] | None = None,
+) -> Read:
     """The CR `body` as the reconcile takes it: its desired state, and its state as its status
-    records it, restored from `bound` (its binding: a status write lost after the binding left
-    the claim there). `deleting` forces a deletion before the body says so. A status that does
-    not read is never guessed from (it may record a resource a deletion must not forget); a
-    spec that does not parse is replaced, for a deletion, by the target recorded (deletion goes
-    to what was sent to); the rest is core.policy's."""
+    records it (with `held`, the status write the last look held, merged in), restored from
+    `bound` (its binding: a status write lost after the binding left the claim there).
+    `deleting` forces a deletion before the body says so. A status that does not read is never
+    guessed from (it may record a resource a deletion must not forget); a spec that does not
+    parse is replaced, for a deletion, by the target recorded (deletion goes to what was sent
+    to); the rest is core.policy's."""
     deleting = deleting or (body.get("metadata") or {}).get("deletionTimestamp") is not None
+    if held is not None:
+        body = {**body, "status": merged_status(body.get("status"), held)}
     try:
         state = _state_of(body.get("status") or {})
     except StateUnreadable as exc:
@@ -260,6 +269,25 @@ def status_diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> d
         else:
             patch[key] = value
     return patch
+
+
+def status_change(
+    status: Mapping[str, Any] | None,
+    held: Mapping[str, Any] | None,
+    outcome: Outcome,
+    *,
+    now: str,
+    generation: int,
+) -> dict[str, Any] | None:
+    """The merge-patch that turns the `status` the API server holds into the outcome's over
+    the status the look reconciled from (`held`, the held write, merged in), or None when it
+    would change nothing. A status that did not read is never overwritten: only what is written
+    beside the state changes."""
+    seen = merged_status(status, held or {})
+    patch = status_patch(outcome, seen, now=now, cr_generation=generation)
+    if outcome.asserted().get(ConditionType.BLOCKED) is Reason.STATE_UNREADABLE:
+        patch = {k: patch[k] for k in ("conditions", "observedGeneration", "remedies")}
+    return status_diff(status, merged_status(seen, patch)) or None
 
 
 def status_patch(

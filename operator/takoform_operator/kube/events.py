@@ -22,14 +22,18 @@ _WARNING_CONDITIONS = {"Blocked", "Degraded", "Drifted"}
 _QUIET_REASONS = {"CreatePending", "UpdatePending", "DeletePending"}
 
 
-def to_post(outcome: Outcome, *, wrote: bool) -> list[Event]:
-    """The core's events worth an Event, each posted once. A Warning that states a condition
-    this outcome sets is posted as that condition's transition (`transitions`), so a repeated
-    outcome -- every reconcile of a host outage -- posts nothing again. Any other Warning goes
-    with the status write that records what it reports: an outcome that changes nothing writes
-    nothing and posts nothing."""
+def to_post(
+    outcome: Outcome, body: Mapping[str, Any], patch: Mapping[str, Any] | None
+) -> list[Event]:
+    """The Events of one look: the transitions its status write `patch` over `body` makes
+    (None: nothing written), and the core's events worth an Event, each posted once. A Warning
+    that states a condition this outcome sets is posted as that condition's transition, so a
+    repeated outcome -- every reconcile of a host outage -- posts nothing again. Any other
+    Warning goes with the status write that records what it reports: an outcome that changes
+    nothing writes nothing and posts nothing."""
+    wrote = patch is not None
     stated = {(str(c.reason), c.message) for c in outcome.conditions if c.status}
-    chosen = []
+    chosen = transitions(body, patch) if patch is not None else []
     for event in outcome.events:
         if event.type == "Normal":
             if event.reason not in _QUIET_REASONS:
