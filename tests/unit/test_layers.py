@@ -19,12 +19,7 @@ Which of our modules may import which (same-layer imports are always allowed):
     kube         takoform_operator.kube                    spec, core, host_port, binding_port,
                                                            service, settings, metrics, version,
                                                            logs
-    build        takoform_operator.generator,              spec, catalog, core
-                 takoform_operator.generator_crd,
-                 takoform_operator.generator_docs,
-                 takoform_operator.generator_tenancy,
-                 takoform_operator.generator_argocd,
-                 takoform_operator.generator_flux,
+    build        takoform_operator.generate,               spec, catalog, core
                  takoform_operator.registry_data
     render       takoform_operator.plugin.render           spec, core
     plugin       takoform_operator.plugin                  spec, core, host_port, binding_port,
@@ -39,7 +34,7 @@ user's kubeconfig and the host through the host client; what it prints is built 
 `render` module.
 
 So: the spec is the only thing the reference host, the conformance suite and the operator share;
-the adapters never reach the build-time modules (generator, registry data, the catalog files) or
+the adapters never reach the build-time modules (generate, registry data, the catalog files) or
 the composition root; the host client never reads the operator's settings. Frameworks stay in the
 layers that adapt them (FRAMEWORKS below).
 
@@ -107,15 +102,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
         ),
     ),
     "build": (
-        (
-            "takoform_operator.generator",
-            "takoform_operator.generator_crd",
-            "takoform_operator.generator_docs",
-            "takoform_operator.generator_tenancy",
-            "takoform_operator.generator_argocd",
-            "takoform_operator.generator_flux",
-            "takoform_operator.registry_data",
-        ),
+        ("takoform_operator.generate", "takoform_operator.registry_data"),
         frozenset({"spec", "catalog", "core"}),
     ),
     "render": (("takoform_operator.plugin.render",), frozenset({"spec", "core"})),
@@ -305,7 +292,7 @@ def test_the_pure_layers_are_covered() -> None:
         ("takoform_host.app", "from takoform_operator.core import errors", "layer core"),
         ("takoform_operator.host_client.client", "import takoform_operator.settings", "settings"),
         ("takoform_operator.core.state", "from ..kube import crs", "layer kube"),
-        ("takoform_operator.service", "from takoform_operator import generator", "layer build"),
+        ("takoform_operator.service", "from takoform_operator import generate", "layer build"),
         ("takoform_operator.kube.handlers", "from takoform_spec import catalog", "layer catalog"),
         ("takoform_spec.definitions", "from .catalog import load_catalog", "layer catalog"),
         ("takoform_spec.identity", "from takoform_operator.core import registry", "layer core"),
