@@ -22,8 +22,8 @@ from takoform_operator.core.binding import (
     GUARDIAN_ANNOTATION,
     Phase,
 )
+from takoform_operator.core.state import DEFAULT_HOST
 from takoform_operator.core.tenancy import (
-    DEFAULT_HOST,
     GRANT_KIND,
     GRANT_PLURAL,
     GROUP,

@@ -12,13 +12,13 @@ from takoform_operator.core.conditions import merge_conditions
 from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.policy import PAUSED_ANNOTATION, PAUSED_VALUE
 from takoform_operator.core.state import (
+    DEFAULT_HOST,
     DeletionPolicy,
     Desired,
     ManagementPolicy,
     Requested,
     state_to_status,
 )
-from takoform_operator.core.tenancy import DEFAULT_HOST
 from takoform_spec.errors import InvalidIdentity
 from takoform_spec.identity import (
     FormLine,

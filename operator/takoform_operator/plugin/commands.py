@@ -27,7 +27,8 @@ from takoform_operator.core.binding import (
 from takoform_operator.core.errors import CodecError, InvalidImportId
 from takoform_operator.core.import_id import parse_import_id
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.tenancy import DEFAULT_HOST, GROUP
+from takoform_operator.core.state import DEFAULT_HOST
+from takoform_operator.core.tenancy import GROUP
 from takoform_operator.host_client.pool import HostPool
 from takoform_operator.host_port import (
     HostError,
