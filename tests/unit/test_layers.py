@@ -21,7 +21,8 @@ Which of our modules may import which (same-layer imports are always allowed):
                                                            logs
     build        takoform_operator.generate,               spec, catalog, core
                  takoform_operator.registry_data
-    render       takoform_operator.plugin.render           spec, core
+    render       takoform_operator.plugin.render,          spec, core
+                 takoform_operator.plugin.render_bindings
     plugin       takoform_operator.plugin                  spec, core, host_port, binding_port,
                                                            settings, host_client, kube, build,
                                                            render, version
@@ -31,14 +32,14 @@ Which of our modules may import which (same-layer imports are always allowed):
 
 The plugin (`kubectl takoform`) is a second composition root: it reads the cluster with the
 user's kubeconfig and the host through the host client; what it prints is built by its pure
-`render` module.
+`render` modules.
 
 So: the spec is the only thing the reference host, the conformance suite and the operator share;
 the adapters never reach the build-time modules (generate, registry data, the catalog files) or
 the composition root; the host client never reads the operator's settings. Frameworks stay in the
 layers that adapt them (FRAMEWORKS below).
 
-And purity: the operator's core, the spec and the plugin's render module do no I/O and import
+And purity: the operator's core, the spec and the plugin's render modules do no I/O and import
 no framework. The catalog is its own layer because it reads the definition files shipped beside
 it: the one impure module of `takoform_spec`, which nothing pure may import.
 
@@ -105,7 +106,10 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
         ("takoform_operator.generate", "takoform_operator.registry_data"),
         frozenset({"spec", "catalog", "core"}),
     ),
-    "render": (("takoform_operator.plugin.render",), frozenset({"spec", "core"})),
+    "render": (
+        ("takoform_operator.plugin.render", "takoform_operator.plugin.render_bindings"),
+        frozenset({"spec", "core"}),
+    ),
     "plugin": (
         ("takoform_operator.plugin",),
         frozenset(
