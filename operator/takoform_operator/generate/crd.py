@@ -46,6 +46,9 @@ def doc_file(line: FormLine) -> str:
     return f"{line.group}-{line.kind.lower()}.md"
 
 
+# -- schema pieces (the tenancy CRDs' too) ------------------------------------------------------
+
+
 def _string(max_length: int, description: str | None = None, **extra: Any) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "string", "maxLength": max_length, **extra}
     if description is not None:
@@ -212,6 +215,9 @@ def conditions_schema(description: str, type_schema: dict[str, Any]) -> dict[str
             },
         },
     }
+
+
+# -- the CRD -------------------------------------------------------------------------------------
 
 
 def render_crd(
