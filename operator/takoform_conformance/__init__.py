@@ -6,8 +6,8 @@
 See docs/conformance.md for the checks and how to run them (`takoform-conformance --help`).
 """
 
-from .checks import CHECK_NAMES, CHECKS, cited_rules
-from .outcomes import Check, CheckResult, HostUnusable
+from .checks import CHECK_NAMES, CHECKS, Check, cited_rules
+from .outcomes import CheckResult, HostUnusable
 from .runner import RunReport, run, run_checks
 
 __all__ = [

@@ -15,8 +15,8 @@ import textwrap
 from collections.abc import Sequence
 from typing import TextIO
 
-from .checks import CHECKS
-from .outcomes import Check, CheckResult, HostUnusable
+from .checks import CHECKS, Check
+from .outcomes import CheckResult, HostUnusable
 from .runner import Progress, RunReport, run, select
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -1,17 +1,14 @@
 """What a check can end in: pass, fail naming the broken rule, skip saying why; and its result.
 
-A check is a function of a `Context`. It raises `CheckFailed` (naming the H-rule it caught being
-broken) or `CheckSkipped` (saying why it could not run), and otherwise passes.
+A check (checks.common.Check) is a function of a `Context`. It raises `CheckFailed` (naming the
+H-rule it caught being broken) or `CheckSkipped` (saying why it could not run), and otherwise
+passes. Nothing here knows the context: it raises these too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .context import Context
+from typing import Any
 
 
 class CheckFailed(Exception):
@@ -33,20 +30,6 @@ def fail(message: str) -> CheckFailed:
 def ensure(condition: object, message: str) -> None:
     if not condition:
         raise CheckFailed(message)
-
-
-@dataclass(frozen=True)
-class Check:
-    """One named check: the H-numbers it proves and how it runs."""
-
-    name: str
-    cites: tuple[str, ...]
-    func: Callable[[Context], None]
-    required: bool = True
-    #: "no": runs without the admin API; "optional": proves more with it; "required": skipped
-    #: without it.
-    admin: str = "no"
-    summary: str = ""
 
 
 @dataclass

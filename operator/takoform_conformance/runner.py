@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from .checks import CHECKS
+from .checks import CHECKS, Check
 from .context import Context
 from .lifecycle import cleanup, preflight, setup_space
-from .outcomes import Check, CheckFailed, CheckResult, CheckSkipped, HostUnusable
+from .outcomes import CheckFailed, CheckResult, CheckSkipped, HostUnusable
 
 _CITED = re.compile(r"^(H-[0-9]+|§)")
 

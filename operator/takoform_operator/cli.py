@@ -20,21 +20,21 @@ def _repo_root(start: Path) -> Path:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from takoform_operator import generator
+    from takoform_operator import generate
+    from takoform_operator.generate.argocd import LUA_PATH
     from takoform_spec.catalog import load_catalog
 
     root = args.root.resolve() if args.root else _repo_root(Path.cwd())
-    from takoform_operator.generator_argocd import LUA_PATH
 
     with_chart = (root / "charts" / "takoform-operator" / "Chart.yaml").is_file()
     lua = root / LUA_PATH
-    files = generator.render(
+    files = generate.render(
         load_catalog(),
         with_chart=with_chart,
         argocd_lua=lua.read_text(encoding="utf-8") if lua.is_file() else None,
     )
     if args.check:
-        changed = generator.differences(root, files, with_chart)
+        changed = generate.differences(root, files, with_chart)
         if changed:
             print("generated files are out of date; run `make generate`:", file=sys.stderr)
             for path in changed:
@@ -42,7 +42,7 @@ def _generate(args: argparse.Namespace) -> int:
             return 1
         print(f"generated files are up to date ({len(files)} files checked)")
         return 0
-    changed = generator.write(root, files, with_chart)
+    changed = generate.write(root, files, with_chart)
     for path in changed:
         print(f"wrote {path}")
     print(f"{len(files)} generated files, {len(changed)} changed")

@@ -16,7 +16,8 @@ from typing import Any, cast
 import kopf
 
 from takoform_operator.core.host_budget import HostBudget
-from takoform_operator.core.tenancy import DEFAULT_HOST, SecretKeyRef, implicit_host_refusal
+from takoform_operator.core.state import DEFAULT_HOST
+from takoform_operator.core.tenancy import SecretKeyRef, implicit_host_refusal
 from takoform_operator.health import Health
 from takoform_operator.host_client.client import HostClient, RequestObserver, TokenSource
 from takoform_operator.host_client.pool import HostPool, SecretReader, SecretToken, observer_of

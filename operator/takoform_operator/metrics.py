@@ -29,7 +29,7 @@ from prometheus_client.exposition import choose_encoder
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.metrics_access import METRICS_PATH, Verdict
 from takoform_operator.core.outcome import Outcome
-from takoform_operator.core.tenancy import DEFAULT_HOST
+from takoform_operator.core.state import DEFAULT_HOST
 from takoform_operator.version import build_info
 
 _HOST_TROUBLE = {Reason.HOST_UNAVAILABLE, Reason.HOST_REJECTED}

@@ -19,7 +19,7 @@ from argocd import health
 from fixtures_kube import REPO, KubeCluster, drop_namespace
 from flux import flux_status
 
-from takoform_operator.generator_argocd import CM_PATCH_PATH, DOC_PATH, LUA_PATH, health_key
+from takoform_operator.generate.argocd import CM_PATCH_PATH, DOC_PATH, LUA_PATH, health_key
 from takoform_operator.registry_data import load_registry
 
 pytestmark = pytest.mark.kube

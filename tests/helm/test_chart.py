@@ -21,7 +21,7 @@ from operator_process import condition_of, cr_status, is_ready, operator_process
 from processes import free_port
 from tenancy import granted
 
-from takoform_operator.generator_crd import BOUNDS_POLICY
+from takoform_operator.generate.bounds import BOUNDS_POLICY
 from takoform_operator.registry_data import load_registry
 
 REPO = Path(__file__).resolve().parents[2]

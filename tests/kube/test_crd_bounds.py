@@ -21,7 +21,7 @@ import yaml
 from fixtures_kube import REPO, KubeCluster, wait_until
 
 from takoform_operator.core import limits
-from takoform_operator.generator_crd import BOUNDS_POLICY_FILE
+from takoform_operator.generate.bounds import BOUNDS_POLICY_FILE
 from takoform_spec.catalog import load_catalog
 
 pytestmark = pytest.mark.kube

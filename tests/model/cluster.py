@@ -45,8 +45,8 @@ from takoform_operator.core.connection import ConnectionSecret
 from takoform_operator.core.outcome import Event, Outcome
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.remedies import Remedy
-from takoform_operator.core.state import OperationView, OpState, ResourceView
-from takoform_operator.core.tenancy import DEFAULT_HOST, SpaceGrant
+from takoform_operator.core.state import DEFAULT_HOST, OperationView, OpState, ResourceView
+from takoform_operator.core.tenancy import SpaceGrant
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.host_port import HostPort, HostUnavailable
 from takoform_operator.kube.cr_step import CrSteps

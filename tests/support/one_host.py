@@ -12,8 +12,8 @@ from memory_bindings import MemoryBindings
 from takoform_operator.core.outcome import Outcome
 from takoform_operator.core.ownership import restored
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.state import Desired, State
-from takoform_operator.core.tenancy import DEFAULT_HOST, Selector, SpaceGrant
+from takoform_operator.core.state import DEFAULT_HOST, Desired, State
+from takoform_operator.core.tenancy import Selector, SpaceGrant
 from takoform_operator.host_port import HostPort
 from takoform_operator.service import reconcile
 

@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
-from takoform_operator import generator, generator_tenancy
+from takoform_operator import generate
 from takoform_operator.core import limits
 from takoform_operator.core.registry import Registry
-from takoform_operator.generator_crd import BOUNDS_POLICY_FILE, check_bounded, render_crd
+from takoform_operator.generate import tenancy
+from takoform_operator.generate.bounds import BOUNDS_POLICY_FILE, check_bounded
+from takoform_operator.generate.crd import render_crd
 from takoform_spec.bounds import parse_bounds
 from takoform_spec.catalog import BOUNDS_FILE, load_catalog
 from takoform_spec.errors import CatalogError
@@ -29,13 +31,13 @@ from takoform_spec.identity import FormLine
 from .synthetic import API_VERSION, KIND, build, definition_doc, field
 
 CATALOG = load_catalog()
-FILES = generator.render(CATALOG, with_chart=False)
+FILES = generate.render(CATALOG, with_chart=False)
 CRDS = {
     path: yaml.safe_load(text)
     for path, text in FILES.items()
-    if path.startswith(f"{generator.CRD_DIR}/")
+    if path.startswith(f"{generate.CRD_DIR}/")
     # beside them, not CRDs: the admission policies
-    and not path.endswith((generator_tenancy.PROTECTION_FILE, BOUNDS_POLICY_FILE))
+    and not path.endswith((tenancy.PROTECTION_FILE, BOUNDS_POLICY_FILE))
 }
 LINE = FormLine(API_VERSION, KIND)
 
@@ -258,8 +260,8 @@ def test_the_caps_are_below_what_every_crd_admits_for_a_condition_message() -> N
 
 
 def test_every_union_map_has_its_keys_bounded_by_the_policy_beside_the_crds() -> None:
-    files = generator.render(CATALOG, with_chart=True)
-    policy, _binding = yaml.safe_load_all(files[f"{generator.CRD_DIR}/{BOUNDS_POLICY_FILE}"])
+    files = generate.render(CATALOG, with_chart=True)
+    policy, _binding = yaml.safe_load_all(files[f"{generate.CRD_DIR}/{BOUNDS_POLICY_FILE}"])
     policy = policy["spec"]
     expressions = [v["expression"] for v in policy["validations"]]
     (match,) = policy["matchConstraints"]["resourceRules"]

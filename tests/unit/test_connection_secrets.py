@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from takoform_operator import generator
+from takoform_operator import generate
 from takoform_operator.core.connection import (
     ConnectionSecret,
     connection_secret,
@@ -223,11 +223,11 @@ def test_only_our_secret_is_ever_written(secret: dict[str, Any], ours: bool) -> 
 # -- the generated CRDs and docs -------------------------------------------------------------
 
 
-FILES = generator.render(CATALOG, with_chart=False)
+FILES = generate.render(CATALOG, with_chart=False)
 
 
 def _crd(line: FormLine) -> dict[str, Any]:
-    crd: dict[str, Any] = yaml.safe_load(FILES[f"{generator.CRD_DIR}/{generator.crd_file(line)}"])
+    crd: dict[str, Any] = yaml.safe_load(FILES[f"{generate.CRD_DIR}/{generate.crd_file(line)}"])
     return crd
 
 
@@ -260,9 +260,9 @@ def test_write_connection_secret_to_ref_only_where_there_are_sensitive_outputs()
 
 
 def test_the_docs_mark_sensitive_outputs_and_name_the_secret() -> None:
-    page = FILES[f"{generator.DOCS_DIR}/{generator.doc_file(POSTGRES)}"]
+    page = FILES[f"{generate.DOCS_DIR}/{generate.doc_file(POSTGRES)}"]
     assert "| `password` | string | yes: connection Secret only |" in page
     assert "| `host` | string | no |" in page
     assert "## Connection Secret" in page and "<metadata.name>-connection" in page
-    bucket = FILES[f"{generator.DOCS_DIR}/{generator.doc_file(BUCKET)}"]
+    bucket = FILES[f"{generate.DOCS_DIR}/{generate.doc_file(BUCKET)}"]
     assert "## Connection Secret" not in bucket

@@ -15,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from takoform_operator import cli, generator, generator_flux
+from takoform_operator import cli, generate
 from takoform_operator.core.binding import (
     BINDING_KIND,
     BINDING_PLURAL,
@@ -28,6 +28,7 @@ from takoform_operator.core.binding import (
 from takoform_operator.core.conditions import ConditionType
 from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.state import Requested
+from takoform_operator.generate import flux
 from takoform_spec.catalog import load_catalog
 from takoform_spec.definitions import FormDefinition
 from takoform_spec.identity import FormLine, FormRef
@@ -38,7 +39,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CATALOG = load_catalog()
 CHART = REPO_ROOT / "charts" / "takoform-operator"
 WITH_CHART = (CHART / "Chart.yaml").is_file()
-FILES = generator.render(CATALOG, with_chart=WITH_CHART)
+FILES = generate.render(CATALOG, with_chart=WITH_CHART)
 
 
 def lines() -> dict[FormLine, list[FormDefinition]]:
@@ -54,7 +55,7 @@ LINE_IDS = [f"{line.kind}" for line in LINES]
 
 def crd_of(line: FormLine) -> dict[str, Any]:
     document: dict[str, Any] = yaml.safe_load(
-        FILES[f"{generator.CRD_DIR}/{generator.crd_file(line)}"]
+        FILES[f"{generate.CRD_DIR}/{generate.crd_file(line)}"]
     )
     return document
 
@@ -86,7 +87,7 @@ def test_generate_check_passes_on_the_committed_tree(
 
 
 def test_render_is_deterministic() -> None:
-    again = generator.render(load_catalog(), with_chart=WITH_CHART)
+    again = generate.render(load_catalog(), with_chart=WITH_CHART)
     assert again == FILES
     assert list(again) == list(FILES)
 
@@ -115,13 +116,13 @@ def test_every_generated_file_opens_with_the_do_not_edit_note_in_its_own_syntax(
 
 
 def test_the_generator_writes_registry_data_crds_and_docs() -> None:
-    assert generator.REGISTRY_PATH in FILES
-    assert f"{generator.DOCS_DIR}/README.md" in FILES
+    assert generate.REGISTRY_PATH in FILES
+    assert f"{generate.DOCS_DIR}/README.md" in FILES
     for line in LINES:
-        assert f"{generator.CRD_DIR}/{generator.crd_file(line)}" in FILES
-        assert f"{generator.DOCS_DIR}/{generator.doc_file(line)}" in FILES
+        assert f"{generate.CRD_DIR}/{generate.crd_file(line)}" in FILES
+        assert f"{generate.DOCS_DIR}/{generate.doc_file(line)}" in FILES
         if WITH_CHART:
-            assert f"{generator.CHART_CRD_DIR}/{generator.crd_file(line)}" in FILES
+            assert f"{generate.CHART_CRD_DIR}/{generate.crd_file(line)}" in FILES
 
 
 def test_the_catalog_is_realistic() -> None:
@@ -137,18 +138,18 @@ def test_the_catalog_is_realistic() -> None:
 @pytest.fixture
 def tree(tmp_path: Path) -> Iterator[Path]:
     """A copy of just what the generator owns, to change without touching the checkout."""
-    for relative in [generator.CRD_DIR, generator.DOCS_DIR]:
+    for relative in [generate.CRD_DIR, generate.DOCS_DIR]:
         shutil.copytree(REPO_ROOT / relative, tmp_path / relative)
-    registry = tmp_path / generator.REGISTRY_PATH
+    registry = tmp_path / generate.REGISTRY_PATH
     registry.parent.mkdir(parents=True)
-    shutil.copy(REPO_ROOT / generator.REGISTRY_PATH, registry)
+    shutil.copy(REPO_ROOT / generate.REGISTRY_PATH, registry)
     if WITH_CHART:
         (tmp_path / "charts" / "takoform-operator").mkdir(parents=True)
         shutil.copy(CHART / "Chart.yaml", tmp_path / "charts" / "takoform-operator")
-        shutil.copytree(REPO_ROOT / generator.CHART_CRD_DIR, tmp_path / generator.CHART_CRD_DIR)
-        flux = tmp_path / generator_flux.EXPRS_PATH
-        flux.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO_ROOT / generator_flux.EXPRS_PATH, flux)
+        shutil.copytree(REPO_ROOT / generate.CHART_CRD_DIR, tmp_path / generate.CHART_CRD_DIR)
+        exprs = tmp_path / flux.EXPRS_PATH
+        exprs.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / flux.EXPRS_PATH, exprs)
     yield tmp_path
 
 
@@ -161,24 +162,24 @@ def test_check_passes_on_an_unchanged_copy(tree: Path) -> None:
 
 
 def test_check_detects_a_modified_file(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    crd = f"{generator.CRD_DIR}/{generator.crd_file(next(iter(LINES)))}"
+    crd = f"{generate.CRD_DIR}/{generate.crd_file(next(iter(LINES)))}"
     (tree / crd).write_text((tree / crd).read_text(encoding="utf-8") + "# hand edit\n")
     assert check(tree) == 1
     assert crd in capsys.readouterr().err
-    assert generator.differences(tree, FILES, WITH_CHART) == [crd]
+    assert generate.differences(tree, FILES, WITH_CHART) == [crd]
 
 
 def test_check_detects_edited_registry_data(tree: Path) -> None:
-    path = tree / generator.REGISTRY_PATH
+    path = tree / generate.REGISTRY_PATH
     path.write_text(path.read_text(encoding="utf-8").replace("1.1.0", "1.1.1", 1))
     assert check(tree) == 1
 
 
 def test_check_detects_a_stale_extra_file(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tree / generator.CRD_DIR / "gadgets.old.takoform.io.yaml").write_text("kind: Stale\n")
-    (tree / generator.DOCS_DIR / "old.md").write_text("# old\n")
+    (tree / generate.CRD_DIR / "gadgets.old.takoform.io.yaml").write_text("kind: Stale\n")
+    (tree / generate.DOCS_DIR / "old.md").write_text("# old\n")
     assert check(tree) == 1
-    assert generator.differences(tree, FILES, WITH_CHART) == [
+    assert generate.differences(tree, FILES, WITH_CHART) == [
         "crds/gadgets.old.takoform.io.yaml (stale)",
         "docs/forms/old.md (stale)",
     ]
@@ -186,15 +187,15 @@ def test_check_detects_a_stale_extra_file(tree: Path, capsys: pytest.CaptureFixt
 
 
 def test_check_detects_a_missing_file(tree: Path) -> None:
-    (tree / generator.DOCS_DIR / generator.doc_file(next(iter(LINES)))).unlink()
+    (tree / generate.DOCS_DIR / generate.doc_file(next(iter(LINES)))).unlink()
     assert check(tree) == 1
 
 
 def test_generate_repairs_the_copy(tree: Path) -> None:
-    (tree / generator.CRD_DIR / "stale.yaml").write_text("kind: Stale\n")
-    (tree / generator.REGISTRY_PATH).write_text("{}\n")
+    (tree / generate.CRD_DIR / "stale.yaml").write_text("kind: Stale\n")
+    (tree / generate.REGISTRY_PATH).write_text("{}\n")
     assert cli.main(["generate", "--root", str(tree)]) == 0
-    assert not (tree / generator.CRD_DIR / "stale.yaml").exists()
+    assert not (tree / generate.CRD_DIR / "stale.yaml").exists()
     assert check(tree) == 0
 
 
@@ -341,7 +342,7 @@ def test_a_field_only_some_definitions_declare_says_which() -> None:
 def admits(schema: dict[str, Any], value: Any) -> bool:
     """A small OpenAPI validator for the subset the generator emits."""
     if schema.get("x-kubernetes-preserve-unknown-fields") and "type" not in schema:
-        # A bounded union (generator_crd._union_schema): each value validation bounds its type.
+        # A bounded union (generate.fields._union_schema): each value validation bounds its type.
         if isinstance(value, dict) and len(value) > schema["maxProperties"]:
             return False
         if isinstance(value, dict):
@@ -407,7 +408,7 @@ def test_the_crd_admits_every_valid_document_of_every_definition(
 
 @pytest.mark.parametrize("line", LINES, ids=LINE_IDS)
 def test_each_reference_page_lists_every_definition_and_field(line: FormLine) -> None:
-    page = FILES[f"{generator.DOCS_DIR}/{generator.doc_file(line)}"]
+    page = FILES[f"{generate.DOCS_DIR}/{generate.doc_file(line)}"]
     for definition in LINES[line]:
         assert f"## Definition {definition.ref.definition_version}" in page
         assert definition.ref.schema_digest in page
@@ -416,15 +417,15 @@ def test_each_reference_page_lists_every_definition_and_field(line: FormLine) ->
 
 
 def test_the_bucket_page_explains_the_disagreeing_field() -> None:
-    page = FILES[f"{generator.DOCS_DIR}/storage.takoform.io-bucket.md"]
+    page = FILES[f"{generate.DOCS_DIR}/storage.takoform.io-bucket.md"]
     assert "Fields whose type differs between definitions" in page
     assert "`labels`" in page and "x-kubernetes-preserve-unknown-fields" in page
 
 
 def test_the_docs_index_lists_every_line() -> None:
-    index = FILES[f"{generator.DOCS_DIR}/README.md"]
+    index = FILES[f"{generate.DOCS_DIR}/README.md"]
     for line in LINES:
-        assert f"({generator.doc_file(line)})" in index
+        assert f"({generate.doc_file(line)})" in index
 
 
 @pytest.mark.parametrize(
@@ -438,7 +439,7 @@ def test_plural_of(kind: str, plural: str) -> None:
 # -- the TakoformBinding CRD ------------------------------------------------------------------
 
 BINDING_FILE = "takoformbindings.operator.takoform.io.yaml"
-BINDING_CRD: dict[str, Any] = yaml.safe_load(FILES[f"{generator.CRD_DIR}/{BINDING_FILE}"])
+BINDING_CRD: dict[str, Any] = yaml.safe_load(FILES[f"{generate.CRD_DIR}/{BINDING_FILE}"])
 BINDING_SPEC: dict[str, Any] = schema_of(BINDING_CRD)["properties"]["spec"]
 
 
@@ -450,11 +451,11 @@ def _strings(node: dict[str, Any], where: str) -> Iterator[tuple[str, dict[str, 
 
 
 def test_the_binding_crd_is_cluster_scoped_structural_and_has_no_status() -> None:
-    assert FILES[f"{generator.CRD_DIR}/{BINDING_FILE}"] == FILES.get(
-        f"{generator.CHART_CRD_DIR}/{BINDING_FILE}", FILES[f"{generator.CRD_DIR}/{BINDING_FILE}"]
+    assert FILES[f"{generate.CRD_DIR}/{BINDING_FILE}"] == FILES.get(
+        f"{generate.CHART_CRD_DIR}/{BINDING_FILE}", FILES[f"{generate.CRD_DIR}/{BINDING_FILE}"]
     )
     if WITH_CHART:
-        assert f"{generator.CHART_CRD_DIR}/{BINDING_FILE}" in FILES
+        assert f"{generate.CHART_CRD_DIR}/{BINDING_FILE}" in FILES
     spec = BINDING_CRD["spec"]
     assert (spec["group"], spec["scope"]) == ("operator.takoform.io", "Cluster")
     names = spec["names"]

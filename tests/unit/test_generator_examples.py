@@ -8,21 +8,22 @@ import re
 import pytest
 import yaml
 
-from takoform_operator import generator, generator_docs
+from takoform_operator import generate
 from takoform_operator.core.registry import Registry
+from takoform_operator.generate import docs
 from takoform_spec.catalog import load_catalog
 from takoform_spec.definitions import FieldSpec
 from takoform_spec.identity import FormLine, FormRef
 
 CATALOG = load_catalog()
 REGISTRY = Registry.from_definitions(CATALOG.definitions, CATALOG.default_creates)
-FILES = generator.render(CATALOG, with_chart=False)
+FILES = generate.render(CATALOG, with_chart=False)
 LINES = sorted({d.line for d in CATALOG.definitions}, key=str)
 REF = FormRef("example.takoform.io/v1", "Widget", "1.0.0", "sha256:" + "0" * 64)
 
 
 def _example_of(line: FormLine) -> dict[str, object]:
-    page = FILES[f"{generator.DOCS_DIR}/{generator.doc_file(line)}"]
+    page = FILES[f"{generate.DOCS_DIR}/{generate.doc_file(line)}"]
     (block,) = re.findall(r"## Example\n\n```yaml\n(.*?)```", page, re.S)
     example: dict[str, object] = yaml.safe_load(block)
     return example
@@ -49,7 +50,7 @@ def test_an_example_comes_from_the_description_when_a_sample_would_not_fit() -> 
         required=True,
         pattern="^[a-z]{2}-[a-z]+-[0-9]$",
     )
-    assert generator_docs.example_value(REF, region) == "eu-west-1"
+    assert docs.example_value(REF, region) == "eu-west-1"
     values = FieldSpec(
         name="values",
         type="array",
@@ -57,12 +58,12 @@ def test_an_example_comes_from_the_description_when_a_sample_would_not_fit() -> 
         description="Record data, e.g. [192.0.2.10] for A.",
         pattern=r"^[0-9.]+$",
     )
-    assert generator_docs.example_value(REF, values) == ["192.0.2.10"]
+    assert docs.example_value(REF, values) == ["192.0.2.10"]
 
 
 def test_bounds_shape_the_sample_of_a_number() -> None:
     size = FieldSpec(name="size", type="integer", description="Size.", minimum=10, maximum=20)
-    assert generator_docs.example_value(REF, size) == 10
+    assert docs.example_value(REF, size) == 10
 
 
 def test_a_field_without_any_acceptable_example_is_refused_at_generation() -> None:
@@ -72,5 +73,5 @@ def test_a_field_without_any_acceptable_example_is_refused_at_generation() -> No
         description="Availability zone, e.g. somewhere.",
         pattern="^[a-z]{2}-[a-z]+-[0-9][a-z]$",
     )
-    with pytest.raises(generator_docs.ExampleUnavailable, match=r"'zone'.*e\.g\. VALUE"):
-        generator_docs.example_value(REF, zone)
+    with pytest.raises(docs.ExampleUnavailable, match=r"'zone'.*e\.g\. VALUE"):
+        docs.example_value(REF, zone)

@@ -14,8 +14,8 @@ import yaml
 from argocd import HEALTH_LUA, health
 from flux import EXPRS_FILE, flux_status, shipped_exprs
 
-from takoform_operator.generator_argocd import CM_PATCH_PATH, health_key
-from takoform_operator.generator_flux import CURRENT, FAILED
+from takoform_operator.generate.argocd import CM_PATCH_PATH, health_key
+from takoform_operator.generate.flux import CURRENT, FAILED
 from takoform_operator.registry_data import load_registry
 
 REPO = HEALTH_LUA.parents[3]

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 import httpx
 import pytest
 
+from takoform_operator.core.state import DEFAULT_HOST
 from takoform_operator.core.tenancy import (
     CREDENTIAL_ANNOTATION,
-    DEFAULT_HOST,
     HostConfig,
     SecretKeyRef,
     host_config_from_body,

@@ -19,14 +19,10 @@ Which of our modules may import which (same-layer imports are always allowed):
     kube         takoform_operator.kube                    spec, core, host_port, binding_port,
                                                            service, settings, metrics, version,
                                                            logs
-    build        takoform_operator.generator,              spec, catalog, core
-                 takoform_operator.generator_crd,
-                 takoform_operator.generator_docs,
-                 takoform_operator.generator_tenancy,
-                 takoform_operator.generator_argocd,
-                 takoform_operator.generator_flux,
+    build        takoform_operator.generate,               spec, catalog, core
                  takoform_operator.registry_data
-    render       takoform_operator.plugin.render           spec, core
+    render       takoform_operator.plugin.render,          spec, core
+                 takoform_operator.plugin.render_bindings
     plugin       takoform_operator.plugin                  spec, core, host_port, binding_port,
                                                            settings, host_client, kube, build,
                                                            render, version
@@ -36,24 +32,29 @@ Which of our modules may import which (same-layer imports are always allowed):
 
 The plugin (`kubectl takoform`) is a second composition root: it reads the cluster with the
 user's kubeconfig and the host through the host client; what it prints is built by its pure
-`render` module.
+`render` modules.
 
 So: the spec is the only thing the reference host, the conformance suite and the operator share;
-the adapters never reach the build-time modules (generator, registry data, the catalog files) or
+the adapters never reach the build-time modules (generate, registry data, the catalog files) or
 the composition root; the host client never reads the operator's settings. Frameworks stay in the
 layers that adapt them (FRAMEWORKS below).
 
-And purity: the operator's core, the spec and the plugin's render module do no I/O and import
+And purity: the operator's core, the spec and the plugin's render modules do no I/O and import
 no framework. The catalog is its own layer because it reads the definition files shipped beside
 it: the one impure module of `takoform_spec`, which nothing pure may import.
 
 Every import counts, including those inside functions and under `if TYPE_CHECKING:`.
+
+And shape: no module is longer than MAX_MODULE_LINES (past it, split it along a seam), and no
+modules import each other in a circle, not even under `if TYPE_CHECKING:` (a circle is two
+modules that can only be read, tested and changed together).
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import itertools
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -102,18 +103,13 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
         ),
     ),
     "build": (
-        (
-            "takoform_operator.generator",
-            "takoform_operator.generator_crd",
-            "takoform_operator.generator_docs",
-            "takoform_operator.generator_tenancy",
-            "takoform_operator.generator_argocd",
-            "takoform_operator.generator_flux",
-            "takoform_operator.registry_data",
-        ),
+        ("takoform_operator.generate", "takoform_operator.registry_data"),
         frozenset({"spec", "catalog", "core"}),
     ),
-    "render": (("takoform_operator.plugin.render",), frozenset({"spec", "core"})),
+    "render": (
+        ("takoform_operator.plugin.render", "takoform_operator.plugin.render_bindings"),
+        frozenset({"spec", "core"}),
+    ),
     "plugin": (
         ("takoform_operator.plugin",),
         frozenset(
@@ -300,7 +296,7 @@ def test_the_pure_layers_are_covered() -> None:
         ("takoform_host.app", "from takoform_operator.core import errors", "layer core"),
         ("takoform_operator.host_client.client", "import takoform_operator.settings", "settings"),
         ("takoform_operator.core.state", "from ..kube import crs", "layer kube"),
-        ("takoform_operator.service", "from takoform_operator import generator", "layer build"),
+        ("takoform_operator.service", "from takoform_operator import generate", "layer build"),
         ("takoform_operator.kube.handlers", "from takoform_spec import catalog", "layer catalog"),
         ("takoform_spec.definitions", "from .catalog import load_catalog", "layer catalog"),
         ("takoform_spec.identity", "from takoform_operator.core import registry", "layer core"),
@@ -320,6 +316,125 @@ def test_a_violation_names_the_module_and_the_import(
         test_module_imports_only_what_its_layer_may(path)
     message = str(caught.value)
     assert module in message and expected in message and "line 1" in message
+
+
+#: The most lines a module under operator/ may have.
+MAX_MODULE_LINES = 700
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    lengths = {_id(p): len(p.read_text(encoding="utf-8").splitlines()) for p in _sources()}
+    over = {path: count for path, count in lengths.items() if count > MAX_MODULE_LINES}
+    assert not over, (
+        f"modules over {MAX_MODULE_LINES} lines (split each along a seam): "
+        + ", ".join(f"{path} ({count})" for path, count in sorted(over.items()))
+    )
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    """module -> {module of ours it imports: the line of the first such import}. An import of a
+    name resolves to the longest module it names (`from a.b import c`: a.b.c if that is a module,
+    else a.b); the packages a module's import passes through are not edges."""
+    paths = {module_name(p): p for p in _sources()}
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in paths.items():
+        edges = graph.setdefault(module, {})
+        for line, name in imports_of(path):
+            parts = name.split(".")
+            targets = (".".join(parts[:n]) for n in range(len(parts), 0, -1))
+            target = next((t for t in targets if t in paths), None)
+            if target is not None and target != module:
+                edges.setdefault(target, line)
+    return graph
+
+
+def import_cycles(graph: Mapping[str, Mapping[str, int]]) -> list[list[str]]:
+    """One cycle (its modules in import order, the first repeated last) per strongly connected
+    set of modules (Tarjan's algorithm; the graph is small enough to recurse)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components: list[set[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph.get(module, {}):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = {stack.pop()}
+            while module not in component:
+                component.add(stack.pop())
+            if len(component) > 1:
+                components.append(component)
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return [_shortest_cycle(graph, component) for component in components]
+
+
+def _shortest_cycle(graph: Mapping[str, Mapping[str, int]], component: set[str]) -> list[str]:
+    """The shortest cycle through the first module (by name) of `component`: breadth first."""
+    start = min(component)
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for module in frontier:
+            for target in sorted(graph[module]):
+                if target == start:
+                    path = [module]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [*reversed(path), start]
+                if target in component and target not in came_from:
+                    came_from[target] = module
+                    following.append(target)
+        frontier = following
+    raise AssertionError(f"no cycle through {start} in {sorted(component)}")
+
+
+def _cycle_text(graph: Mapping[str, Mapping[str, int]], cycle: list[str]) -> str:
+    steps = [cycle[0]]
+    for module, target in itertools.pairwise(cycle):
+        steps.append(f"{target} (line {graph[module][target]} of {module})")
+    return " -> ".join(steps)
+
+
+def test_no_import_cycle() -> None:
+    graph = import_graph()
+    cycles = import_cycles(graph)
+    assert not cycles, (
+        "import cycles (break each: move what both need where neither imports):\n"
+        + ("\n".join(_cycle_text(graph, cycle) for cycle in cycles))
+    )
+
+
+def test_an_import_cycle_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cycle check catches a circle closed only under TYPE_CHECKING, and names it."""
+    package = tmp_path / "takoform_operator" / "core"
+    package.mkdir(parents=True)
+    (package / "a.py").write_text("from .b import B\n", encoding="utf-8")
+    (package / "b.py").write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from . import c\n",
+        encoding="utf-8",
+    )
+    (package / "c.py").write_text("import takoform_operator.core.a\n", encoding="utf-8")
+    (package / "d.py").write_text("from .a import A\n", encoding="utf-8")
+    monkeypatch.setitem(globals(), "OPERATOR", tmp_path)
+    with pytest.raises(AssertionError) as caught:
+        test_no_import_cycle()
+    assert (
+        "takoform_operator.core.a -> takoform_operator.core.b (line 1 of takoform_operator.core.a)"
+        " -> takoform_operator.core.c (line 4 of takoform_operator.core.b)"
+        " -> takoform_operator.core.a (line 1 of takoform_operator.core.c)"
+    ) in str(caught.value)
+    assert "core.d" not in str(caught.value), "a module that only reaches the cycle is not in it"
 
 
 def test_operator_is_a_source_root_not_a_package() -> None:

@@ -40,6 +40,7 @@ from takoform_operator.core.ownership import (
 )
 from takoform_operator.core.plan import Plan, plan, reclaims, target_of
 from takoform_operator.core.state import (
+    DEFAULT_HOST,
     DeletionPolicy,
     Desired,
     ManagementPolicy,
@@ -47,7 +48,6 @@ from takoform_operator.core.state import (
     ResourceView,
     State,
 )
-from takoform_operator.core.tenancy import DEFAULT_HOST
 from takoform_operator.host_port import HostUnavailable
 
 REGISTRY, REF = builders.REGISTRY, builders.BUCKET_REF

@@ -22,26 +22,29 @@ from takoform_operator.kube.crs import desired_from_cr
 from takoform_operator.plugin.commands import dumped, parser
 from takoform_operator.plugin.render import (
     Lookup,
+    Trace,
     UsageError,
-    binding_name_arg,
-    binding_rows,
-    bindings_document,
-    bindings_report,
     blocked_document,
     blocked_report,
     blocked_rows,
     check_object_name,
-    claim_arg,
     import_manifest,
-    release_refusal,
     remedy_of,
-    reserved_document,
-    reserved_message,
     resolve_kind,
     split_kind_name,
     table,
     trace_document,
     trace_report,
+)
+from takoform_operator.plugin.render_bindings import (
+    binding_name_arg,
+    binding_rows,
+    bindings_document,
+    bindings_report,
+    claim_arg,
+    release_refusal,
+    reserved_document,
+    reserved_message,
     unbound_message,
 )
 from takoform_operator.registry_data import load_registry
@@ -374,7 +377,7 @@ def _traced(**changes: Any) -> str:
         "event_count": 10,
         **changes,
     }  # fmt: skip
-    return trace_report(BUCKET, cr, **arguments)
+    return trace_report(Trace(BUCKET, cr, **arguments))
 
 
 def test_trace_as_a_document_says_what_it_read_and_what_it_could_not() -> None:
@@ -384,13 +387,15 @@ def test_trace_as_a_document_says_what_it_read_and_what_it_could_not() -> None:
                    "pendingOperationId": "op-7", "pendingOperationVerb": "Update"},
     }  # fmt: skip
     document = trace_document(
-        BUCKET,
-        cr,
-        host="prod",
-        resource=Lookup({"metadata": {"uid": "h-1"}}),
-        operation=Lookup(problem="no token for host prod"),
-        events=[{"reason": "A", "lastTimestamp": "T1"}, {"reason": "B", "lastTimestamp": "T2"}],
-        event_count=1,
+        Trace(
+            BUCKET,
+            cr,
+            host="prod",
+            resource=Lookup({"metadata": {"uid": "h-1"}}),
+            operation=Lookup(problem="no token for host prod"),
+            events=[{"reason": "A", "lastTimestamp": "T1"}, {"reason": "B", "lastTimestamp": "T2"}],
+            event_count=1,
+        )
     )
     assert document["cr"]["resource"] == "bucket.storage.takoform.io/logs"
     assert document["recorded"] == {
@@ -496,13 +501,15 @@ def test_tenant_strings_reach_the_terminal_as_text() -> None:
     assert not any(ord(c) < 32 or c == "\u202e" for c in report.replace("\n", ""))
     assert "\\x1b[2J" in report and "\\n" in report and "\\u202e" in report
     traced = trace_report(
-        BUCKET,
-        body,
-        host="default",
-        resource=Lookup(),
-        operation=Lookup(),
-        events=[{"type": "Warning", "reason": "X", "message": HOSTILE}],
-        event_count=5,
+        Trace(
+            BUCKET,
+            body,
+            host="default",
+            resource=Lookup(),
+            operation=Lookup(),
+            events=[{"type": "Warning", "reason": "X", "message": HOSTILE}],
+            event_count=5,
+        )
     )
     assert "\x1b" not in traced and "\u202e" not in traced and "\x07" not in traced
     assert not any(line.startswith("kube-system") for line in traced.splitlines())

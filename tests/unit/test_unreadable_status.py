@@ -23,6 +23,7 @@ from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.binding import Binding, ClaimRef, Identity, Phase
 from takoform_operator.core.conditions import Condition, ConditionType, Reason
 from takoform_operator.core.state import (
+    DEFAULT_HOST,
     OperationView,
     OpState,
     Requested,
@@ -30,7 +31,6 @@ from takoform_operator.core.state import (
     state_from_status,
     state_to_status,
 )
-from takoform_operator.core.tenancy import DEFAULT_HOST
 from takoform_operator.kube.cr_step import Looked
 from takoform_operator.kube.crs import merged_status
 

@@ -7,8 +7,8 @@ text the host did not keep.
 
 from __future__ import annotations
 
-from ..outcomes import Check
 from . import conventions, envelope, forms, idempotency, mutations, operations, spaces
+from .common import Check
 
 CHECKS: list[Check] = [
     *conventions.CHECKS,
@@ -27,4 +27,4 @@ def cited_rules() -> set[int]:
     return {int(cite[2:]) for c in CHECKS for cite in c.cites if cite.startswith("H-")}
 
 
-__all__ = ["CHECKS", "CHECK_NAMES", "cited_rules"]
+__all__ = ["CHECKS", "CHECK_NAMES", "Check", "cited_rules"]

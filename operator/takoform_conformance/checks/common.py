@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..answers import unquote_etag
 from ..context import Context
-from ..outcomes import Check, ensure
+from ..outcomes import ensure
 
 CheckFunction = Callable[[Context], None]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One named check: the H-numbers it proves and how it runs."""
+
+    name: str
+    cites: tuple[str, ...]
+    func: CheckFunction
+    required: bool = True
+    #: "no": runs without the admin API; "optional": proves more with it; "required": skipped
+    #: without it.
+    admin: str = "no"
+    summary: str = ""
 
 
 def registrar(

@@ -12,9 +12,9 @@ from takoform_spec.host_api import ERROR_STATUS, ErrorCode
 
 from ..answers import describe, error_code
 from ..context import Context
-from ..outcomes import Check, ensure, fail
+from ..outcomes import ensure, fail
 from ..vocabulary import API
-from .common import generation_of, registrar, unchanged
+from .common import Check, generation_of, registrar, unchanged
 
 CHECKS: list[Check] = []
 check = registrar(CHECKS)

@@ -10,9 +10,9 @@ from takoform_spec.host_api import CONDITION_TYPES, PORTABLE_REASONS
 
 from ..answers import describe
 from ..context import Context
-from ..outcomes import Check, CheckSkipped, ensure, fail
+from ..outcomes import CheckSkipped, ensure, fail
 from ..vocabulary import DECIMAL
-from .common import generation_of, registrar, revision_of, uid_of, unchanged
+from .common import Check, generation_of, registrar, revision_of, uid_of, unchanged
 
 CHECKS: list[Check] = []
 check = registrar(CHECKS)

@@ -7,8 +7,8 @@ from takoform_spec.identity import FormRef
 
 from ..answers import describe
 from ..context import Context
-from ..outcomes import Check, CheckSkipped, ensure
-from .common import generation_of, registrar, uid_of, unchanged
+from ..outcomes import CheckSkipped, ensure
+from .common import Check, generation_of, registrar, uid_of, unchanged
 
 CHECKS: list[Check] = []
 check = registrar(CHECKS)

@@ -10,8 +10,8 @@ from takoform_spec.host_api import OperationState
 
 from ..answers import describe
 from ..context import Context
-from ..outcomes import Check, ensure
-from .common import generation_of, registrar, uid_of, unchanged
+from ..outcomes import ensure
+from .common import Check, generation_of, registrar, uid_of, unchanged
 
 CHECKS: list[Check] = []
 check = registrar(CHECKS)

@@ -11,8 +11,8 @@ from takoform_spec.identity import FormRef
 
 from ..answers import describe
 from ..context import Context
-from ..outcomes import Check, CheckSkipped, ensure, fail
-from .common import generation_of, registrar, revision_of, same_details, uid_of, unchanged
+from ..outcomes import CheckSkipped, ensure, fail
+from .common import Check, generation_of, registrar, revision_of, same_details, uid_of, unchanged
 
 CHECKS: list[Check] = []
 check = registrar(CHECKS)

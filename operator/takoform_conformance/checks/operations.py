@@ -9,9 +9,9 @@ from takoform_spec.host_api import ERROR_STATUS, OperationState
 
 from ..answers import describe
 from ..context import Context
-from ..outcomes import Check, CheckSkipped, ensure, fail
+from ..outcomes import CheckSkipped, ensure, fail
 from ..vocabulary import API
-from .common import generation_of, registrar, revision_of, uid_of
+from .common import Check, generation_of, registrar, revision_of, uid_of
 
 CHECKS: list[Check] = []
 check = registrar(CHECKS)

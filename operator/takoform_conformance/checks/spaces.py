@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from ..answers import describe
 from ..context import Context
-from ..outcomes import Check, ensure
+from ..outcomes import ensure
 from ..vocabulary import (
     API,
 )
-from .common import registrar
+from .common import Check, registrar
 
 CHECKS: list[Check] = []
 check = registrar(CHECKS)

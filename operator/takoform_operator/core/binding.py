@@ -28,8 +28,8 @@ from typing import Any
 from takoform_spec.canonical import canonical_json, sha256_digest
 from takoform_spec.identity import FormLine, FormRef
 
-from .state import Requested, requested_from_json, requested_to_json
-from .tenancy import DEFAULT_HOST, GROUP, VERSION
+from .state import DEFAULT_HOST, Requested, requested_from_json, requested_to_json
+from .tenancy import GROUP, VERSION
 
 BINDING_KIND, BINDING_PLURAL = "TakoformBinding", "takoformbindings"
 BINDING_API_VERSION = f"{GROUP}/{VERSION}"

@@ -20,8 +20,7 @@ from .outcome import (
 )
 from .registry import Registry
 from .remedies import Remedy, kubectl_object, release_command
-from .state import Desired, State
-from .tenancy import DEFAULT_HOST
+from .state import DEFAULT_HOST, Desired, State
 
 
 @dataclass(frozen=True)

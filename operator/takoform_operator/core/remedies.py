@@ -11,12 +11,11 @@ import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from takoform_spec.identity import FormLine
 
-if TYPE_CHECKING:  # core.state imports core.tenancy, which uses the commands below
-    from .state import Desired
+from .state import Desired
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from takoform_spec.errors import TakoformError
 from takoform_spec.host_api import ErrorCode, OperationState
 from takoform_spec.identity import FormLine, FormRef
 
-from .tenancy import DEFAULT_HOST
+#: The name of the implicit host made from the single-host settings (TAKOFORM_HOST_URL...):
+#: CRs without spec.hostRef use it when no TakoformHost is marked default.
+DEFAULT_HOST = "default"
 
 
 class Verb(StrEnum):

@@ -30,9 +30,8 @@ from typing import Protocol
 
 from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.host_budget import HostBudget
-from takoform_operator.core.state import OperationView, ResourceView
+from takoform_operator.core.state import DEFAULT_HOST, OperationView, ResourceView
 from takoform_operator.core.tenancy import (
-    DEFAULT_HOST,
     HostConfig,
     SecretKeyRef,
     credential_refusal,

@@ -24,6 +24,7 @@ from takoform_operator.core.policy import (
 )
 from takoform_operator.core.remedies import kubectl_name, unreadable_status_remedies
 from takoform_operator.core.state import (
+    DEFAULT_HOST,
     DeletionPolicy,
     Desired,
     ManagementPolicy,
@@ -33,7 +34,6 @@ from takoform_operator.core.state import (
     state_from_status,
     state_to_status,
 )
-from takoform_operator.core.tenancy import DEFAULT_HOST
 from takoform_spec.errors import InvalidIdentity
 from takoform_spec.identity import (
     FormLine,

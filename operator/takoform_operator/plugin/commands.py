@@ -27,7 +27,8 @@ from takoform_operator.core.binding import (
 from takoform_operator.core.errors import CodecError, InvalidImportId
 from takoform_operator.core.import_id import parse_import_id
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.tenancy import DEFAULT_HOST, GROUP
+from takoform_operator.core.state import DEFAULT_HOST
+from takoform_operator.core.tenancy import GROUP
 from takoform_operator.host_client.pool import HostPool
 from takoform_operator.host_port import (
     HostError,
@@ -41,31 +42,34 @@ from takoform_operator.plugin.cluster import Cluster, Conflict, Forbidden, Plugi
 from takoform_operator.plugin.hosts import DEFAULT_OPERATOR_NAMESPACE, chosen_host, host_pool
 from takoform_operator.plugin.render import (
     OUTPUTS,
-    UNKNOWN_UID,
     Lookup,
+    Trace,
     UsageError,
-    binding_name_arg,
-    binding_rows,
-    bindings_document,
-    bindings_report,
     blocked_document,
     blocked_report,
     blocked_rows,
     check_object_name,
-    claim_arg,
-    forced_document,
-    forced_warning,
-    hand_off,
     import_manifest,
     printable,
-    release_refusal,
-    reserved_document,
-    reserved_message,
     resolve_kind,
     resource_of,
     split_kind_name,
     trace_document,
     trace_report,
+)
+from takoform_operator.plugin.render_bindings import (
+    UNKNOWN_UID,
+    binding_name_arg,
+    binding_rows,
+    bindings_document,
+    bindings_report,
+    claim_arg,
+    forced_document,
+    forced_warning,
+    hand_off,
+    release_refusal,
+    reserved_document,
+    reserved_message,
     unbound_message,
     unprotected_document,
 )
@@ -505,17 +509,11 @@ def run_trace(args: argparse.Namespace, out: TextIO) -> int:
         events = cluster.events_of(namespace, str((cr.get("metadata") or {}).get("uid")))
     finally:
         cluster.close()
-    seen: dict[str, Any] = {
-        "host": host or "(the default host)",
-        "resource": resource,
-        "operation": operation,
-        "events": events,
-        "event_count": args.events,
-    }
+    seen = Trace(line, cr, host or "(the default host)", resource, operation, events, args.events)
     if args.output == "table":
-        out.write(trace_report(line, cr, **seen) + "\n")
+        out.write(trace_report(seen) + "\n")
     else:
-        out.write(dumped(trace_document(line, cr, **seen), args.output) + "\n")
+        out.write(dumped(trace_document(seen), args.output) + "\n")
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0
@@ -532,14 +530,12 @@ def _host_side(
     try:
         ref = FormRef.from_json(dict(status["formRef"]))
     except (KeyError, TypeError, ValueError) as exc:
-        problems.append(f"status.formRef is not a FormRef: {exc}")
-        return Lookup(problem=problems[-1]), Lookup(problem=problems[-1])
+        return _unread(problems, f"status.formRef is not a FormRef: {exc}")
     try:
         pool, unlisted = host_pool(cluster, Settings(), args.operator_namespace, _warn)
         chosen_host(pool, host, unlisted)
     except PluginError as exc:
-        problems.append(str(exc))
-        return Lookup(problem=str(exc)), Lookup(problem=str(exc))
+        return _unread(problems, str(exc))
     return asyncio.run(
         _host_reads(pool, host, ref, str(status["space"]), str(status["name"]), status, problems)
     )
@@ -563,8 +559,7 @@ async def _host_reads(
         except ResourceNotFound:
             resource = Lookup()
         except HostError as exc:
-            problems.append(_host_problem(host, exc))
-            resource = Lookup(problem=problems[-1])
+            resource = _failed(problems, _host_problem(host, exc))
         operation = Lookup()
         pending = status.get("pendingOperationId")
         if pending:
@@ -575,17 +570,26 @@ async def _host_reads(
             except OperationNotFound:
                 operation = Lookup()
             except HostError as exc:
-                problems.append(_host_problem(host, exc))
-                operation = Lookup(problem=problems[-1])
+                operation = _failed(problems, _host_problem(host, exc))
         return resource, operation
     except HostError as exc:  # building the client: a Secret it needs
-        problems.append(_host_problem(host, exc))
-        return Lookup(problem=problems[-1]), Lookup(problem=problems[-1])
+        return _unread(problems, _host_problem(host, exc))
     except PluginError as exc:  # reading that Secret
-        problems.append(str(exc))
-        return Lookup(problem=problems[-1]), Lookup(problem=problems[-1])
+        return _unread(problems, str(exc))
     finally:
         await pool.aclose()
+
+
+def _failed(problems: list[str], problem: str) -> Lookup:
+    """A read that failed with `problem`, which the command also reports (and exits 1)."""
+    problems.append(problem)
+    return Lookup(problem=problem)
+
+
+def _unread(problems: list[str], problem: str) -> tuple[Lookup, Lookup]:
+    """Neither the resource nor the operation read, because of `problem`."""
+    failed = _failed(problems, problem)
+    return failed, failed
 
 
 # -- bindings -------------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from takoform_operator.core.state import DEFAULT_HOST
 from takoform_operator.core.tenancy import (
-    DEFAULT_HOST,
     InvalidPolicy,
     host_config_from_body,
     implicit_host_refusal,

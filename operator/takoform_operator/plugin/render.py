@@ -1,8 +1,8 @@
 """What the plugin prints, as pure functions of the documents it read (no I/O, no clients).
 
 The commands (plugin.commands) read the cluster and the host; everything a user sees is built
-here: the CR manifest of an import, the table of Blocked CRs, the chain of one trace, the table
-of TakoformBindings, and what `release` decides, writes and says.
+here: the CR manifest of an import, the table of Blocked CRs, the chain of one trace (the table
+of TakoformBindings and what `release` decides, writes and says: plugin.render_bindings).
 """
 
 from __future__ import annotations
@@ -13,31 +13,29 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from takoform_operator.core.binding import (
-    BINDING_KIND,
-    FORCE_ANNOTATION,
-    PROTECTION_FINALIZER,
-    Binding,
-    ClaimRef,
-    InvalidBinding,
-    Phase,
-    binding_from_json,
-)
 from takoform_operator.core.import_id import canonical_import_id
+from takoform_operator.core.policy import PAUSED_ANNOTATION, PAUSED_VALUE
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.remedies import Remedy, kubectl_name, release_command, remedies_line
+from takoform_operator.core.remedies import Remedy, remedies_line
 from takoform_spec.identity import FormLine, FormRef
 
-#: The pause annotation (docs/operator.md); shown by `trace` when set.
-PAUSED_ANNOTATION = "takoform.io/paused"
 #: How the core introduces the remedies in a condition message.
 REMEDY_MARKERS = ("Remedies:", "Remedy:")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def is_dns_subdomain(name: str) -> bool:
+    """A Kubernetes object name: a DNS subdomain."""
+    return len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None
 
 
 class UsageError(ValueError):
     """The command line asks for something that cannot exist (exit status 2)."""
+
+
+def _text(document: Mapping[str, Any], key: str) -> str:
+    """The member `key` of a document read from the cluster or the host, as text ("": none)."""
+    return str(document.get(key) or "")
 
 
 # -- kinds --------------------------------------------------------------------------------------
@@ -86,7 +84,7 @@ def split_kind_name(text: str) -> tuple[str, str]:
 
 def check_object_name(name: str) -> str:
     """A Kubernetes object name (DNS subdomain), or UsageError saying how to choose one."""
-    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+    if not is_dns_subdomain(name):
         raise UsageError(
             f"{name!r} is not a valid Kubernetes object name (lower-case letters, digits, '-' "
             "and '.'); choose the CR's name with --name (spec.resourceName keeps the host name)"
@@ -149,13 +147,19 @@ def condition(body: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     return None
 
 
+def _recorded_remedies(body: Mapping[str, Any]) -> list[Remedy] | None:
+    """The remedies the operator recorded as data (status.remedies); None: none recorded."""
+    recorded = (body.get("status") or {}).get("remedies")
+    if not isinstance(recorded, list) or not recorded:
+        return None
+    return [Remedy.from_json(item) for item in recorded if isinstance(item, Mapping)]
+
+
 def remedies_of(body: Mapping[str, Any], message: str) -> str:
     """The remedies the operator recorded as data (status.remedies), as its messages state them:
     no prose is parsed. A status written before the operator recorded them: remedy_of."""
-    recorded = (body.get("status") or {}).get("remedies")
-    if not isinstance(recorded, list) or not recorded:
-        return remedy_of(message)
-    return remedies_line([Remedy.from_json(item) for item in recorded if isinstance(item, Mapping)])
+    recorded = _recorded_remedies(body)
+    return remedy_of(message) if recorded is None else remedies_line(recorded)
 
 
 def remedy_of(message: str) -> str:
@@ -175,25 +179,18 @@ def blocked_rows(line: FormLine, items: Iterable[Mapping[str, Any]]) -> list[Blo
         blocked = condition(body, "Blocked")
         if blocked is None or blocked.get("status") != "True":
             continue
-        metadata = body.get("metadata") or {}
+        metadata, message = body.get("metadata") or {}, _text(blocked, "message")
         rows.append(
             BlockedRow(
-                namespace=str(metadata.get("namespace") or ""),
-                resource=object_ref(line, str(metadata.get("name") or "")),
-                reason=str(blocked.get("reason") or ""),
-                remedy=remedies_of(body, str(blocked.get("message") or "")),
-                message=str(blocked.get("message") or ""),
-                remedies=_recorded_remedies(body),
+                namespace=_text(metadata, "namespace"),
+                resource=object_ref(line, _text(metadata, "name")),
+                reason=_text(blocked, "reason"),
+                remedy=remedies_of(body, message),
+                message=message,
+                remedies=tuple(remedy.to_json() for remedy in _recorded_remedies(body) or ()),
             )
         )
     return rows
-
-
-def _recorded_remedies(body: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
-    recorded = (body.get("status") or {}).get("remedies")
-    if not isinstance(recorded, list):
-        return ()
-    return tuple(Remedy.from_json(item).to_json() for item in recorded if isinstance(item, Mapping))
 
 
 # -- -o json | yaml -----------------------------------------------------------------------------
@@ -202,8 +199,11 @@ def _recorded_remedies(body: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]
 OUTPUTS = ("table", "json", "yaml")
 
 
+def _by_resource(rows: Sequence[BlockedRow]) -> list[BlockedRow]:
+    return sorted(rows, key=lambda r: (r.namespace, r.resource))
+
+
 def blocked_document(rows: Sequence[BlockedRow]) -> dict[str, Any]:
-    ordered = sorted(rows, key=lambda r: (r.namespace, r.resource))
     return {
         "items": [
             {
@@ -213,7 +213,7 @@ def blocked_document(rows: Sequence[BlockedRow]) -> dict[str, Any]:
                 "message": r.message,
                 "remedies": [dict(remedy) for remedy in r.remedies],
             }
-            for r in ordered
+            for r in _by_resource(rows)
         ]
     }
 
@@ -250,10 +250,9 @@ def blocked_report(rows: Sequence[BlockedRow], namespace: str | None) -> str:
     if not rows:
         where = f" in namespace {namespace}" if namespace else ""
         return f"No Blocked resources{where}."
-    ordered = sorted(rows, key=lambda r: (r.namespace, r.resource))
     return table(
         ("NAMESPACE", "RESOURCE", "REASON", "REMEDY"),
-        [(r.namespace, r.resource, r.reason, r.remedy) for r in ordered],
+        [(r.namespace, r.resource, r.reason, r.remedy) for r in _by_resource(rows)],
     )
 
 
@@ -269,24 +268,41 @@ class Lookup:
     problem: str | None = None
 
 
-def _conditions(items: Iterable[Mapping[str, Any]], indent: str) -> list[str]:
-    rows = []
-    for item in items:
-        reason = str(item.get("reason") or "")
-        if item.get("hostReason"):
-            reason += f" (host: {item['hostReason']})"
-        rows.append(
-            (
-                str(item.get("type") or ""),
-                str(item.get("status") or ""),
-                reason,
-                str(item.get("message") or ""),
-            )
-        )
-    if not rows:
-        return [f"{indent}conditions: none"]
-    text = table(("TYPE", "STATUS", "REASON", "MESSAGE"), rows)
-    return [f"{indent}{line}" for line in text.splitlines()]
+@dataclass(frozen=True)
+class Trace:
+    """What `trace` read of one CR: the CR, the host its status records (or its spec names), the
+    host resource and the pending operation as read there, and the CR's events."""
+
+    line: FormLine
+    cr: Mapping[str, Any]
+    host: str
+    resource: Lookup
+    operation: Lookup
+    events: Sequence[Mapping[str, Any]]
+    #: How many of the last events are shown.
+    event_count: int
+
+
+def _conditions(items: Iterable[Mapping[str, Any]]) -> list[str]:
+    rows = [
+        (_text(item, "type"), _text(item, "status"), _reason(item), _text(item, "message"))
+        for item in items
+    ]
+    return _listed(("TYPE", "STATUS", "REASON", "MESSAGE"), rows, "conditions: none")
+
+
+def _paused(metadata: Mapping[str, Any]) -> bool:
+    return (metadata.get("annotations") or {}).get(PAUSED_ANNOTATION) == PAUSED_VALUE
+
+
+def _reason(condition: Mapping[str, Any]) -> str:
+    host = f" (host: {condition['hostReason']})" if condition.get("hostReason") else ""
+    return _text(condition, "reason") + host
+
+
+def _listed(headers: Sequence[str], rows: Sequence[Sequence[str]], empty: str) -> list[str]:
+    """`rows` as a table indented under its heading, or `empty` when there are none."""
+    return [f"  {line}" for line in table(headers, rows).splitlines()] if rows else [f"  {empty}"]
 
 
 def _event_time(event: Mapping[str, Any]) -> str:
@@ -307,28 +323,19 @@ def last_events(events: Iterable[Mapping[str, Any]], count: int) -> list[Mapping
     return ordered[-count:] if count > 0 else []
 
 
-def trace_report(
-    line: FormLine,
-    cr: Mapping[str, Any],
-    *,
-    host: str,
-    resource: Lookup,
-    operation: Lookup,
-    events: Sequence[Mapping[str, Any]],
-    event_count: int,
-) -> str:
+def trace_report(trace: Trace) -> str:
     """CR -> recorded FormRef and uid -> host resource -> pending operation -> last events."""
-    metadata, status = cr.get("metadata") or {}, cr.get("status") or {}
-    name, namespace = str(metadata.get("name") or ""), str(metadata.get("namespace") or "")
+    line = trace.line
+    metadata, status = trace.cr.get("metadata") or {}, trace.cr.get("status") or {}
+    name, namespace = _text(metadata, "name"), _text(metadata, "namespace")
     out = [
         f"{line.kind} {name} in namespace {namespace} ({object_ref(line, name)})",
         f"  CR uid {metadata.get('uid')}, generation {metadata.get('generation')}, "
         f"observedGeneration {status.get('observedGeneration', '-')}",
     ]
-    annotations = metadata.get("annotations") or {}
-    if annotations.get(PAUSED_ANNOTATION) == "true":
-        out.append(f'  paused ({PAUSED_ANNOTATION}: "true"): no host calls are made')
-    out += _conditions(status.get("conditions") or (), "  ")
+    if _paused(metadata):
+        out.append(f'  paused ({PAUSED_ANNOTATION}: "{PAUSED_VALUE}"): no host calls are made')
+    out += _conditions(status.get("conditions") or ())
 
     out.append("FormRef (recorded in status)")
     ref_doc = status.get("formRef")
@@ -341,11 +348,11 @@ def trace_report(
         )
         bound = f"uid {status['uid']}" if status.get("uid") else "not bound to a uid yet"
         out.append(
-            f"  host {host}, space {status.get('space')}, name {status.get('name')}, {bound}"
+            f"  host {trace.host}, space {status.get('space')}, name {status.get('name')}, {bound}"
         )
 
     out.append("Host resource (read under the exact FormRef)")
-    out += _resource_lines(resource, status)
+    out += _resource_lines(trace.resource, status)
 
     out.append("Pending operation")
     pending = status.get("pendingOperationId")
@@ -353,72 +360,57 @@ def trace_report(
         out.append("  none")
     else:
         out.append(f"  {pending} ({status.get('pendingOperationVerb', '?')})")
-        out += _operation_lines(operation)
+        out += _operation_lines(trace.operation)
 
-    shown = last_events(events, event_count)
-    out.append(f"Events (last {len(shown)} of {len(events)})")
-    if not shown:
-        out.append("  none")
-    else:
-        rows = [
-            (
-                _event_time(e),
-                str(e.get("type") or ""),
-                str(e.get("reason") or ""),
-                " ".join(str(e.get("message") or "").split()),
-            )
-            for e in shown
-        ]
-        text = table(("LAST SEEN", "TYPE", "REASON", "MESSAGE"), rows)
-        out += [f"  {row}" for row in text.splitlines()]
+    shown = last_events(trace.events, trace.event_count)
+    out.append(f"Events (last {len(shown)} of {len(trace.events)})")
+    rows = [
+        (
+            _event_time(e),
+            _text(e, "type"),
+            _text(e, "reason"),
+            " ".join(_text(e, "message").split()),
+        )
+        for e in shown
+    ]
+    out += _listed(("LAST SEEN", "TYPE", "REASON", "MESSAGE"), rows, "none")
     return "\n".join(printable(line) for line in out)
 
 
-def trace_document(
-    line: FormLine,
-    cr: Mapping[str, Any],
-    *,
-    host: str,
-    resource: Lookup,
-    operation: Lookup,
-    events: Sequence[Mapping[str, Any]],
-    event_count: int,
-) -> dict[str, Any]:
+def trace_document(trace: Trace) -> dict[str, Any]:
     """What trace_report shows, as data (-o json|yaml): the CR, what its status recorded, the
     host resource and the pending operation as the host answered (or why they were not read),
     and the last events."""
-    metadata, status = cr.get("metadata") or {}, cr.get("status") or {}
-    name = str(metadata.get("name") or "")
-    annotations = metadata.get("annotations") or {}
-    pending = status.get("pendingOperationId")
+    metadata, status = trace.cr.get("metadata") or {}, trace.cr.get("status") or {}
+    name, pending = _text(metadata, "name"), status.get("pendingOperationId")
     return {
         "cr": {
-            "resource": object_ref(line, name),
+            "resource": object_ref(trace.line, name),
             "namespace": metadata.get("namespace"),
             "name": name,
             "uid": metadata.get("uid"),
             "generation": metadata.get("generation"),
             "observedGeneration": status.get("observedGeneration"),
-            "paused": annotations.get(PAUSED_ANNOTATION) == "true",
+            "paused": _paused(metadata),
             "conditions": list(status.get("conditions") or ()),
         },
         "recorded": {
             "formRef": status.get("formRef"),
-            "host": host,
+            "host": trace.host,
             "space": status.get("space"),
             "name": status.get("name"),
             "uid": status.get("uid"),
         },
-        "hostResource": _lookup_document(resource),
+        "hostResource": _lookup_document(trace.resource),
         "pendingOperation": None
         if not pending
         else {
             "id": pending,
             "verb": status.get("pendingOperationVerb"),
-            **_lookup_document(operation),
+            **_lookup_document(trace.operation),
         },
-        "events": [dict(event) for event in last_events(events, event_count)],
-        "eventCount": len(events),
+        "events": [dict(event) for event in last_events(trace.events, trace.event_count)],
+        "eventCount": len(trace.events),
     }
 
 
@@ -430,11 +422,14 @@ def _lookup_document(lookup: Lookup) -> dict[str, Any]:
     return {"found": False}
 
 
+def _not_read(lookup: Lookup, absent: str) -> list[str]:
+    """Why a trace has no document for `lookup`: the problem, else `absent` (not found)."""
+    return [f"  not read: {lookup.problem}" if lookup.problem is not None else f"  {absent}"]
+
+
 def _resource_lines(resource: Lookup, status: Mapping[str, Any]) -> list[str]:
     if resource.document is None:
-        if resource.problem is not None:
-            return [f"  not read: {resource.problem}"]
-        return ["  not found on the host under the recorded FormRef"]
+        return _not_read(resource, "not found on the host under the recorded FormRef")
     doc = resource.document
     meta, host_status = doc.get("metadata") or {}, doc.get("status") or {}
     lines = [
@@ -445,273 +440,15 @@ def _resource_lines(resource: Lookup, status: Mapping[str, Any]) -> list[str]:
     recorded = status.get("uid")
     if recorded and meta.get("uid") != recorded:
         lines.append(f"  the host serves uid {meta.get('uid')}, the CR is bound to {recorded}")
-    return lines + _conditions(host_status.get("conditions") or (), "  ")
+    return lines + _conditions(host_status.get("conditions") or ())
 
 
 def _operation_lines(operation: Lookup) -> list[str]:
     if operation.document is None:
-        if operation.problem is not None:
-            return [f"  not read: {operation.problem}"]
-        return ["  the host no longer knows it (operation_not_found)"]
+        return _not_read(operation, "the host no longer knows it (operation_not_found)")
     doc = operation.document
     lines = [f"  {doc.get('verb')} {doc.get('state')} on {doc.get('space')}/{doc.get('name')}"]
     error = doc.get("error")
     if error:
         lines.append(f"  error {error.get('code')}: {error.get('message')}")
     return lines
-
-
-# -- bindings -----------------------------------------------------------------------------------
-
-#: The OWNER of a binding without claimRef, the LAST OWNER of one without lastOwner, the PHASE of
-#: an object core.binding cannot read (it binds nothing to anyone).
-NO_OWNER, NO_LAST_OWNER, INVALID_PHASE = "<none>", "-", "Invalid"
-#: After OWNER: the claimRef has no uid, so it is an admin's pre-binding to that namespace/name.
-RESERVED = "(reserved)"
-#: How kubectl names the objects (`kubectl get tkb -o name`), accepted before a binding's name.
-_BINDING_PREFIXES = re.compile(
-    r"^(takoformbindings?(\.operator\.takoform\.io)?|tkb)/", re.IGNORECASE
-)
-
-
-@dataclass(frozen=True)
-class BindingRow:
-    name: str
-    phase: str
-    host: str
-    space: str
-    kind: str
-    resource: str
-    owner: str
-    last_owner: str
-
-
-def owner_text(claim: ClaimRef | None) -> str:
-    """`team-a/logs`; `team-a/logs (reserved)` without a uid; `<none>` without a claimRef."""
-    if claim is None:
-        return NO_OWNER
-    return f"{claim} {RESERVED}" if not claim.uid else str(claim)
-
-
-def binding_rows(items: Iterable[Mapping[str, Any]]) -> list[BindingRow]:
-    """One row per TakoformBinding object; one core.binding cannot read is `Invalid`, with what
-    of its spec can be shown."""
-    rows = []
-    for body in items:
-        name = str((body.get("metadata") or {}).get("name") or "")
-        try:
-            binding = binding_from_json(body)
-        except InvalidBinding:
-            rows.append(_invalid_row(name, body))
-            continue
-        identity = binding.identity
-        rows.append(
-            BindingRow(
-                name=name,
-                phase=str(binding.phase),
-                host=identity.host,
-                space=identity.space,
-                kind=identity.line.kind,
-                resource=identity.name,
-                owner=owner_text(binding.claim),
-                last_owner=str(binding.last_owner) if binding.last_owner else NO_LAST_OWNER,
-            )
-        )
-    return rows
-
-
-def _invalid_row(name: str, body: Mapping[str, Any]) -> BindingRow:
-    spec = body.get("spec")
-    spec = spec if isinstance(spec, Mapping) else {}
-
-    def text(key: str) -> str:
-        value = spec.get(key)
-        return value if isinstance(value, str) else ""
-
-    return BindingRow(
-        name, INVALID_PHASE, text("host"), text("space"), text("kind"), text("resourceName"),
-        NO_OWNER, NO_LAST_OWNER,
-    )  # fmt: skip
-
-
-def bindings_document(rows: Sequence[BindingRow]) -> dict[str, Any]:
-    """The `bindings` rows as data (-o json|yaml), in the order the table shows them."""
-    ordered = sorted(rows, key=lambda r: (r.host, r.space, r.kind, r.resource, r.name))
-    return {
-        "items": [
-            {
-                "name": r.name,
-                "phase": r.phase,
-                "host": r.host,
-                "space": r.space,
-                "kind": r.kind,
-                "resource": r.resource,
-                "owner": r.owner,
-                "lastOwner": r.last_owner,
-            }
-            for r in ordered
-        ]
-    }
-
-
-def bindings_report(rows: Sequence[BindingRow]) -> str:
-    """The `bindings` output: one row per binding, ordered by what it binds, or one line saying
-    there is none."""
-    if not rows:
-        return "No TakoformBindings."
-    ordered = sorted(rows, key=lambda r: (r.host, r.space, r.kind, r.resource, r.name))
-    return table(
-        ("NAME", "PHASE", "HOST", "SPACE", "KIND", "RESOURCE", "OWNER", "LAST OWNER"),
-        [
-            (r.name, r.phase, r.host, r.space, r.kind, r.resource, r.owner, r.last_owner)
-            for r in ordered
-        ],
-    )
-
-
-def binding_name_arg(text: str) -> str:
-    """The BINDING of `release`: the object's name, also as `kubectl get -o name` prints it
-    (`takoformbinding.operator.takoform.io/tb-...`). Raises UsageError."""
-    name = _BINDING_PREFIXES.sub("", text.strip(), count=1)
-    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
-        raise UsageError(
-            f"{printable(text)!r} is not a TakoformBinding name (tb-..., as kubectl takoform "
-            "bindings lists them)"
-        )
-    return name
-
-
-def claim_arg(text: str) -> ClaimRef:
-    """--to NAMESPACE/NAME: the CR a binding is reserved for, without uid. Raises UsageError."""
-    namespace, slash, name = text.partition("/")
-    if (
-        not slash
-        or len(namespace) > 63
-        or not _DNS_LABEL.fullmatch(namespace)
-        or len(name) > 253
-        or not _DNS_SUBDOMAIN.fullmatch(name)
-    ):
-        raise UsageError(
-            f"--to wants NAMESPACE/NAME of a CR (e.g. team-a/logs), got {printable(text)!r}"
-        )
-    return ClaimRef(namespace, name)
-
-
-def _what(binding: Binding) -> str:
-    identity = binding.identity
-    return (
-        f"{identity.line.kind} {identity.name!r} in space {identity.space!r} on host "
-        f"{identity.host!r}"
-    )
-
-
-def release_refusal(name: str, binding: Binding) -> str | None:
-    """Why `release` must not touch this binding (None: it may). A binding Bound to a CR's uid is
-    that CR's: the CR lets go first (deletionPolicy Orphan, then deleted), and the operator marks
-    the binding Released."""
-    claim = binding.claim
-    if binding.phase is not Phase.BOUND or claim is None or not claim.uid:
-        return None
-    obj = kubectl_name(binding.identity.line, claim.name, claim.namespace)
-    return printable(
-        f"{name} is bound to {claim}; delete that CR with deletionPolicy Orphan first: "
-        f"{release_command(obj)}"
-    )
-
-
-def hand_off(name: str, binding: Binding, to: ClaimRef) -> str | None:
-    """What reserving the binding for `to` hands across namespaces (None: it stays in the
-    namespace it is of, Binding.home). Where the binding recorded the uid of a namespace of
-    `to`'s name, `to.namespace_uid` is that namespace's uid now (UNKNOWN_UID: none, or not
-    readable)."""
-    if not binding.hands_across(to):
-        return None
-    home = binding.home
-    if home is None:
-        of = "of no namespace (made by hand)"
-    else:
-        if home.uid and home is binding.claim:
-            role = "owner"
-        else:
-            role = "last owner" if home is binding.last_owner else "reserved for"
-        of = f"of namespace {home.namespace!r} ({role} {home})"
-        if home.namespace == to.namespace:
-            of += ", which was deleted and created again since, or cannot be read"
-    return printable(
-        f"{name} is {of}; reserving it for {to} hands {_what(binding)} to namespace "
-        f"{to.namespace!r}"
-    )
-
-
-#: The namespace uid of a --to target that does not exist or cannot be read: matches none.
-UNKNOWN_UID = "(unknown)"
-
-
-def reserved_document(body: Mapping[str, Any], claim: ClaimRef) -> dict[str, Any]:
-    """The object as read with spec.claimRef set to `claim` (no uid) and nothing else changed
-    but the protection, which a pre-binding does not carry: its metadata.resourceVersion makes
-    the replace conditional on nobody having written since."""
-    document = unprotected_document(body)
-    document["spec"] = {**(body.get("spec") or {}), "claimRef": claim.to_json()}
-    return document
-
-
-def unprotected_document(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The object as read without the protection finalizer (a binding about to be deleted or
-    reserved, whose operator would otherwise have to remove it)."""
-    document = _as_read(body)
-    metadata = document["metadata"]
-    if metadata.get("finalizers"):
-        metadata["finalizers"] = [f for f in metadata["finalizers"] if f != PROTECTION_FINALIZER]
-    return document
-
-
-def forced_document(body: Mapping[str, Any], binding: Binding) -> dict[str, Any]:
-    """The object as read, marked forced: the admission policy then lets an admin delete or
-    reserve it although it is Bound to a CR."""
-    document = _as_read(body)
-    annotations = dict(document["metadata"].get("annotations") or {})
-    annotations[FORCE_ANNOTATION] = printable(
-        f"released by force from {binding.claim} with kubectl takoform release --force"
-    )
-    document["metadata"]["annotations"] = annotations
-    return document
-
-
-def forced_warning(binding: Binding) -> str:
-    return printable(
-        f"Forced: {binding.claim} was Bound to it and still acts on {_what(binding)}; it binds "
-        "it again at its next look unless another CR binds it first."
-    )
-
-
-def _as_read(body: Mapping[str, Any]) -> dict[str, Any]:
-    document = {key: value for key, value in body.items() if key != "status"}
-    metadata = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
-    document["metadata"] = metadata
-    return document
-
-
-def reserved_message(name: str, binding: Binding, claim: ClaimRef) -> str:
-    return printable(
-        f"{BINDING_KIND} {name} reserved for {claim}: only the {binding.identity.line.kind} "
-        f"{claim.name!r} in namespace {claim.namespace!r} may bind {_what(binding)} (phase "
-        f"{binding.phase} kept{_last_owner(binding)})."
-    )
-
-
-def unbound_message(name: str, binding: Binding) -> str:
-    return printable(
-        f"{BINDING_KIND} {name} deleted (it was {binding.phase}{_reserved(binding)}"
-        f"{_last_owner(binding)}): "
-        f"{_what(binding)} is unbound; any namespace granted space {binding.identity.space!r} "
-        f"on host {binding.identity.host!r} may import it."
-    )
-
-
-def _reserved(binding: Binding) -> str:
-    return f", reserved for {binding.claim}" if binding.claim else ""
-
-
-def _last_owner(binding: Binding) -> str:
-    return f", last owner {binding.last_owner}" if binding.last_owner else ""

@@ -17,18 +17,16 @@ from takoform_operator.core import limits
 from takoform_operator.core.codecs import check_value
 from takoform_operator.core.errors import WrongFieldType
 from takoform_operator.core.registry import Registry
-from takoform_operator.generator_crd import (
+from takoform_operator.generate.crd import (
     CATEGORY,
     DEFAULT_CONNECTION_SECRET,
-    GENERATED_NOTE,
     crd_name,
     doc_file,
-    field_schema,
     has_sensitive_outputs,
-    map_key_bounds,
-    merged_fields,
     short_name,
 )
+from takoform_operator.generate.documents import GENERATED_NOTE
+from takoform_operator.generate.fields import field_schema, map_key_bounds, merged_fields
 from takoform_spec.bounds import Bounds
 from takoform_spec.definitions import FieldSpec, FormDefinition
 from takoform_spec.identity import FormLine, FormRef, plural_of

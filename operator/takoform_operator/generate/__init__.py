@@ -1,10 +1,12 @@
 """The generator: Form catalog -> registry data, one CRD per Form line, reference docs.
 
-`render(catalog)` is pure and returns {relative path: file text}; `generate(root, check=...)`
-writes them or, in check mode, reports which committed files a regeneration would change. The
-pieces: generator_crd (the CRDs), generator_docs (docs/forms), generator_tenancy (the three
-cluster-scoped CRDs), generator_argocd (docs/argocd-health.md and the chart's argocd-cm patch),
-generator_flux (the chart's Flux healthCheckExprs).
+`render(catalog)` is pure and returns {relative path: file text}; `differences` says which
+committed files a regeneration would change, `write` writes them (`takoform-operator generate
+[--check]`). The pieces: crd (one CRD per Form line; the schema of its desired fields: fields),
+bounds (the unbounded-node check and the admission policy for what no schema bounds), docs
+(docs/forms), tenancy (the three cluster-scoped CRDs and the TakoformBinding protection), argocd
+(docs/argocd-health.md and the chart's argocd-cm patch), flux (the chart's Flux
+healthCheckExprs), documents (the Kubernetes envelopes and the YAML text they share).
 """
 
 from __future__ import annotations
@@ -12,22 +14,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
-
-from takoform_operator import generator_tenancy
 from takoform_operator.core.registry import Registry
-from takoform_operator.generator_crd import (
+from takoform_operator.generate import argocd, flux, tenancy
+from takoform_operator.generate.bounds import (
     BOUNDS_POLICY_FILE,
-    GENERATED_NOTE,
     bounds_policy,
     check_bounded,
-    crd_file,
-    crd_text,
-    doc_file,
-    render_crd,
     union_key_rules,
 )
-from takoform_operator.generator_docs import render_doc, render_index
+from takoform_operator.generate.crd import crd_file, doc_file, render_crd
+from takoform_operator.generate.docs import render_doc, render_index
+from takoform_operator.generate.documents import GENERATED_NOTE, crd_text, policy_text
 from takoform_operator.registry_data import registry_document
 from takoform_spec.catalog import Catalog
 from takoform_spec.definitions import FormDefinition
@@ -57,51 +54,28 @@ def render(catalog: Catalog, *, with_chart: bool, argocd_lua: str | None = None)
         + "\n",
         f"{DOCS_DIR}/README.md": render_index(lines, registry, catalog.bounds),
     }
+    # The files of crds/, which the chart's crds/ holds too.
+    crds: dict[str, str] = {}
     key_rules = []
     for line, definitions in lines.items():
         key_rules += union_key_rules(line, definitions, catalog.bounds)
-        crd = render_crd(line, definitions, registry, catalog.bounds)
-        files[f"{CRD_DIR}/{crd_file(line)}"] = crd
-        if with_chart:
-            files[f"{CHART_CRD_DIR}/{crd_file(line)}"] = crd
+        crds[crd_file(line)] = render_crd(line, definitions, registry, catalog.bounds)
         files[f"{DOCS_DIR}/{doc_file(line)}"] = render_doc(
             line, definitions, registry, catalog.bounds
         )
-    for policy in (
-        generator_tenancy.host_crd(),
-        generator_tenancy.grant_crd(),
-        generator_tenancy.binding_crd(),
-    ):
-        name = f"{policy['metadata']['name']}.yaml"
-        text = crd_text(check_bounded(policy))
-        files[f"{CRD_DIR}/{name}"] = text
-        if with_chart:
-            files[f"{CHART_CRD_DIR}/{name}"] = text
-    protection = f"# {GENERATED_NOTE}.\n# Regenerate with `make generate`.\n" + yaml.safe_dump_all(
-        generator_tenancy.binding_protection(), sort_keys=False, width=100
-    )
-    files[f"{CRD_DIR}/{generator_tenancy.PROTECTION_FILE}"] = protection
-    if with_chart:
-        files[f"{CHART_CRD_DIR}/{generator_tenancy.PROTECTION_FILE}"] = protection
+    for policy in (tenancy.host_crd(), tenancy.grant_crd(), tenancy.binding_crd()):
+        crds[f"{policy['metadata']['name']}.yaml"] = crd_text(check_bounded(policy))
+    crds[tenancy.PROTECTION_FILE] = policy_text(tenancy.binding_protection())
     if key_rules:
-        bounds = f"# {GENERATED_NOTE}.\n# Regenerate with `make generate`.\n" + yaml.safe_dump_all(
-            bounds_policy(key_rules), sort_keys=False, width=100
-        )
-        files[f"{CRD_DIR}/{BOUNDS_POLICY_FILE}"] = bounds
-        if with_chart:
-            files[f"{CHART_CRD_DIR}/{BOUNDS_POLICY_FILE}"] = bounds
+        crds[BOUNDS_POLICY_FILE] = policy_text(bounds_policy(key_rules))
+    for directory in [CRD_DIR, *([CHART_CRD_DIR] if with_chart else [])]:
+        files.update({f"{directory}/{name}": text for name, text in crds.items()})
     if argocd_lua is not None:
-        from takoform_operator import generator_argocd
-
-        files[generator_argocd.DOC_PATH] = generator_argocd.render_doc(lines, GENERATED_NOTE)
+        files[argocd.DOC_PATH] = argocd.render_doc(lines, GENERATED_NOTE)
         if with_chart:
-            files[generator_argocd.CM_PATCH_PATH] = generator_argocd.render_cm_patch(
-                lines, argocd_lua, GENERATED_NOTE
-            )
+            files[argocd.CM_PATCH_PATH] = argocd.render_cm_patch(lines, argocd_lua, GENERATED_NOTE)
     if with_chart:
-        from takoform_operator import generator_flux
-
-        files[generator_flux.EXPRS_PATH] = generator_flux.render_exprs(lines, GENERATED_NOTE)
+        files[flux.EXPRS_PATH] = flux.render_exprs(lines, GENERATED_NOTE)
     return files
 
 

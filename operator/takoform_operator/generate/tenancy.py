@@ -11,6 +11,7 @@ a CR it is protected by an admission policy shipped beside the CRDs (`binding_pr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from takoform_operator.core import limits
@@ -21,8 +22,8 @@ from takoform_operator.core.binding import (
     GUARDIAN_ANNOTATION,
     Phase,
 )
+from takoform_operator.core.state import DEFAULT_HOST
 from takoform_operator.core.tenancy import (
-    DEFAULT_HOST,
     GRANT_KIND,
     GRANT_PLURAL,
     GROUP,
@@ -31,12 +32,14 @@ from takoform_operator.core.tenancy import (
     TOO_BROAD,
     VERSION,
 )
-from takoform_operator.generator_crd import (
+from takoform_operator.generate.crd import (
     DEFINITION_VERSION_PATTERN,
     conditions_schema,
-    key_rule,
+    enum_schema,
     space_schema,
 )
+from takoform_operator.generate.documents import admission_policy, crd_document
+from takoform_operator.generate.fields import key_rule
 
 _STRING: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": limits.NAME_MAX_LENGTH}
 #: A host URL; label keys (a 253-character prefix, "/", a 63-character name) and values.
@@ -170,7 +173,6 @@ def host_crd() -> dict[str, Any]:
         {"name": "Default", "type": "boolean", "jsonPath": ".spec.default"},
         {"name": "Ready", "type": "string", "jsonPath": ready + ".status"},
         {"name": "Reason", "type": "string", "jsonPath": ready + ".reason"},
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
     return _crd(
         HOST_KIND,
@@ -190,11 +192,7 @@ def grant_crd() -> dict[str, Any]:
         "required": ["key", "operator"],
         "properties": {
             "key": {**_STRING, "maxLength": _LABEL_KEY_MAX},
-            "operator": {
-                "type": "string",
-                "enum": ["In", "NotIn", "Exists", "DoesNotExist"],
-                "maxLength": 12,
-            },
+            "operator": enum_schema(["In", "NotIn", "Exists", "DoesNotExist"]),
             "values": {
                 "type": "array",
                 "maxItems": _GRANT_MAX_ITEMS,
@@ -281,7 +279,6 @@ def grant_crd() -> dict[str, Any]:
             "type": "string",
             "jsonPath": f'.status.conditions[?(@.type=="{TOO_BROAD}")].status',
         },
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
     return _crd(
         GRANT_KIND,
@@ -426,17 +423,15 @@ def binding_crd() -> dict[str, Any]:
             "resourceName": _immutable(
                 _bounded(253, "Host resource name.", _RESOURCE_NAME), "resourceName"
             ),
-            "phase": {
-                "type": "string",
-                "enum": [str(phase) for phase in Phase],
-                "maxLength": max(len(phase) for phase in Phase),
-                "default": str(Phase.BOUND),
-                "description": "Bound: claimRef owns the resource (without a uid: only the CR of "
+            "phase": enum_schema(
+                Phase,
+                default=str(Phase.BOUND),
+                description="Bound: claimRef owns the resource (without a uid: only the CR of "
                 "that namespace and name may bind it). Released: the owner let go "
                 "(deletionPolicy Orphan). Lost: the owner went without releasing. Who may bind it "
                 "next: docs/tenancy.md; deleting it (kubectl takoform release) unbinds the "
                 "resource.",
-            },
+            ),
             "claimRef": _cr_ref(
                 "Bound: the owner CR (without uid: an admin's pre-binding to that namespace and "
                 "name). Released/Lost: the only CR that may bind next, or absent."
@@ -455,15 +450,11 @@ def binding_crd() -> dict[str, Any]:
         {"name": "Resource", "type": "string", "jsonPath": ".spec.resourceName"},
         {"name": "Namespace", "type": "string", "jsonPath": ".spec.claimRef.namespace"},
         {"name": "Claim", "type": "string", "jsonPath": ".spec.claimRef.name"},
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-        {
-            "name": "Last-Owner-Namespace",
-            "type": "string",
-            "jsonPath": ".spec.lastOwner.namespace",
-            "priority": 1,
-        },
-        {"name": "Last-Owner", "type": "string", "jsonPath": ".spec.lastOwner.name", "priority": 1},
-        {"name": "UID", "type": "string", "jsonPath": ".spec.uid", "priority": 1},
+    ]
+    wide = [
+        {"name": "Last-Owner-Namespace", "type": "string", "jsonPath": ".spec.lastOwner.namespace"},
+        {"name": "Last-Owner", "type": "string", "jsonPath": ".spec.lastOwner.name"},
+        {"name": "UID", "type": "string", "jsonPath": ".spec.uid"},
     ]
     return _crd(
         BINDING_KIND,
@@ -475,6 +466,7 @@ def binding_crd() -> dict[str, Any]:
         spec,
         None,
         columns,
+        wide,
     )
 
 
@@ -486,7 +478,10 @@ def _crd(
     spec: dict[str, Any],
     status: dict[str, Any] | None,
     columns: list[dict[str, Any]],
+    wide: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
+    """A cluster-scoped CRD of GROUP. kubectl shows `columns`, then Age; with -o wide also
+    `wide`."""
     properties: dict[str, Any] = {
         "apiVersion": {"type": "string", "maxLength": _API_VERSION_MAX},
         "kind": {"type": "string", "maxLength": _KIND_MAX},
@@ -497,7 +492,11 @@ def _crd(
     if status is not None:
         properties["status"] = status
         version["subresources"] = {"status": {}}
-    version["additionalPrinterColumns"] = columns
+    version["additionalPrinterColumns"] = [
+        *columns,
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        *({**column, "priority": 1} for column in wide),
+    ]
     version["schema"] = {
         "openAPIV3Schema": {
             "type": "object",
@@ -506,26 +505,9 @@ def _crd(
             "properties": properties,
         }
     }
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": f"{plural}.{GROUP}",
-            "labels": {"app.kubernetes.io/part-of": "takoform-operator"},
-        },
-        "spec": {
-            "group": GROUP,
-            "scope": "Cluster",
-            "names": {
-                "kind": kind,
-                "listKind": f"{kind}List",
-                "plural": plural,
-                "singular": kind.lower(),
-                "shortNames": [short],
-            },
-            "versions": [version],
-        },
-    }
+    return crd_document(
+        group=GROUP, scope="Cluster", kind=kind, plural=plural, short_name=short, versions=[version]
+    )
 
 
 #: The file beside the CRDs that protects Bound TakoformBindings (crds/ and the chart's crds/).
@@ -550,11 +532,9 @@ def binding_protection() -> list[dict[str, Any]]:
         "(another CR may then bind the resource while that CR still acts on it): kubectl "
         f"takoform release ' + {old}.metadata.name + ' --force'"
     )
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "takoform-operator"}},
-        "spec": {
+    return admission_policy(
+        name,
+        {
             "failurePolicy": "Fail",
             "matchConstraints": {
                 "resourceRules": [
@@ -601,11 +581,4 @@ def binding_protection() -> list[dict[str, Any]]:
                 },
             ],
         },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "takoform-operator"}},
-        "spec": {"policyName": name, "validationActions": ["Deny"]},
-    }
-    return [policy, binding]
+    )
