@@ -1,8 +1,9 @@
 """pytest fixtures for tests that need the reference host as a real process.
 
 - ``host_factory`` (function): ``host_factory(misbehaviours=(), commit_delay=0.05,
-  retention=3600, packages=(), extra_args=(), tls=None)`` starts a ``takoform-host serve``
-  subprocess on a free loopback port with a fresh database and returns a ``HostProcess``. Every
+  retention=3600, packages=(), extra_args=(), tls=None, spaces=())`` starts a ``takoform-host
+  serve`` subprocess on a free loopback port with a fresh database, creates `spaces` on it
+  (e.g. ``spaces=["team-a"]``) and returns a ``HostProcess``. Every
   host it started is stopped at teardown; when the test failed, the host's log tail is printed.
 - ``reference_host`` (session): one shared conforming host (commit delay 0.05 s). Tests must not
   change its misbehaviours or faults: use ``host_factory`` for that.
@@ -44,6 +45,7 @@ def host_factory(
         packages: Sequence[Path | str] = (),
         extra_args: Sequence[str] = (),
         tls: HostTls | None = None,
+        spaces: Sequence[str] = (),
     ) -> HostProcess:
         host = HostProcess(
             tmp_path_factory.mktemp("host"),
@@ -56,6 +58,9 @@ def host_factory(
         )
         started.append(host)
         host.start()
+        with host.api() as api:
+            for space in spaces:
+                api.put(f"/v1alpha3/spaces/{space}").raise_for_status()
         return host
 
     yield factory
