@@ -33,6 +33,7 @@ import yaml
 from fixtures_helm import CHART
 from fixtures_kube import KubeCluster, drop_namespace, localcluster, wait_until
 from loopback import sockets_of
+from manifests import bucket
 from operator_process import Operator, operator_process, serving
 from processes import free_port
 from tenancy import granted
@@ -382,21 +383,6 @@ def _ready(url: str) -> bool:
 # -- the test ------------------------------------------------------------------------------------
 
 
-def _bucket(name: str) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "storage.takoform.io/v1",
-            "kind": "Bucket",
-            "metadata": {"name": name},
-            "spec": {
-                "space": "team-a",
-                "deletionPolicy": "Delete",
-                "parameters": {"region": "eu-west-1", "sizeGiB": 10},
-            },
-        }
-    )
-
-
 def _bucket_condition(kube: KubeCluster, namespace: str, name: str, kind: str) -> bool:
     found = kube.kubectl("get", "bucket", name, "-o", "json", namespace=namespace, check=False)
     if found.returncode != 0:
@@ -574,7 +560,7 @@ def _assert_blocked_series_names_the_cr(
     Blocked series, as scraped, names `crs` and the Bucket; without honor_labels it names the
     operator's namespace. (The Blocked alert itself reads the CR through kube-state-metrics:
     tests/e2e/test_alerts_from_crs.py.)"""
-    kube.apply(_bucket("watched"), namespace=crs)
+    kube.apply(bucket("watched"), namespace=crs)
     wait_until(lambda: _bucket_condition(kube, crs, "watched", "Ready"), "Bucket watched Ready", 90)
     query = 'takoform_resource_blocked{name="watched"} == 1'
     assert prom.series(query) == []
