@@ -41,12 +41,8 @@ LOOKS = 3  # reconciles with the switch on: a protocol error must hold on every 
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
-    started = HostProcess(tmp_path_factory.mktemp("hostile-host"), commit_delay=0.02)
-    started.start()
-    try:
+    with HostProcess(tmp_path_factory.mktemp("hostile-host"), commit_delay=0.02) as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture
