@@ -15,6 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import builders
 import pytest
 from processes import HostProcess
 
@@ -58,14 +59,7 @@ async def client(host: HostProcess) -> AsyncIterator[HostClient]:
 
 def desired(line: FormLine, spec: dict[str, Any]) -> Desired:
     name = f"{line.kind.lower()}-{uuid.uuid4().hex[:8]}"
-    return Desired(
-        cr_uid=f"cr-{uuid.uuid4()}",
-        cr_generation=1,
-        line=line,
-        space=SPACE,
-        name=name,
-        parameters=spec,
-    )
+    return builders.desired(cr_uid=f"cr-{uuid.uuid4()}", line=line, name=name, parameters=spec)
 
 
 def admin_target(cr: SimulatedCr) -> dict[str, str]:
