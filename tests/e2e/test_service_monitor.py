@@ -493,16 +493,16 @@ def _assert_blocked_series_names_the_cr(
 
     expected = {"namespace": crs, "name": "watched", "kind": "Bucket", "reason": "UidMismatch"}
     t0 = time.monotonic()
-    series = wait_for(lambda: blocked(prom), "the Blocked series scraped", timeout=60)
+    scraped = wait_for(lambda: blocked(prom), "the Blocked series scraped", timeout=60)
     print(f"Blocked series scraped {time.monotonic() - t0:.1f}s after the recreate")
-    assert [{k: s.get(k) for k in expected} for s in series] == [expected], (
+    assert [{k: s.get(k) for k in expected} for s in scraped] == [expected], (
         "the series names the CR's namespace, not the operator's"
     )
-    assert "exported_namespace" not in series[0]
+    assert "exported_namespace" not in scraped[0]
 
     # The same job without honor_labels: the target's namespace overwrites the series' own.
-    series = wait_for(lambda: blocked(control), "the control's Blocked series", timeout=60)
-    assert [(s["namespace"], s["exported_namespace"]) for s in series] == [
+    scraped = wait_for(lambda: blocked(control), "the control's Blocked series", timeout=60)
+    assert [(s["namespace"], s["exported_namespace"]) for s in scraped] == [
         (operator_namespace, crs)
     ]
 
