@@ -24,12 +24,8 @@ pytestmark = pytest.mark.host
 
 @pytest.fixture(scope="module")
 def misbehaving_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
-    host = HostProcess(tmp_path_factory.mktemp("misbehaving-host"), commit_delay=0.02)
-    host.start()
-    try:
+    with HostProcess(tmp_path_factory.mktemp("misbehaving-host"), commit_delay=0.02) as host:
         yield host
-    finally:
-        host.stop()
 
 
 def test_every_switch_of_the_host_has_a_check(misbehaving_host: HostProcess) -> None:

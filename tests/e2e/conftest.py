@@ -4,7 +4,8 @@ one namespace, the reference host as a real process, a real kube-apiserver."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +62,18 @@ def operator(
         except BaseException:
             print(running.log_tail())
             raise
+
+
+@pytest.fixture
+def policy(kube_cluster: KubeCluster) -> Iterator[Callable[[str], None]]:
+    """Apply cluster-scoped TakoformHosts/TakoformSpaceGrants; all removed afterwards."""
+    applied: list[tuple[str, str]] = []
+
+    def apply(manifest: str) -> None:
+        doc = json.loads(manifest)
+        kube_cluster.apply(manifest)
+        applied.append((doc["kind"].lower(), doc["metadata"]["name"]))
+
+    yield apply
+    for kind, name in applied:
+        kube_cluster.kubectl("delete", kind, name, "--wait=false", check=False)

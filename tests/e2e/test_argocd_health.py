@@ -18,6 +18,7 @@ import waiting
 from argocd import health
 from fixtures_kube import REPO, KubeCluster, drop_namespace
 from flux import flux_status
+from manifests import bucket
 
 from takoform_operator.generate.argocd import CM_PATCH_PATH, DOC_PATH, LUA_PATH, health_key
 from takoform_operator.registry_data import load_registry
@@ -98,21 +99,6 @@ def test_the_patch_replaces_an_older_script(kube_cluster: KubeCluster, kube_name
 # -- both health checks on CRs the real operator wrote -------------------------------------------
 
 
-def _bucket(name: str, size: int = 10, space: str = "team-a", **spec: Any) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "storage.takoform.io/v1",
-            "kind": "Bucket",
-            "metadata": {"name": name},
-            "spec": {
-                "space": space,
-                "parameters": {"region": "eu-west-1", "sizeGiB": size},
-                **spec,
-            },
-        }
-    )
-
-
 def _condition(body: dict[str, Any], kind: str) -> dict[str, Any]:
     conditions = (body.get("status") or {}).get("conditions") or []
     return next((c for c in conditions if c["type"] == kind), {})
@@ -178,7 +164,7 @@ def test_real_statuses_as_argo_cd_and_flux_see_them(
     unwatched = f"{namespace}-idle"[:63]
     kube_cluster.kubectl("create", "namespace", unwatched)
     try:
-        kube_cluster.apply(_bucket("idle"), namespace=unwatched)
+        kube_cluster.apply(bucket("idle"), namespace=unwatched)
         capture("no status yet", "idle", lambda body: "metadata" in body, ns=unwatched)
         assert "status" not in samples["no status yet"]
     finally:
@@ -186,7 +172,7 @@ def test_real_statuses_as_argo_cd_and_flux_see_them(
 
     # The host holds every operation running: a create the host accepted, not finished.
     host.set_faults(stuckOperations=True)
-    kube_cluster.apply(_bucket("pending"), namespace=namespace)
+    kube_cluster.apply(bucket("pending"), namespace=namespace)
     # CreatePending until the host accepted it, OperationRunning from the next look on.
     capture(
         "creating", "pending", _holds("Reconciling", reason=("CreatePending", "OperationRunning"))
@@ -195,8 +181,8 @@ def test_real_statuses_as_argo_cd_and_flux_see_them(
     host.set_faults(stuckOperations=False)
 
     for name in ("ready", "watched", "recreated"):
-        kube_cluster.apply(_bucket(name), namespace=namespace)
-    kube_cluster.apply(_bucket("elsewhere", space="team-z"), namespace=namespace)
+        kube_cluster.apply(bucket(name), namespace=namespace)
+    kube_cluster.apply(bucket("elsewhere", space="team-z"), namespace=namespace)
     for name in ("pending", "ready", "watched", "recreated"):
         capture("ready", name, _holds("Ready"))
     capture("blocked (space not granted)", "elsewhere", _holds("Blocked", reason="SpaceNotGranted"))
@@ -205,7 +191,7 @@ def test_real_statuses_as_argo_cd_and_flux_see_them(
     # failing create's retries): Degraded, retried with back-off. One failure alone would let the
     # first retry turn it Ready before a slow poll saw it.
     host.set_faults(failNextOperations=1000)
-    kube_cluster.apply(_bucket("failing"), namespace=namespace)
+    kube_cluster.apply(bucket("failing"), namespace=namespace)
     capture("degraded (operation failed)", "failing", _holds("Degraded", reason="OperationFailed"))
     host.set_faults(failNextOperations=0)
 

@@ -5,11 +5,14 @@ Each team runs in a namespace of its own, served by one operator process for bot
 per namespace (`--namespace`): two namespace shards, which no in-memory ranking could arbitrate
 between.
 
-- Squatting: an older CR in a namespace without a grant never blocks the granted namespace.
 - Hand-off: a CR released with deletionPolicy Orphan goes to an import of its own namespace,
   never to another namespace's import that was waiting for it.
 - Two imports of one unbound resource, and two creates of one name, from two namespaces at the
   same instant: exactly one owner, and nothing sent by the other.
+
+That a CR of a namespace without a grant writes no binding, and so never keeps a granted CR from
+its name, is a rule of the core: tests/unit/test_tenancy.py, and the model's regression
+test_a_cr_without_a_grant_never_keeps_a_granted_cr_from_its_name.
 """
 
 from __future__ import annotations
@@ -173,21 +176,6 @@ def teams(
     finally:
         made.close()
         drop_namespace(kube_cluster, other)
-
-
-def test_a_namespace_without_a_grant_cannot_squat_a_name(teams: Teams) -> None:
-    granted, squatter = teams.namespaces
-    teams.grant(granted)
-    teams.start(one_process=True)  # it sees both CRs
-    teams.apply(squatter, bucket("logs"))  # the older CR, in a namespace with no grant
-    teams.wait_blocked(squatter, "logs", "SpaceNotGranted")
-    assert binding_of(teams.cluster, "Bucket", "logs") is None, "no grant, no binding"
-    teams.apply(granted, bucket("logs"))
-    teams.wait_ready(granted, "logs")
-    claim = teams.binding("logs")["spec"]["claimRef"]
-    assert claim["namespace"] == granted and claim["name"] == "logs"
-    assert teams.blocked(squatter, "logs")["reason"] == "SpaceNotGranted"
-    assert teams.mutations() == [("create", "logs")]
 
 
 def test_a_released_resource_goes_to_its_own_namespace_not_to_a_waiting_import(

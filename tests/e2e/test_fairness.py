@@ -5,12 +5,11 @@ the capped back-off (TAKOFORM_BACKOFF_CAP_SECONDS), one request per look, never 
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
@@ -20,34 +19,14 @@ import pytest
 from fixtures_host import HostProcess
 from fixtures_kube import KubeCluster, wait_until
 from manifests import bucket
-from operator_process import condition_of, cr_status, is_ready, operator_process
+from operator_process import condition_of, cr_status, is_ready, policy_operator
 from tenancy import grant_manifest, host_manifest, token_secret
 
-pytestmark = pytest.mark.kube
+pytestmark = [pytest.mark.kube, pytest.mark.usefixtures("kube_crds")]
 
 CAP = 3.0  # the back-off cap: a Retry-After of 120 s is honoured for this long
 BUSY = 8  # throttled CRs: four times the slots
 LABEL = "takoform.io/test"
-
-
-@pytest.fixture
-def policy(kube_cluster: KubeCluster) -> Iterator[Callable[[str], None]]:
-    applied: list[tuple[str, str]] = []
-
-    def apply(manifest: str) -> None:
-        doc = json.loads(manifest)
-        kube_cluster.apply(manifest)
-        applied.append((doc["kind"].lower(), doc["metadata"]["name"]))
-
-    yield apply
-    for kind, name in applied:
-        kube_cluster.kubectl("delete", kind, name, "--wait=false", check=False)
-
-
-def labelled(manifest: str, run: str) -> str:
-    doc = json.loads(manifest)
-    doc["metadata"]["labels"] = {LABEL: run}
-    return json.dumps(doc)
 
 
 def requests_by_name(host: HostProcess, names: set[str]) -> dict[str, list[float]]:
@@ -70,7 +49,6 @@ def requests_by_name(host: HostProcess, names: set[str]) -> dict[str, list[float
 
 def test_a_host_answering_429_retry_after_holds_no_slot_and_its_crs_back_off_capped(
     kube_cluster: KubeCluster,
-    kube_crds: list[Any],
     kube_namespace: str,
     namespaces: Callable[[str], str],
     policy: Callable[[str], None],
@@ -78,11 +56,10 @@ def test_a_host_answering_429_retry_after_holds_no_slot_and_its_crs_back_off_cap
     tmp_path: Path,
 ) -> None:
     ops, busy, quiet = kube_namespace, namespaces("busy"), namespaces("quiet")
-    throttled, healthy = host_factory(extra_args=("--access-log",)), host_factory()
+    throttled = host_factory(extra_args=("--access-log",), spaces=["team-a"])
+    healthy = host_factory(spaces=["team-a"])
     run = uuid.uuid4().hex[:8]
     for role, host, namespace in (("throttled", throttled, busy), ("healthy", healthy, quiet)):
-        with host.api() as api:
-            api.put("/v1alpha3/spaces/team-a").raise_for_status()
         token_secret(kube_cluster, ops, f"{role}-token", host.token, {f"{role}-{run}": host.url})
         policy(host_manifest(f"{role}-{run}", host.url, f"{role}-token"))
         policy(grant_manifest(f"{namespace}-{role}", f"{role}-{run}", ["team-a"], [namespace]))
@@ -90,15 +67,11 @@ def test_a_host_answering_429_retry_after_holds_no_slot_and_its_crs_back_off_cap
 
     log = tmp_path / "operator.log"
     names = {f"busy-{i}" for i in range(BUSY)}
-    with operator_process(
+    with policy_operator(
         kube_cluster.kubeconfig,
-        None,
-        None,  # every namespace, this test's CRs only (the shard selector)
+        ops,
         log,
-        METRICS_PORT="0",
-        OPERATOR_NAMESPACE=ops,
-        IMPLICIT_HOST="false",
-        SHARD_SELECTOR=f"{LABEL}={run}",
+        SHARD_SELECTOR=f"{LABEL}={run}",  # every namespace, this test's CRs only
         # Two slots, both of which the throttled host may hold: only not sleeping on its
         # Retry-After inside a slot leaves one for the other host.
         MAX_CONCURRENT_RECONCILES="2",
@@ -106,61 +79,54 @@ def test_a_host_answering_429_retry_after_holds_no_slot_and_its_crs_back_off_cap
         BACKOFF_BASE_SECONDS="1",
         BACKOFF_CAP_SECONDS=str(CAP),
     ) as process:
-        try:
-            for name in sorted(names):
-                manifest = bucket(name, space="team-a", hostRef=f"throttled-{run}")
-                kube_cluster.apply(labelled(manifest, run), namespace=busy)
+        for name in sorted(names):
+            manifest = bucket(name, labels={LABEL: run}, hostRef=f"throttled-{run}")
+            kube_cluster.apply(manifest, namespace=busy)
+        wait_until(
+            lambda: len(requests_by_name(throttled, names)) == BUSY,
+            "every throttled CR to have asked the host once",
+            timeout=60,
+        )
+        started = time.monotonic()
+        kube_cluster.apply(
+            bucket("quiet", labels={LABEL: run}, hostRef=f"healthy-{run}"), namespace=quiet
+        )
+        wait_until(lambda: is_ready(kube_cluster, quiet, "quiet"), "the quiet CR Ready")
+        to_ready = time.monotonic() - started
+        print(f"quiet CR Ready {to_ready:.1f} s after it was created")
+        # Held slots would keep it waiting for the Retry-After (120 s) at least.
+        assert to_ready < 30
+
+        # Each throttled CR is looked at again and again, CAP seconds apart (not 120 s, and
+        # not sooner: no retry of the read within a look, which would sit in the slot).
+        # Counted from now: at start-up the first listing of hosts, grants and namespaces
+        # may wake every CR once, which is not a retry.
+        since = time.time()
+
+        def looks() -> dict[str, list[float]]:
+            found = requests_by_name(throttled, names)
+            return {name: [t for t in times if t >= since] for name, times in found.items()}
+
+        wait_until(
+            lambda: all(len(t) >= 3 for t in looks().values()),
+            "three more looks at each throttled CR",
+            timeout=60,
+        )
+        gaps = [later - earlier for times in looks().values() for earlier, later in pairwise(times)]
+        print(f"gaps between looks at a throttled CR: {min(gaps):.2f}-{max(gaps):.2f} s")
+        assert min(gaps) >= CAP - 0.1, gaps
+        assert max(gaps) < 120 / 4, gaps
+        degraded = condition_of(cr_status(kube_cluster, busy, "busy-0"), "Degraded")
+        assert (degraded.get("status"), degraded.get("reason")) == ("True", "HostUnavailable")
+        assert "429" in degraded.get("message", ""), degraded
+
+        # The host stops throttling: every throttled CR becomes Ready within a back-off.
+        throttled.set_faults(throttleRetryAfterSeconds=0)
+        for name in sorted(names):
             wait_until(
-                lambda: len(requests_by_name(throttled, names)) == BUSY,
-                "every throttled CR to have asked the host once",
+                lambda n=name: is_ready(kube_cluster, busy, n),  # type: ignore[misc]
+                f"{name} Ready once the host answers",
                 timeout=60,
             )
-            started = time.monotonic()
-            kube_cluster.apply(
-                labelled(bucket("quiet", space="team-a", hostRef=f"healthy-{run}"), run),
-                namespace=quiet,
-            )
-            wait_until(lambda: is_ready(kube_cluster, quiet, "quiet"), "the quiet CR Ready")
-            to_ready = time.monotonic() - started
-            print(f"quiet CR Ready {to_ready:.1f} s after it was created")
-            # Held slots would keep it waiting for the Retry-After (120 s) at least.
-            assert to_ready < 30
-
-            # Each throttled CR is looked at again and again, CAP seconds apart (not 120 s, and
-            # not sooner: no retry of the read within a look, which would sit in the slot).
-            # Counted from now: at start-up the first listing of hosts, grants and namespaces
-            # may wake every CR once, which is not a retry.
-            since = time.time()
-
-            def looks() -> dict[str, list[float]]:
-                found = requests_by_name(throttled, names)
-                return {name: [t for t in times if t >= since] for name, times in found.items()}
-
-            wait_until(
-                lambda: all(len(t) >= 3 for t in looks().values()),
-                "three more looks at each throttled CR",
-                timeout=60,
-            )
-            gaps = [
-                later - earlier for times in looks().values() for earlier, later in pairwise(times)
-            ]
-            print(f"gaps between looks at a throttled CR: {min(gaps):.2f}-{max(gaps):.2f} s")
-            assert min(gaps) >= CAP - 0.1, gaps
-            assert max(gaps) < 120 / 4, gaps
-            degraded = condition_of(cr_status(kube_cluster, busy, "busy-0"), "Degraded")
-            assert (degraded.get("status"), degraded.get("reason")) == ("True", "HostUnavailable")
-            assert "429" in degraded.get("message", ""), degraded
-
-            # The host stops throttling: every throttled CR becomes Ready within a back-off.
-            throttled.set_faults(throttleRetryAfterSeconds=0)
-            for name in sorted(names):
-                wait_until(
-                    lambda n=name: is_ready(kube_cluster, busy, n),  # type: ignore[misc]
-                    f"{name} Ready once the host answers",
-                    timeout=60,
-                )
-            assert process.poll() is None
-            assert "Traceback" not in log.read_text(errors="replace")
-        except BaseException:
-            print(log.read_text(errors="replace")[-6000:])
-            raise
+        assert process.poll() is None
+        assert "Traceback" not in log.read_text(errors="replace")

@@ -6,10 +6,9 @@ its own looks, none of them refused, once the operator budgets each namespace's 
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,35 +16,15 @@ import pytest
 from fixtures_host import HostProcess
 from fixtures_kube import KubeCluster, wait_until
 from manifests import bucket
-from operator_process import is_ready, operator_process
+from operator_process import is_ready, policy_operator
 from tenancy import grant_manifest, host_manifest, token_secret
 
-pytestmark = pytest.mark.kube
+pytestmark = [pytest.mark.kube, pytest.mark.usefixtures("kube_crds")]
 
 HOST_RATE = 6  # requests/s the host takes; 429 above
 BUDGET = 4  # requests/s the operator budgets for the host, shared by namespace
 BUSY = 40
 LABEL = "takoform.io/test"
-
-
-@pytest.fixture
-def policy(kube_cluster: KubeCluster) -> Iterator[Callable[[str], None]]:
-    applied: list[tuple[str, str]] = []
-
-    def apply(manifest: str) -> None:
-        doc = json.loads(manifest)
-        kube_cluster.apply(manifest)
-        applied.append((doc["kind"].lower(), doc["metadata"]["name"]))
-
-    yield apply
-    for kind, name in applied:
-        kube_cluster.kubectl("delete", kind, name, "--wait=false", check=False)
-
-
-def labelled(manifest: str, run: str) -> str:
-    doc = json.loads(manifest)
-    doc["metadata"]["labels"] = {LABEL: run}
-    return json.dumps(doc)
 
 
 def answered(host: HostProcess, code: int) -> int:
@@ -56,7 +35,6 @@ def answered(host: HostProcess, code: int) -> int:
 
 def test_a_quiet_namespace_is_served_beside_a_busy_one_on_a_rate_limited_host(
     kube_cluster: KubeCluster,
-    kube_crds: list[Any],
     kube_namespace: str,
     namespaces: Callable[[str], str],
     policy: Callable[[str], None],
@@ -64,9 +42,7 @@ def test_a_quiet_namespace_is_served_beside_a_busy_one_on_a_rate_limited_host(
     tmp_path: Path,
 ) -> None:
     ops, busy, quiet = kube_namespace, namespaces("busy"), namespaces("quiet")
-    host = host_factory(extra_args=("--access-log",))
-    with host.api() as api:
-        api.put("/v1alpha3/spaces/team-a").raise_for_status()
+    host = host_factory(extra_args=("--access-log",), spaces=["team-a"])
     run = uuid.uuid4().hex[:8]
     name = f"limited-{run}"
     token_secret(kube_cluster, ops, "limited-token", host.token, {name: host.url})
@@ -76,48 +52,38 @@ def test_a_quiet_namespace_is_served_beside_a_busy_one_on_a_rate_limited_host(
     host.set_faults(rateLimitPerSecond=HOST_RATE)
 
     log = tmp_path / "operator.log"
-    with operator_process(
+    with policy_operator(
         kube_cluster.kubeconfig,
-        None,
-        None,  # every namespace, this test's CRs only (the shard selector)
+        ops,
         log,
-        METRICS_PORT="0",
-        OPERATOR_NAMESPACE=ops,
-        IMPLICIT_HOST="false",
-        SHARD_SELECTOR=f"{LABEL}={run}",
+        SHARD_SELECTOR=f"{LABEL}={run}",  # every namespace, this test's CRs only
         BACKOFF_BASE_SECONDS="1",
         BACKOFF_CAP_SECONDS="8",
         POLL_PENDING_MAX_SECONDS="2",
         HOST_REQUESTS_PER_SECOND=str(BUDGET),
     ) as process:
-        try:
-            for index in range(BUSY):
-                manifest = bucket(f"busy-{index}", space="team-a", hostRef=name)
-                kube_cluster.apply(labelled(manifest, run), namespace=busy)
-            wait_until(
-                lambda: answered(host, 200) + answered(host, 429) >= 2 * BUSY,
-                "the busy namespace at work",
-                timeout=60,
-            )
-            started = time.monotonic()
-            kube_cluster.apply(
-                labelled(bucket("quiet", space="team-a", hostRef=name), run), namespace=quiet
-            )
-            wait_until(
-                lambda: is_ready(kube_cluster, quiet, "quiet"), "the quiet CR Ready", timeout=120
-            )
-            to_ready = time.monotonic() - started
-            ready = sum(is_ready(kube_cluster, busy, f"busy-{i}") for i in range(BUSY))
-            print(
-                f"budget {BUDGET}/s: quiet CR Ready {to_ready:.1f} s after it was created; host "
-                f"answers 200: {answered(host, 200)}, 429: {answered(host, 429)}; busy Ready "
-                f"{ready}/{BUSY}"
-            )
-            # Without the budget (measured on 2 cores): 88 s, and 974 answers 429 by then.
-            assert to_ready < 20
-            assert answered(host, 429) <= 10
-            assert process.poll() is None
-            assert "Traceback" not in log.read_text(errors="replace")
-        except BaseException:
-            print(log.read_text(errors="replace")[-6000:])
-            raise
+        for index in range(BUSY):
+            manifest = bucket(f"busy-{index}", labels={LABEL: run}, hostRef=name)
+            kube_cluster.apply(manifest, namespace=busy)
+        wait_until(
+            lambda: answered(host, 200) + answered(host, 429) >= 2 * BUSY,
+            "the busy namespace at work",
+            timeout=60,
+        )
+        started = time.monotonic()
+        kube_cluster.apply(bucket("quiet", labels={LABEL: run}, hostRef=name), namespace=quiet)
+        wait_until(
+            lambda: is_ready(kube_cluster, quiet, "quiet"), "the quiet CR Ready", timeout=120
+        )
+        to_ready = time.monotonic() - started
+        ready = sum(is_ready(kube_cluster, busy, f"busy-{i}") for i in range(BUSY))
+        print(
+            f"budget {BUDGET}/s: quiet CR Ready {to_ready:.1f} s after it was created; host "
+            f"answers 200: {answered(host, 200)}, 429: {answered(host, 429)}; busy Ready "
+            f"{ready}/{BUSY}"
+        )
+        # Without the budget (measured on 2 cores): 88 s, and 974 answers 429 by then.
+        assert to_ready < 20
+        assert answered(host, 429) <= 10
+        assert process.poll() is None
+        assert "Traceback" not in log.read_text(errors="replace")

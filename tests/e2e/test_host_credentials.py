@@ -1,8 +1,8 @@
 """What the operator sends to a host, on the real API server against real host processes
 (docs/tenancy.md, "What a TakoformHost can reach"): a token Secret that is not opted in for the
-host at its URL is never sent (a host moved to another URL, or named `default` to take the
-implicit host's Secret, sends nothing there), and a plain http host is refused unless it says
-insecure explicitly, both as a TakoformHost and as the implicit host of the settings."""
+host at its URL is never sent (a host moved to another URL sends nothing there; the rule's
+every case is a row of tests/unit/test_tenancy.py), and a plain http host is refused unless it
+says insecure explicitly, both as a TakoformHost and as the implicit host of the settings."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import pytest
 from fixtures_host import HostProcess
 from fixtures_kube import KubeCluster, wait_until
 from manifests import bucket
-from operator_process import condition_of, cr_status, is_ready, operator_process
+from operator_process import condition_of, cr_status, is_ready, operator_process, policy_operator
 from tenancy import granted, host_manifest, token_secret
 
-pytestmark = pytest.mark.kube
+pytestmark = [pytest.mark.kube, pytest.mark.usefixtures("kube_crds")]
 
 
 def host_requests(host: HostProcess) -> list[str]:
@@ -34,33 +34,18 @@ def host_ready(cluster: KubeCluster, name: str) -> dict[str, Any]:
     return dict(condition_of(found.get("status") or {}, "Ready"))
 
 
-def _operator(cluster: Any, ns: str, log: Any) -> Any:
-    """The operator of `ns` alone, without the implicit host, probing the hosts and reading
-    their token Secrets again every second."""
-    return operator_process(
-        cluster.kubeconfig,
-        None,
-        ns,
-        log,
-        METRICS_PORT="0",
-        OPERATOR_NAMESPACE=ns,
-        IMPLICIT_HOST="false",
-        HOST_STATUS_SECONDS="1",
-        TOKEN_REFRESH_SECONDS="1",
-    )
+#: The hosts probed and their token Secrets read again every second.
+EVERY_SECOND = {"HOST_STATUS_SECONDS": "1", "TOKEN_REFRESH_SECONDS": "1"}
 
 
 def test_a_token_secret_not_opted_in_for_the_host_is_never_sent(
     kube_cluster: KubeCluster,
-    kube_crds: list[Any],
     kube_namespace: str,
     host_factory: Any,
     tmp_path: Path,
 ) -> None:
     ns = kube_namespace
-    host = host_factory(extra_args=("--access-log",))
-    with host.api() as api:
-        api.put("/v1alpha3/spaces/team-a").raise_for_status()
+    host = host_factory(extra_args=("--access-log",), spaces=["team-a"])
     name = f"bare-{uuid.uuid4().hex[:6]}"
     # The Secret exists and holds the right token, but nobody opted it in for this host.
     token_secret(kube_cluster, ns, "some-token", host.token)
@@ -70,7 +55,7 @@ def test_a_token_secret_not_opted_in_for_the_host_is_never_sent(
     try:
         with (
             granted(kube_cluster, ns, ["team-a"], host=name),
-            _operator(kube_cluster, ns, log),
+            policy_operator(kube_cluster.kubeconfig, ns, log, ns, **EVERY_SECOND),
         ):
             kube_cluster.apply(bucket("logs", hostRef=name), namespace=ns)
 
@@ -125,15 +110,13 @@ def probed_twice_more(cluster: KubeCluster, name: str) -> None:
 
 def test_a_credential_follows_its_url_a_host_moved_elsewhere_sends_nothing_there(
     kube_cluster: KubeCluster,
-    kube_crds: list[Any],
     kube_namespace: str,
     host_factory: Any,
     tmp_path: Path,
 ) -> None:
     ns = kube_namespace
-    first, second = (host_factory(extra_args=("--access-log",)) for _ in range(2))
-    with first.api() as api:
-        api.put("/v1alpha3/spaces/team-a").raise_for_status()
+    first = host_factory(extra_args=("--access-log",), spaces=["team-a"])
+    second = host_factory(extra_args=("--access-log",))
     name = f"moving-{uuid.uuid4().hex[:6]}"
     # Opted in by name only, as a Secret of an earlier release is found after the upgrade.
     token_secret(kube_cluster, ns, "moving-token", first.token)
@@ -155,7 +138,7 @@ def test_a_credential_follows_its_url_a_host_moved_elsewhere_sends_nothing_there
     try:
         with (
             granted(kube_cluster, ns, ["team-a"], host=name),
-            _operator(kube_cluster, ns, log),
+            policy_operator(kube_cluster.kubeconfig, ns, log, ns, **EVERY_SECOND),
         ):
             kube_cluster.apply(bucket("logs", hostRef=name), namespace=ns)
             # By name only: bound to no URL, so sent nowhere; the status says what to write.
@@ -225,68 +208,8 @@ def test_a_credential_follows_its_url_a_host_moved_elsewhere_sends_nothing_there
         kube_cluster.kubectl("delete", "takoformhost", name, "--wait=false", check=False)
 
 
-def test_a_takoform_host_named_default_cannot_take_the_implicit_hosts_secret_elsewhere(
-    kube_cluster: KubeCluster,
-    kube_crds: list[Any],
-    kube_namespace: str,
-    host_factory: Any,
-    tmp_path: Path,
-) -> None:
-    ns = kube_namespace
-    implicit, other = (host_factory(extra_args=("--access-log",)) for _ in range(2))
-    with implicit.api() as api:
-        api.put("/v1alpha3/spaces/team-a").raise_for_status()
-    # The implicit host's token Secret, opted in as the chart writes it: host `default` at
-    # TAKOFORM_HOST_URL.
-    token_secret(kube_cluster, ns, "implicit-token", implicit.token, {"default": implicit.url})
-    before = len(host_requests(other))
-    log = tmp_path / "operator.log"
-    try:
-        with (
-            granted(kube_cluster, ns, ["team-a"]),
-            operator_process(
-                kube_cluster.kubeconfig,
-                None,
-                ns,
-                log,
-                METRICS_PORT="0",
-                OPERATOR_NAMESPACE=ns,
-                HOST_URL=implicit.url,
-                HOST_INSECURE="true",
-                HOST_TOKEN_SECRET="implicit-token",
-                HOST_STATUS_SECONDS="1",
-                TOKEN_REFRESH_SECONDS="1",
-            ),
-        ):
-            kube_cluster.apply(bucket("logs"), namespace=ns)
-            wait_until(lambda: is_ready(kube_cluster, ns, "logs"), "the bucket Ready (implicit)")
-            # A TakoformHost named `default` replaces the implicit host; naming its Secret at
-            # another URL gets that Secret nowhere.
-            kube_cluster.apply(host_manifest("default", other.url, "implicit-token"))
-            wait_until(
-                lambda: (
-                    host_ready(kube_cluster, "default").get("reason") == "SecretNotOptedInForUrl"
-                ),
-                "the TakoformHost default refusing the implicit host's Secret",
-            )
-            message = host_ready(kube_cluster, "default")["message"]
-            assert f"at {implicit.url} only, not at its URL {other.url}" in message, message
-            probed_twice_more(kube_cluster, "default")
-            assert host_requests(other)[before:] == [], "the implicit host's token went elsewhere"
-            kube_cluster.kubectl("delete", "takoformhost", "default", "--timeout=60s")
-            kube_cluster.kubectl("delete", "bucket", "logs", "--timeout=60s", namespace=ns)
-        assert host_requests(other)[before:] == []
-        assert implicit.token not in log.read_text(errors="replace")
-    except BaseException:
-        print(log.read_text(errors="replace")[-6000:])
-        raise
-    finally:
-        kube_cluster.kubectl("delete", "takoformhost", "default", "--wait=false", check=False)
-
-
 def test_a_plain_http_host_is_refused_unless_it_says_insecure(
     kube_cluster: KubeCluster,
-    kube_crds: list[Any],
     kube_namespace: str,
     host_factory: Any,
     tmp_path: Path,
@@ -300,9 +223,7 @@ def test_a_plain_http_host_is_refused_unless_it_says_insecure(
         refused.stderr
     )
     # The implicit host of the settings: the operator refuses it, the CR says why.
-    host = host_factory(extra_args=("--access-log",))
-    with host.api() as api:
-        api.put("/v1alpha3/spaces/team-a").raise_for_status()
+    host = host_factory(extra_args=("--access-log",), spaces=["team-a"])
     before = len(host_requests(host))
     log = tmp_path / "operator.log"
     with (

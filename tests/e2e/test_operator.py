@@ -5,7 +5,6 @@ API server and the host."""
 from __future__ import annotations
 
 import json
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,9 @@ import httpx
 import pytest
 from fixtures_helm import render, rule_file
 from fixtures_kube import KubeCluster, wait_until
+from manifests import bucket
 from monitoring import (
+    Process,
     ksm_config,
     ksm_grant,
     kube_state_metrics_binary,
@@ -30,21 +31,6 @@ pytestmark = [pytest.mark.kube, pytest.mark.host]
 BUCKET_110 = "1.1.0"
 
 
-def _bucket(name: str, size: int = 10, policy: str = "Delete") -> str:
-    return json.dumps(
-        {
-            "apiVersion": "storage.takoform.io/v1",
-            "kind": "Bucket",
-            "metadata": {"name": name},
-            "spec": {
-                "space": "team-a",
-                "deletionPolicy": policy,
-                "parameters": {"region": "eu-west-1", "sizeGiB": size},
-            },
-        }
-    )
-
-
 def _host_read(host: Any, name: str, schema_digest: str) -> httpx.Response:
     with host.api() as api:
         return api.get(
@@ -57,7 +43,7 @@ def test_operator_creates_updates_blocks_remedies_and_deletes(
     operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
 ) -> None:
     running, host, namespace = operator
-    kube_cluster.apply(_bucket("logs"), namespace=namespace)
+    kube_cluster.apply(bucket("logs"), namespace=namespace)
 
     def ready() -> bool:
         return is_ready(kube_cluster, namespace, "logs")
@@ -190,7 +176,7 @@ def test_a_cr_gone_without_its_finalize_leaves_no_series(
     """`kubectl delete` then a patch removing the finalizers: the operator never finalizes the
     CR, and still no per-CR series (Blocked, Ready count) outlives it."""
     running, host, namespace = operator
-    kube_cluster.apply(_bucket("gone"), namespace=namespace)
+    kube_cluster.apply(bucket("gone"), namespace=namespace)
     wait_until(lambda: is_ready(kube_cluster, namespace, "gone"), "Bucket gone Ready", timeout=60)
     host.admin(
         "POST",
@@ -216,21 +202,6 @@ def test_a_cr_gone_without_its_finalize_leaves_no_series(
     assert sum(counted.values()) == 0, counted
 
 
-def test_orphan_policy_leaves_the_host_resource(
-    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
-) -> None:
-    _running, host, namespace = operator
-    kube_cluster.apply(_bucket("kept", policy="Orphan"), namespace=namespace)
-    wait_until(
-        lambda: is_ready(kube_cluster, namespace, "kept"),
-        "Bucket kept Ready",
-        timeout=60,
-    )
-    digest = cr_status(kube_cluster, namespace, "kept")["formRef"]["schemaDigest"]
-    kube_cluster.kubectl("delete", "bucket", "kept", "--timeout=60s", namespace=namespace)
-    assert _host_read(host, "kept", digest).status_code == 200
-
-
 FIELD_MANAGER_LEASE = "takoform-e2e-field-manager"
 
 
@@ -244,7 +215,7 @@ def test_every_write_names_the_operator_as_its_field_manager(
     binding (the operator's own HTTP client) and its Lease (the official client) are written by
     `takoform-operator`, never by the name of a client library."""
     _running, _host, namespace = operator
-    kube_cluster.apply(_bucket("named"), namespace=namespace)
+    kube_cluster.apply(bucket("named"), namespace=namespace)
     wait_until(lambda: is_ready(kube_cluster, namespace, "named"), "Bucket named Ready", timeout=60)
 
     def managers(*args: str, namespace: str | None = None) -> dict[str, set[str]]:
@@ -255,9 +226,9 @@ def test_every_write_names_the_operator_as_its_field_manager(
             fields |= set(entry.get("fieldsV1", {})) | {f"sub:{entry.get('subresource', '')}"}
         return by_manager
 
-    bucket = managers("get", "bucket", "named", namespace=namespace)
-    assert "f:metadata" in bucket["takoform-operator"], bucket  # the finalizer
-    assert "sub:status" in bucket["takoform-operator"], bucket
+    cr = managers("get", "bucket", "named", namespace=namespace)
+    assert "f:metadata" in cr["takoform-operator"], cr  # the finalizer
+    assert "sub:status" in cr["takoform-operator"], cr
     bindings = kube_cluster.kubectl_json("get", "takoformbindings")["items"]
     ours = [b for b in bindings if (b["spec"].get("claimRef") or {}).get("namespace") == namespace]
     assert len(ours) == 1, bindings
@@ -280,7 +251,7 @@ def test_a_create_settled_by_the_next_look_costs_one_status_write(
     assert client is not None
     path = f"/apis/storage.takoform.io/v1/namespaces/{namespace}/buckets"
     version = client.get(path).raise_for_status().json()["metadata"]["resourceVersion"]
-    kube_cluster.apply(_bucket("quick"), namespace=namespace)
+    kube_cluster.apply(bucket("quick"), namespace=namespace)
     statuses: list[dict[str, Any]] = []
     params = {
         "watch": "1",
@@ -309,7 +280,7 @@ def prometheus(
     kube_tools: Any,
     kube_cluster: KubeCluster,
     tmp_path: Path,
-) -> Iterator[str]:
+) -> Iterator[Process]:
     """A real Prometheus with the chart's alert rules (durations shortened through the chart's
     values) scraping, every second, the operator and a real kube-state-metrics with the chart's
     CustomResourceStateMetrics (the source of the resource alerts: the CRs)."""
@@ -344,25 +315,13 @@ def prometheus(
         running_kube_state_metrics(ksm, kubeconfig, config, tmp_path, ksm_port),
         running_prometheus(kube_tools.prometheus, tmp_path / "prom", scrape) as prom,
     ):
-        yield prom.url
+        yield prom
 
 
-def _get(url: str) -> Any:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            body = answer.read().decode()
-    except OSError:
-        return None
-    try:
-        return json.loads(body)
-    except ValueError:
-        return body
-
-
-def _alerts(url: str, name: str, namespace: str) -> list[dict[str, Any]]:
+def _alerts(prometheus: Process, name: str, namespace: str) -> list[dict[str, Any]]:
     """The alerts `name` of `namespace`: kube-state-metrics reads every namespace, and earlier
     tests leave Blocked CRs in namespaces still terminating."""
-    found = _get(f"{url}/api/v1/alerts") or {}
+    found = prometheus.get("/api/v1/alerts") or {}
     alerts = found.get("data", {}).get("alerts", []) if isinstance(found, dict) else []
     return [
         a
@@ -372,10 +331,10 @@ def _alerts(url: str, name: str, namespace: str) -> list[dict[str, Any]]:
 
 
 def test_prometheus_fires_and_resolves_the_blocked_alert(
-    operator: tuple[Operator, Any, str], prometheus: str, kube_cluster: KubeCluster
+    operator: tuple[Operator, Any, str], prometheus: Process, kube_cluster: KubeCluster
 ) -> None:
     _running, host, namespace = operator
-    kube_cluster.apply(_bucket("watched"), namespace=namespace)
+    kube_cluster.apply(bucket("watched"), namespace=namespace)
     wait_until(
         lambda: is_ready(kube_cluster, namespace, "watched"),
         "Bucket watched Ready",

@@ -22,6 +22,7 @@ import yaml
 from argocd import health
 from fixtures_host import HostProcess
 from fixtures_kube import KubeCluster, drop_namespace, wait_until
+from manifests import bucket
 from operator_process import condition_of, cr_status, is_ready, operator_process
 from processes import free_port
 from tenancy import granted, host_manifest, token_secret
@@ -313,17 +314,7 @@ def test_blocked_lists_a_blocked_cr_with_the_operators_remedy(
 ) -> None:
     host, env = setup["host"], setup["env"]
     host_create(host, DEFAULT_REF, "taken", {"region": "eu-west-1", "sizeGiB": 1})
-    manifest = {
-        "apiVersion": "storage.takoform.io/v1",
-        "kind": "Bucket",
-        "metadata": {"name": "taken"},
-        "spec": {
-            "space": "team-a",
-            "hostRef": setup["host_name"],
-            "parameters": {"region": "eu-west-1", "sizeGiB": 1},
-        },
-    }
-    kube_cluster.apply(json.dumps(manifest), namespace=kube_namespace)
+    kube_cluster.apply(bucket("taken", 1, hostRef=setup["host_name"]), namespace=kube_namespace)
 
     def blocked() -> dict[str, Any]:
         found = condition_of(cr_status(kube_cluster, kube_namespace, "taken"), "Blocked")
@@ -379,17 +370,7 @@ def test_trace_reads_the_pending_operation_from_the_host(
     # The host commits nothing until released: the create stays running however long this
     # machine takes to start the plugin (a 15 s commit delay was not always enough).
     setup["host"].set_faults(stuckOperations=True)
-    manifest = {
-        "apiVersion": "storage.takoform.io/v1",
-        "kind": "Bucket",
-        "metadata": {"name": "slow"},
-        "spec": {
-            "space": "team-a",
-            "hostRef": setup["host_name"],
-            "parameters": {"region": "eu-west-1", "sizeGiB": 3},
-        },
-    }
-    kube_cluster.apply(json.dumps(manifest), namespace=kube_namespace)
+    kube_cluster.apply(bucket("slow", 3, hostRef=setup["host_name"]), namespace=kube_namespace)
     wait_until(
         lambda: bool(cr_status(kube_cluster, kube_namespace, "slow").get("pendingOperationId")),
         "the create pending",

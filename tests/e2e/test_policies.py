@@ -1,6 +1,9 @@
 """Pause and spec.managementPolicy as users run them: a `takoform-operator run` process, a real
 kube-apiserver, the reference host as a real process with its request log on. What the operator
-sent is counted in the host's request log, never taken from the operator's word."""
+sent is counted in the host's request log, never taken from the operator's word.
+
+The pause is wired here (the annotation, the Events, the metric, not one request); its rules, a
+paused deletion and an Orphan one among them, are tables in tests/unit/test_policy.py."""
 
 from __future__ import annotations
 
@@ -132,44 +135,6 @@ def test_a_pause_stops_every_host_request_and_unpausing_resumes(
     wait_until(
         lambda: ("Normal", "Resumed") in events(kube_cluster, namespace, "quiet"), "Resumed Event"
     )
-
-    # A paused deletion waits (the finalizer stays) and goes through once unpaused.
-    kube_cluster.kubectl("annotate", "bucket", "quiet", f"{PAUSED}=true", namespace=namespace)
-    wait_until(
-        lambda: reason_of(kube_cluster, namespace, "quiet", "Reconciling") == ("False", "Paused"),
-        "paused again",
-    )
-    log.mark()
-    kube_cluster.kubectl("delete", "bucket", "quiet", "--wait=false", namespace=namespace)
-    wait_until(
-        lambda: reason_of(kube_cluster, namespace, "quiet", "Deleting") == ("True", "Paused"),
-        "the deletion waiting for the pause to end",
-    )
-    waiting = reconciles(running, "paused")
-    wait_until(lambda: reconciles(running, "paused") >= waiting + 2, "paused deletion reconciles")
-    assert log.requests("quiet") == [], "a paused deletion sends nothing"
-    assert host_spec(host, "quiet") is not None
-    kube_cluster.kubectl("annotate", "bucket", "quiet", f"{PAUSED}-", namespace=namespace)
-    wait_until(lambda: cr_status(kube_cluster, namespace, "quiet") == {}, "the CR gone")
-    assert host_spec(host, "quiet") is None, "deleted on the host once unpaused"
-
-
-def test_an_orphan_deletion_of_a_paused_cr_sends_nothing(
-    operator: tuple[Operator, Any, str], kube_cluster: KubeCluster
-) -> None:
-    _running, host, namespace = operator
-    log = RequestLog(host)
-    kube_cluster.apply(bucket("kept", deletionPolicy="Orphan"), namespace=namespace)
-    wait_until(lambda: is_ready(kube_cluster, namespace, "kept"), "Bucket kept Ready", timeout=60)
-    kube_cluster.kubectl("annotate", "bucket", "kept", f"{PAUSED}=true", namespace=namespace)
-    wait_until(
-        lambda: reason_of(kube_cluster, namespace, "kept", "Reconciling") == ("False", "Paused"),
-        "paused",
-    )
-    log.mark()
-    kube_cluster.kubectl("delete", "bucket", "kept", "--timeout=60s", namespace=namespace)
-    assert log.requests("kept") == []
-    assert host_spec(host, "kept") is not None
 
 
 def test_observe_reports_drift_without_a_mutation_and_full_then_updates_once(

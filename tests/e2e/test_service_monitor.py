@@ -16,23 +16,20 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
-import subprocess
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from fixtures_helm import CHART
-from fixtures_kube import KubeCluster, drop_namespace, localcluster, wait_until
+from fixtures_kube import KubeCluster, drop_namespace, wait_until
 from loopback import sockets_of
+from manifests import bucket
+from monitoring import Process, cached_tool, running_prometheus
 from operator_process import Operator, operator_process, serving
 from processes import free_port
 from tenancy import granted
@@ -50,13 +47,7 @@ PROMETHEUS_SA = "prometheus"
 @pytest.fixture(scope="session")
 def prometheus_upstream() -> Path:
     """Upstream Prometheus 3.x from the tools cache (Debian's has no kubernetes_sd)."""
-    try:
-        binary = localcluster.Tools.locate().prometheus_upstream
-    except localcluster.ClusterError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    if not binary or not os.access(binary, os.X_OK):
-        pytest.fail(f"{binary} missing: run `make tools`", pytrace=False)
-    return binary
+    return cached_tool("prometheus_upstream")
 
 
 # -- the prometheus-operator's translation of a ServiceMonitor ----------------------------------
@@ -297,104 +288,20 @@ def endpoint_slice(service: dict[str, Any], address: str, address_type: str) -> 
     )
 
 
-# -- a Prometheus process ------------------------------------------------------------------------
+# -- what a Prometheus process reports ----------------------------------------------------------
 
 
-@dataclass
-class Prometheus:
-    """A running Prometheus: its HTTP API, read without raising (None when it does not answer)."""
-
-    url: str
-    pid: int
-
-    def get(self, path: str, **params: str) -> Any:
-        query = f"?{urllib.parse.urlencode(params)}" if params else ""
-        try:
-            with urllib.request.urlopen(f"{self.url}{path}{query}", timeout=5) as answer:
-                return json.loads(answer.read().decode())
-        except OSError:
-            return None
-
-    def active_targets(self, pool: str) -> list[dict[str, Any]]:
-        found = self.get("/api/v1/targets", state="active", scrapePool=pool) or {}
-        return list(found.get("data", {}).get("activeTargets", []))
-
-    def alerts(self, name: str) -> list[dict[str, Any]]:
-        found = self.get("/api/v1/alerts") or {}
-        alerts = found.get("data", {}).get("alerts", [])
-        return [a for a in alerts if a["labels"].get("alertname") == name]
-
-    def series(self, query: str) -> list[dict[str, str]]:
-        found = self.get("/api/v1/query", query=query) or {}
-        return [r["metric"] for r in found.get("data", {}).get("result", [])]
+def active_targets(prom: Process, pool: str) -> list[dict[str, Any]]:
+    found = prom.get("/api/v1/targets", state="active", scrapePool=pool) or {}
+    return list(found.get("data", {}).get("activeTargets", []))
 
 
-@contextmanager
-def running_prometheus(binary: Path, workdir: Path, config: dict[str, Any]) -> Iterator[Prometheus]:
-    """Prometheus with `config`, its API on a free loopback port; stopped by its pid."""
-    workdir.mkdir()
-    config_file = workdir / "prometheus.yml"
-    config_file.write_text(json.dumps(config, indent=1))
-    check = subprocess.run(
-        [str(binary.with_name("promtool")), "check", "config", str(config_file)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert check.returncode == 0, check.stdout + check.stderr
-    port = free_port()
-    log = workdir / "prometheus.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [
-                str(binary),
-                f"--config.file={config_file}",
-                f"--storage.tsdb.path={workdir / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    prometheus = Prometheus(f"http://127.0.0.1:{port}", process.pid)
-    try:
-        wait_until(lambda: _ready(prometheus.url), f"Prometheus ready ({workdir.name})", timeout=30)
-        yield prometheus
-    except BaseException:
-        print(f"--- {log} ---\n{log.read_text(errors='replace')[-3000:]}")
-        raise
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=5) as answer:
-            return bool(answer.status == 200)
-    except OSError:
-        return False
+def series(prom: Process, query: str) -> list[dict[str, str]]:
+    found = prom.get("/api/v1/query", query=query) or {}
+    return [r["metric"] for r in found.get("data", {}).get("result", [])]
 
 
 # -- the test ------------------------------------------------------------------------------------
-
-
-def _bucket(name: str) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "storage.takoform.io/v1",
-            "kind": "Bucket",
-            "metadata": {"name": name},
-            "spec": {
-                "space": "team-a",
-                "deletionPolicy": "Delete",
-                "parameters": {"region": "eu-west-1", "sizeGiB": 10},
-            },
-        }
-    )
 
 
 def _bucket_condition(kube: KubeCluster, namespace: str, name: str, kind: str) -> bool:
@@ -434,7 +341,7 @@ def test_prometheus_discovers_the_operator_and_the_blocked_series_names_the_cr(
     chart = rendered(helm, operator_namespace, tmp_path, f"metrics.port={metrics_port}")
     monitor = chart["ServiceMonitor"]
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True, "the chart's default"
-    # /metrics asks for a token (the chart's default): Prometheus sends its ServiceAccount's, which
+    # /metrics asks for a token (the chart's default): Process sends its ServiceAccount's, which
     # the chart's metrics-reader ClusterRole lets `get` /metrics.
     assert "bearerTokenFile" in monitor["spec"]["endpoints"][0]
     assert [d["kind"] for d in chart["reader"]] == ["ClusterRole", "ClusterRoleBinding"]
@@ -512,13 +419,13 @@ def _applied(kube: KubeCluster, manifest: str) -> Iterator[None]:
 
 
 def _assert_discovered(
-    prom: Prometheus, pool: str, service: dict[str, Any], metrics_port: int
+    prom: Process, pool: str, service: dict[str, Any], metrics_port: int
 ) -> None:
     """Exactly one target in the ServiceMonitor's pool, found by endpointslice discovery (its
     discovered labels come from the API server's Service and EndpointSlice), and up."""
 
     def discovered_and_up() -> dict[str, Any] | None:
-        targets = prom.active_targets(pool)
+        targets = active_targets(prom, pool)
         return targets[0] if len(targets) == 1 and targets[0]["health"] == "up" else None
 
     t0 = time.monotonic()
@@ -547,13 +454,13 @@ def _assert_discovered(
 
 
 def _assert_operator_down_holds(
-    prom: Prometheus, chart: dict[str, Any], service: dict[str, Any]
+    prom: Process, chart: dict[str, Any], service: dict[str, Any]
 ) -> None:
     """TakoformOperatorDown selects this release's series by the job the ServiceMonitor makes
     (namespace and job of its Service): they are there, and its expression is empty."""
     namespace, name = service["metadata"]["namespace"], service["metadata"]["name"]
     leading = f'takoform_leader{{namespace="{namespace}",job="{name}"}} == 1'
-    wait_until(lambda: prom.series(leading) != [], "the release's leader series", 60)
+    wait_until(lambda: series(prom, leading) != [], "the release's leader series", 60)
     groups = chart["PrometheusRule"]["spec"]["groups"]
     (down,) = [r for g in groups for r in g["rules"] if r["alert"] == "TakoformOperatorDown"]
     assert f'takoform_leader{{namespace="{namespace}",job="{name}"}}' in down["expr"]
@@ -563,8 +470,8 @@ def _assert_operator_down_holds(
 
 
 def _assert_blocked_series_names_the_cr(
-    prom: Prometheus,
-    control: Prometheus,
+    prom: Process,
+    control: Process,
     kube: KubeCluster,
     host: Any,
     crs: str,
@@ -574,28 +481,28 @@ def _assert_blocked_series_names_the_cr(
     Blocked series, as scraped, names `crs` and the Bucket; without honor_labels it names the
     operator's namespace. (The Blocked alert itself reads the CR through kube-state-metrics:
     tests/e2e/test_alerts_from_crs.py.)"""
-    kube.apply(_bucket("watched"), namespace=crs)
+    kube.apply(bucket("watched"), namespace=crs)
     wait_until(lambda: _bucket_condition(kube, crs, "watched", "Ready"), "Bucket watched Ready", 90)
     query = 'takoform_resource_blocked{name="watched"} == 1'
-    assert prom.series(query) == []
+    assert series(prom, query) == []
     target = {"space": "team-a", "apiVersion": "storage.takoform.io/v1", "kind": "Bucket"}
     host.admin("POST", "/admin/v1/resources/recreate", {**target, "name": "watched"})
 
-    def blocked(prometheus: Prometheus) -> list[dict[str, str]]:
-        return prometheus.series(query)
+    def blocked(prometheus: Process) -> list[dict[str, str]]:
+        return series(prometheus, query)
 
     expected = {"namespace": crs, "name": "watched", "kind": "Bucket", "reason": "UidMismatch"}
     t0 = time.monotonic()
-    series = wait_for(lambda: blocked(prom), "the Blocked series scraped", timeout=60)
+    scraped = wait_for(lambda: blocked(prom), "the Blocked series scraped", timeout=60)
     print(f"Blocked series scraped {time.monotonic() - t0:.1f}s after the recreate")
-    assert [{k: s.get(k) for k in expected} for s in series] == [expected], (
+    assert [{k: s.get(k) for k in expected} for s in scraped] == [expected], (
         "the series names the CR's namespace, not the operator's"
     )
-    assert "exported_namespace" not in series[0]
+    assert "exported_namespace" not in scraped[0]
 
     # The same job without honor_labels: the target's namespace overwrites the series' own.
-    series = wait_for(lambda: blocked(control), "the control's Blocked series", timeout=60)
-    assert [(s["namespace"], s["exported_namespace"]) for s in series] == [
+    scraped = wait_for(lambda: blocked(control), "the control's Blocked series", timeout=60)
+    assert [(s["namespace"], s["exported_namespace"]) for s in scraped] == [
         (operator_namespace, crs)
     ]
 

@@ -5,34 +5,22 @@ other host's access log."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fixtures_kube import KubeCluster, wait_until
+from manifests import bucket
 from operator_process import Operator, cr_status, is_ready, operator_process, serving
 from processes import free_port
 from tenancy import granted
 
-pytestmark = [pytest.mark.kube, pytest.mark.host]
+pytestmark = [pytest.mark.kube, pytest.mark.host, pytest.mark.usefixtures("kube_crds")]
 
 SHARDS = {"a": "shard=a", "b": "shard in (b)"}
 NAMES = {"a": ["alpha-1", "alpha-2", "alpha-3"], "b": ["beta-1", "beta-2", "beta-3"]}
 UNLABELLED = "nobody"
-
-
-def _bucket(name: str, shard: str | None) -> str:
-    labels = {"shard": shard} if shard else {}
-    return json.dumps(
-        {
-            "apiVersion": "storage.takoform.io/v1",
-            "kind": "Bucket",
-            "metadata": {"name": name, "labels": labels},
-            "spec": {"space": "team-a", "parameters": {"region": "eu-west-1", "sizeGiB": 10}},
-        }
-    )
 
 
 def _reconciles(operator: Operator) -> float:
@@ -48,21 +36,17 @@ def _touched(host: Any) -> set[str]:
 
 def test_two_shards_never_act_on_the_same_cr(
     kube_cluster: KubeCluster,
-    kube_crds: list[Any],
     kube_namespace: str,
     host_factory: Any,
     tmp_path: Path,
 ) -> None:
     hosts = {
-        shard: host_factory(commit_delay=0.05, extra_args=["--access-log"]) for shard in SHARDS
+        shard: host_factory(extra_args=["--access-log"], spaces=["team-a"]) for shard in SHARDS
     }
-    for host in hosts.values():
-        with host.api() as api:
-            api.put("/v1alpha3/spaces/team-a").raise_for_status()
     for shard, names in NAMES.items():
         for name in names:
-            kube_cluster.apply(_bucket(name, shard), namespace=kube_namespace)
-    kube_cluster.apply(_bucket(UNLABELLED, None), namespace=kube_namespace)
+            kube_cluster.apply(bucket(name, labels={"shard": shard}), namespace=kube_namespace)
+    kube_cluster.apply(bucket(UNLABELLED), namespace=kube_namespace)
 
     ports = {shard: free_port() for shard in SHARDS}
     with (

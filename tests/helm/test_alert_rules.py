@@ -8,7 +8,6 @@ ServiceMonitor's scrape job labels them (namespace and job of the release's metr
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 import yaml
 from fixtures_helm import render, rule_file
 from fixtures_kube import KubeTools
+from runners import run
 
 REPO = Path(__file__).resolve().parents[2]
 # alerts.runbookBaseUrl's default: the runbooks of the chart's own version.
@@ -96,13 +96,7 @@ def promtool_test(kube_tools: KubeTools, tmp_path: Path, rules: Path, *tests: An
             sort_keys=False,
         )
     )
-    run = subprocess.run(
-        [str(kube_tools.promtool), "test", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
+    run([kube_tools.promtool, "test", "rules", path])
 
 
 def rules_of(helm: Any, tmp_path: Path, *values: str) -> dict[str, dict[str, Any]]:
@@ -114,13 +108,7 @@ def test_alert_rules_pass_promtool(helm: Any, kube_tools: KubeTools, tmp_path: P
     assert kube_tools.promtool
     for values in ([], ["watchNamespace=team-a", "alerts.operatorDownBy={cluster,region}"]):
         rules = rule_file(helm, tmp_path, *values)
-        check = subprocess.run(
-            [str(kube_tools.promtool), "check", "rules", str(rules)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert check.returncode == 0, check.stdout + check.stderr
+        check = run([kube_tools.promtool, "check", "rules", rules])
         assert "6 rules found" in check.stdout
 
 

@@ -7,7 +7,6 @@ and the real promtool accepts the relabelings as a scrape job."""
 from __future__ import annotations
 
 import re
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 import yaml
 from fixtures_helm import CHART
 from fixtures_kube import KubeCluster, KubeTools
+from runners import run
 
 pytestmark = pytest.mark.kube
 
@@ -406,13 +406,7 @@ def test_relabelings_reach_the_service_monitor_and_promtool_accepts_them(
         )
     )
     assert kube_tools.promtool
-    run = subprocess.run(
-        [str(kube_tools.promtool), "check", "config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
+    run([kube_tools.promtool, "check", "config", config])
     # Without them, the endpoint is as before.
     plain = _docs(_text(helm, tmp_path, metrics={"serviceMonitor": {"enabled": True}}))
     (endpoint,) = next(d for d in plain if d["kind"] == "ServiceMonitor")["spec"]["endpoints"]
@@ -433,13 +427,7 @@ def test_promtool_refuses_a_relabeling_prometheus_could_not_run(
     }
     config.write_text(yaml.safe_dump({"scrape_configs": [job]}))
     assert kube_tools.promtool
-    run = subprocess.run(
-        [str(kube_tools.promtool), "check", "config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert run.returncode != 0
+    assert run([kube_tools.promtool, "check", "config", config], check=False).returncode != 0
 
 
 # -- on the real API server ------------------------------------------------------------------------

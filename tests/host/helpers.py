@@ -52,6 +52,23 @@ def create(
     )
 
 
+def update(
+    client: httpx.Client,
+    space: str,
+    ref: dict[str, str],
+    name: str,
+    spec: dict[str, Any],
+    generation: str = "1",
+) -> httpx.Response:
+    """An update of `name` to `spec`, expected at host generation `generation`."""
+    return client.put(
+        resource_path(space, ref, name),
+        params=query(ref),
+        json={"spec": spec},
+        headers={"Takoform-Expected-Generation": generation},
+    )  # fmt: skip
+
+
 def read(client: httpx.Client, space: str, ref: dict[str, str], name: str) -> httpx.Response:
     return client.get(resource_path(space, ref, name), params=query(ref))
 

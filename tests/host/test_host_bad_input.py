@@ -51,6 +51,11 @@ def _put(
     return send
 
 
+def _invalid(case: str, spec: dict[str, Any], field: str) -> Case:
+    """A create whose spec the Form's schema refuses at `field` (422 validation_failed)."""
+    return Case(case, 422, "validation_failed", _put(spec=spec), field=field)
+
+
 def _big_spec() -> dict[str, Any]:
     return {**BUCKET_SPEC, "labels": {"blob": "x" * (1024 * 1024 + 10)}}
 
@@ -68,55 +73,13 @@ CASES = [
         "unsupported_media_type",
         _put(content_type="application/json; charset=latin-1"),
     ),
-    Case(
-        "undeclared-field",
-        422,
-        "validation_failed",
-        _put(spec={**BUCKET_SPEC, "colour": "red"}),
-        field="colour",
-    ),
-    Case(
-        "undeclared-by-this-exact-version",
-        422,
-        "validation_failed",
-        _put(spec={**BUCKET_SPEC, "quota": "10Gi"}),
-        field="quota",
-    ),
-    Case(
-        "wrong-type",
-        422,
-        "validation_failed",
-        _put(spec={**BUCKET_SPEC, "sizeGiB": "ten"}),
-        field="sizeGiB",
-    ),
-    Case(
-        "bool-is-not-integer",
-        422,
-        "validation_failed",
-        _put(spec={**BUCKET_SPEC, "sizeGiB": True}),
-        field="sizeGiB",
-    ),
-    Case(
-        "missing-required",
-        422,
-        "validation_failed",
-        _put(spec={"sizeGiB": 10}),
-        field="region",
-    ),
-    Case(
-        "below-minimum",
-        422,
-        "validation_failed",
-        _put(spec={**BUCKET_SPEC, "sizeGiB": 0}),
-        field="sizeGiB",
-    ),
-    Case(
-        "pattern",
-        422,
-        "validation_failed",
-        _put(spec={**BUCKET_SPEC, "region": "Europe"}),
-        field="region",
-    ),
+    _invalid("undeclared-field", {**BUCKET_SPEC, "colour": "red"}, "colour"),
+    _invalid("undeclared-by-this-exact-version", {**BUCKET_SPEC, "quota": "10Gi"}, "quota"),
+    _invalid("wrong-type", {**BUCKET_SPEC, "sizeGiB": "ten"}, "sizeGiB"),
+    _invalid("bool-is-not-integer", {**BUCKET_SPEC, "sizeGiB": True}, "sizeGiB"),
+    _invalid("missing-required", {"sizeGiB": 10}, "region"),
+    _invalid("below-minimum", {**BUCKET_SPEC, "sizeGiB": 0}, "sizeGiB"),
+    _invalid("pattern", {**BUCKET_SPEC, "region": "Europe"}, "region"),
     Case("spec-missing", 422, "validation_failed", _put(body=b"{}"), field="spec"),
     Case(
         "extra-body-member",

@@ -20,6 +20,7 @@ from .helpers import (
     query,
     read,
     resource_path,
+    update,
 )
 
 pytestmark = pytest.mark.host
@@ -73,14 +74,8 @@ def test_fail_next_operations(host_factory: Any) -> None:
         again = wait_settled(client, create(client, space, ref, "doomed").json()["id"])
         assert again["state"] == "succeeded"
         host.set_faults(failNextOperations=1)
-        path, q = resource_path(space, ref, "doomed"), query(ref)
-        update = client.put(
-            path,
-            params=q,
-            json={"spec": {**BUCKET_SPEC, "sizeGiB": 99}},
-            headers={"Takoform-Expected-Generation": "1"},
-        )
-        assert wait_settled(client, update.json()["id"])["state"] == "failed"
+        resized = update(client, space, ref, "doomed", {**BUCKET_SPEC, "sizeGiB": 99})
+        assert wait_settled(client, resized.json()["id"])["state"] == "failed"
         assert read(client, space, ref, "doomed").json()["spec"]["sizeGiB"] == 10
 
 
@@ -243,13 +238,8 @@ def test_package_switch_keeps_resources_addressable(host_factory: Any) -> None:
         got = read(client, space, ref, "pkg")
         assert got.status_code == 200 and got.json()["metadata"]["uid"] == op["resourceUid"]
         path, q = resource_path(space, ref, "pkg"), query(ref)
-        update = client.put(
-            path,
-            params=q,
-            json={"spec": {**BUCKET_SPEC, "sizeGiB": 12}},
-            headers={"Takoform-Expected-Generation": "1"},
-        )
-        assert wait_settled(client, update.json()["id"])["state"] == "succeeded"
+        resized = update(client, space, ref, "pkg", {**BUCKET_SPEC, "sizeGiB": 12})
+        assert wait_settled(client, resized.json()["id"])["state"] == "succeeded"
         new = wait_settled(client, create(client, space, ref, "pkg-2").json()["id"])
         assert read(client, space, ref, "pkg-2").json()["metadata"]["packageDigest"] == mirror
         assert new["formRef"] == ref
@@ -292,14 +282,8 @@ def test_a_resource_can_be_made_degraded_and_lag_its_generation(host_factory: An
         assert got["metadata"]["generation"] == before["metadata"]["generation"]
 
         # The status may lag the generation: set it behind after an update.
-        path, q = resource_path(space, ref, "sick"), query(ref)
-        update = client.put(
-            path,
-            params=q,
-            json={"spec": {**BUCKET_SPEC, "sizeGiB": 20}},
-            headers={"Takoform-Expected-Generation": "1"},
-        )
-        wait_settled(client, update.json()["id"])
+        resized = update(client, space, ref, "sick", {**BUCKET_SPEC, "sizeGiB": 20})
+        wait_settled(client, resized.json()["id"])
         host.admin(
             "POST",
             "/admin/v1/resources/conditions",

@@ -31,10 +31,8 @@ def slow_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     the window)."""
     from processes import HostProcess
 
-    host = HostProcess(tmp_path_factory.mktemp("slow-host"), commit_delay=0.6)
-    host.start()
-    yield host
-    host.stop()
+    with HostProcess(tmp_path_factory.mktemp("slow-host"), commit_delay=0.6) as host:
+        yield host
 
 
 @contextlib.contextmanager

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 from fixtures_kube import KubeCluster, wait_until
-from operator_process import operator_process
+from manifests import bucket
+from operator_process import cr_status, is_ready, operator_process
 from processes import free_port
 from tenancy import granted
 
@@ -95,36 +96,25 @@ def _holder(cluster: KubeCluster, namespace: str) -> str | None:
     return found["spec"].get("holderIdentity") if found else None
 
 
-def _bucket(name: str) -> str:
-    return json.dumps({
-        "apiVersion": "storage.takoform.io/v1", "kind": "Bucket", "metadata": {"name": name},
-        "spec": {"space": "team-a", "deletionPolicy": "Delete",
-                 "parameters": {"region": "eu-west-1", "sizeGiB": 10}},
-    })  # fmt: skip
-
-
-def _status(cluster: KubeCluster, namespace: str, name: str) -> dict[str, Any]:
-    found = cluster.get_object("bucket", name, namespace) or {}
-    return dict(found.get("status") or {})
-
-
-def _ready(cluster: KubeCluster, namespace: str, name: str) -> bool:
-    conditions = _status(cluster, namespace, name).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+def _leader_and_standby(
+    cluster: KubeCluster, namespace: str, running: dict[str, Replica]
+) -> tuple[Replica, Replica]:
+    """Once the Lease names a leader among the replicas: the leader, and the other one."""
+    wait_until(lambda: _holder(cluster, namespace) in running, "a leader", timeout=30)
+    leader = running[str(_holder(cluster, namespace))]
+    return leader, next(r for r in running.values() if r is not leader)
 
 
 def test_only_the_leader_reconciles_and_a_killed_leader_is_replaced_within_the_lease(
     replicas: tuple[dict[str, Replica], Any, str], kube_cluster: KubeCluster
 ) -> None:
     running, _host, namespace = replicas
-    wait_until(lambda: _holder(kube_cluster, namespace) in running, "a leader", timeout=30)
-    leader = running[str(_holder(kube_cluster, namespace))]
-    standby = next(r for r in running.values() if r is not leader)
+    leader, standby = _leader_and_standby(kube_cluster, namespace, running)
     assert leader.metric("takoform_leader") == 1 and standby.metric("takoform_leader") == 0
 
-    kube_cluster.apply(_bucket("one"), namespace=namespace)
-    wait_until(lambda: _ready(kube_cluster, namespace, "one"), "Bucket one Ready", timeout=120)
-    uid = _status(kube_cluster, namespace, "one")["uid"]
+    kube_cluster.apply(bucket("one"), namespace=namespace)
+    wait_until(lambda: is_ready(kube_cluster, namespace, "one"), "Bucket one Ready", timeout=120)
+    uid = cr_status(kube_cluster, namespace, "one")["uid"]
     # Let polls happen (POLL_READY_SECONDS=2): the leader reconciles again, the standby not at all.
     polled = leader.metric("takoform_reconciles_total") + 2
     wait_until(lambda: leader.metric("takoform_reconciles_total") >= polled, "two more polls")
@@ -141,20 +131,18 @@ def test_only_the_leader_reconciles_and_a_killed_leader_is_replaced_within_the_l
     assert standby.metric("takoform_leader") == 1
 
     # The new leader reconciles: a new bucket goes Ready, the old one is left as it was.
-    kube_cluster.apply(_bucket("two"), namespace=namespace)
-    wait_until(lambda: _ready(kube_cluster, namespace, "two"), "Bucket two Ready", timeout=60)
+    kube_cluster.apply(bucket("two"), namespace=namespace)
+    wait_until(lambda: is_ready(kube_cluster, namespace, "two"), "Bucket two Ready", timeout=60)
     assert standby.metric("takoform_reconciles_total") > 0
-    assert _status(kube_cluster, namespace, "one")["uid"] == uid, "recreated: a duplicate"
-    assert _ready(kube_cluster, namespace, "one")
+    assert cr_status(kube_cluster, namespace, "one")["uid"] == uid, "recreated: a duplicate"
+    assert is_ready(kube_cluster, namespace, "one")
 
 
 def test_a_leader_that_stops_cleanly_hands_over_at_once(
     replicas: tuple[dict[str, Replica], Any, str], kube_cluster: KubeCluster
 ) -> None:
     running, _host, namespace = replicas
-    wait_until(lambda: _holder(kube_cluster, namespace) in running, "a leader", timeout=30)
-    leader = running[str(_holder(kube_cluster, namespace))]
-    standby = next(r for r in running.values() if r is not leader)
+    leader, standby = _leader_and_standby(kube_cluster, namespace, running)
     leader.process.send_signal(signal.SIGTERM)  # a rolling update's or a drain's stop
     t0 = time.monotonic()
     wait_until(lambda: _holder(kube_cluster, namespace) == standby.name, "handover", timeout=30)

@@ -1178,17 +1178,25 @@ class OwnershipModel(RuleBasedStateMachine):
             f"bound to {new}: no resource and no create of ours carries it", cr=cr_uid
         )
 
-    def _owned(self, resource: dict[str, Any]) -> bool:
-        """Some live CR (or, with bindings, a TakoformBinding) holds this incarnation."""
+    def _held_by_a_cr(self, resource: dict[str, Any], live: list[dict[str, Any]]) -> bool:
+        """One of the `live` CRs claims this incarnation: bound to its uid, or not bound yet
+        and the creator of it (our creation key on it)."""
         identity, uid = resource_identity(resource), resource["metadata"]["uid"]
-        for body in self.cluster.live():
+        key = resource["metadata"].get("creationIdempotencyKey")
+        for body in live:
             if claimed_identity(body) != identity:
                 continue
             bound = status_of(body).get("uid")
-            key = resource["metadata"].get("creationIdempotencyKey")
             if bound == uid or (bound is None and self._ours(body["metadata"]["uid"], key)):
                 return True
-        binding = self.ownership.binding(identity)
+        return False
+
+    def _owned(self, resource: dict[str, Any]) -> bool:
+        """Some live CR (or, with bindings, a TakoformBinding) holds this incarnation."""
+        if self._held_by_a_cr(resource, self.cluster.live()):
+            return True
+        binding = self.ownership.binding(resource_identity(resource))
+        uid = resource["metadata"]["uid"]
         return binding is not None and (binding.uid == uid or binding.phase is Phase.BOUND)
 
     def _check_remedy_left_nothing_unmanaged(self, body: dict[str, Any]) -> None:
@@ -1286,14 +1294,9 @@ class OwnershipModel(RuleBasedStateMachine):
             return True  # out of band, or released by an Orphan deletion
         if any(self.gone.get(c) == "vanished" for c in self._line(creator)):
             return True  # Lost: its CR vanished without a reconcile (finalizer removed)
+        if self._held_by_a_cr(resource, live):
+            return True
         identity = resource_identity(resource)
-        for body in live:
-            if claimed_identity(body) != identity:
-                continue
-            bound = status_of(body).get("uid")
-            key = resource["metadata"].get("creationIdempotencyKey")
-            if bound == uid or (bound is None and self._ours(body["metadata"]["uid"], key)):
-                return True
         held = self.ownership.bindings.held_by(creator)
         # The binding is the write-ahead record of the claim: a status write lost after the
         # create leaves the creator holding the binding of that identity, and its Orphan

@@ -16,19 +16,39 @@ from takoform_operator.core.conditions import ConditionType, Reason
 
 from .cluster import creator_of, status_of
 from .machine import OwnershipModel, World
-from .steps import replay, step
+from .steps import Step, replay, step
 
 pytestmark = pytest.mark.host
 
-CREATE_ALPHA = step(
-    "create_cr",
-    namespace="ns-a",
-    name="alpha",
-    resource_name=None,
-    size=10,
-    policy="Delete",
-    same_instant=False,
-)
+
+def create_cr(
+    name: str,
+    namespace: str = "ns-a",
+    *,
+    resource_name: str | None = None,
+    policy: str = "Delete",
+    same_instant: bool = False,
+) -> Step:
+    """The step that makes CR `namespace/name` (sizeGiB 10)."""
+    return step(
+        "create_cr",
+        namespace=namespace,
+        name=name,
+        resource_name=resource_name,
+        size=10,
+        policy=policy,
+        same_instant=same_instant,
+    )
+
+
+def import_cr(name: str, namespace: str = "ns-a", *, policy: str = "Delete") -> Step:
+    """The step that makes CR `namespace/name` importing the first host resource (sizeGiB 10)."""
+    return step(
+        "create_importing_cr", namespace=namespace, name=name, pick=0, size=10, policy=policy
+    )
+
+
+CREATE_ALPHA = create_cr("alpha")
 
 
 def resources(machine: OwnershipModel) -> list[dict[str, Any]]:
@@ -50,15 +70,7 @@ def test_lost_status_write_after_an_accepted_create_then_a_name_edit_makes_no_se
     machine = replay(
         model_world,
         [
-            step(
-                "create_cr",
-                namespace="ns-a",
-                name="beta",
-                resource_name=None,
-                size=10,
-                policy="Delete",
-                same_instant=False,
-            ),
+            create_cr("beta"),
             step("reconcile_losing_status_write", pick=0),
             CREATE_ALPHA,
             step("edit_resource_name", pick=0, resource_name="alpha"),
@@ -73,29 +85,13 @@ def test_lost_status_write_after_an_accepted_create_then_a_name_edit_makes_no_se
     assert reason(machine, 0, ConditionType.BLOCKED) is Reason.IDENTITY_CHANGED
 
 
-CREATE_BETA = step(
-    "create_cr",
-    namespace="ns-a",
-    name="beta",
-    resource_name=None,
-    size=10,
-    policy="Delete",
-    same_instant=False,
-)
-CREATE_ALPHA_IN_B = step(
-    "create_cr",
-    namespace="ns-b",
-    name="alpha",
-    resource_name=None,
-    size=10,
-    policy="Delete",
-    same_instant=False,
-)
+CREATE_BETA = create_cr("beta")
+CREATE_ALPHA_IN_B = create_cr("alpha", "ns-b")
 #: The exact sequence the checker shrank: CR ns-a/alpha imports what ns-a/beta created.
 IMPORT_OWNED = [
     CREATE_BETA,
     step("reconcile", pick=0),
-    step("create_importing_cr", namespace="ns-a", name="alpha", pick=0, size=10, policy="Delete"),
+    import_cr("alpha"),
     step("reconcile", pick=1),
 ]
 
@@ -138,15 +134,7 @@ def test_a_second_cr_for_the_same_name_never_creates_over_the_owners_vanished_re
             CREATE_ALPHA_IN_B,
             step("reconcile", pick=0),
             step("reconcile", pick=0),
-            step(
-                "create_cr",
-                namespace="ns-a",
-                name="beta",
-                resource_name="alpha",
-                size=10,
-                policy="Delete",
-                same_instant=True,
-            ),
+            create_cr("beta", resource_name="alpha", same_instant=True),
             step("out_of_band", verb="recreate", which=0),
             step("accept_uid", pick=0),
             step("accept_uid", pick=0),
@@ -245,15 +233,7 @@ def test_a_waiting_cr_takes_over_a_released_name_only_by_import(model_world: Wor
         model_world,
         [
             CREATE_ALPHA,
-            step(
-                "create_cr",
-                namespace="ns-a",
-                name="beta",
-                resource_name="alpha",
-                size=10,
-                policy="Delete",
-                same_instant=False,
-            ),
+            create_cr("beta", resource_name="alpha"),
             step("reconcile", pick=0),
             step("upgrade_registry", version="1.0.0"),
             step("delete_cr", pick=0, policy="Orphan"),
@@ -277,15 +257,7 @@ def test_deleting_a_claimed_cr_with_a_malformed_pin_ends(model_world: World) -> 
     machine = replay(
         model_world,
         [
-            step(
-                "create_cr",
-                namespace="ns-a",
-                name="alpha",
-                resource_name=None,
-                size=10,
-                policy="Orphan",
-                same_instant=False,
-            ),
+            create_cr("alpha", policy="Orphan"),
             step("reconcile", pick=0),
             step("edit_pin", pick=0, pin="1.0"),
             step("delete_cr", pick=0, policy="Orphan"),
@@ -314,6 +286,22 @@ def asserted(machine: OwnershipModel, body: dict[str, Any], kind: ConditionType)
 
 def sent_by(machine: OwnershipModel, body: dict[str, Any]) -> list[Any]:
     return [s for s in machine.port.sent if s.cr_uid == body["metadata"]["uid"]]
+
+
+def assert_waits_holding_nothing(machine: OwnershipModel, body: dict[str, Any]) -> None:
+    """`body` is Blocked AlreadyManaged, bound to no incarnation, and has sent nothing."""
+    assert asserted(machine, body, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
+    assert not status_of(body).get("uid")
+    assert not sent_by(machine, body)
+
+
+#: ns-a/alpha makes "alpha" and is deleted with Orphan; ns-b/alpha then imports it.
+RELEASED_THEN_IMPORTED_IN_B = [
+    CREATE_ALPHA,
+    step("reconcile", pick=0),
+    step("delete_cr", pick=0, policy="Orphan"),
+    import_cr("alpha", "ns-b"),
+]
 
 
 def test_a_cr_without_a_grant_never_keeps_a_granted_cr_from_its_name(model_world: World) -> None:
@@ -345,26 +333,8 @@ def test_a_released_resource_never_goes_to_another_namespaces_import(model_world
     """Hand-off to another team: ns-a/alpha made "alpha" and is deleted with Orphan; ns-b/alpha
     imports it. The tie-break let ns-b's CR bind it (and update or delete it) once ns-a's CR was
     gone: a Released resource goes only to an import of ns-a, or to a CR an admin pre-binds."""
-    machine = replay(
-        model_world,
-        [
-            CREATE_ALPHA,
-            step("reconcile", pick=0),
-            step("delete_cr", pick=0, policy="Orphan"),
-            step(
-                "create_importing_cr",
-                namespace="ns-b",
-                name="alpha",
-                pick=0,
-                size=10,
-                policy="Delete",
-            ),
-        ],
-    )
-    importer = cr_named(machine, "ns-b", "alpha")
-    assert asserted(machine, importer, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
-    assert not status_of(importer).get("uid")
-    assert not sent_by(machine, importer)
+    machine = replay(model_world, RELEASED_THEN_IMPORTED_IN_B)
+    assert_waits_holding_nothing(machine, cr_named(machine, "ns-b", "alpha"))
     assert len(resources(machine)) == 1, "orphaned on purpose, and left alone"
 
 
@@ -379,14 +349,7 @@ def test_an_import_whose_resource_vanished_never_binds_the_next_incarnation(
         model_world,
         [
             step("out_of_band_create_new", name="alpha", version="1.0.0"),
-            step(
-                "create_importing_cr",
-                namespace="ns-a",
-                name="alpha",
-                pick=0,
-                size=10,
-                policy="Delete",
-            ),
+            import_cr("alpha"),
             step("reconcile", pick=0),
             step("out_of_band_delete_seen_then_create", which=0),
         ],
@@ -434,20 +397,10 @@ def test_a_lost_resource_never_goes_to_another_namespaces_import(model_world: Wo
             CREATE_ALPHA,
             step("reconcile", pick=0),
             step("remove_finalizer", pick=0),
-            step(
-                "create_importing_cr",
-                namespace="ns-b",
-                name="alpha",
-                pick=0,
-                size=10,
-                policy="Delete",
-            ),
+            import_cr("alpha", "ns-b"),
         ],
     )
-    importer = cr_named(machine, "ns-b", "alpha")
-    assert asserted(machine, importer, ConditionType.BLOCKED) is Reason.ALREADY_MANAGED
-    assert not status_of(importer).get("uid")
-    assert not sent_by(machine, importer)
+    assert_waits_holding_nothing(machine, cr_named(machine, "ns-b", "alpha"))
 
 
 def test_a_hand_off_to_another_namespace_is_an_admins_decision_not_a_remedy_to_paste(
@@ -461,17 +414,7 @@ def test_a_hand_off_to_another_namespace_is_an_admins_decision_not_a_remedy_to_p
     machine = replay(
         model_world,
         [
-            CREATE_ALPHA,
-            step("reconcile", pick=0),
-            step("delete_cr", pick=0, policy="Orphan"),
-            step(
-                "create_importing_cr",
-                namespace="ns-b",
-                name="alpha",
-                pick=0,
-                size=10,
-                policy="Delete",
-            ),
+            *RELEASED_THEN_IMPORTED_IN_B,
             step("reconcile_all"),
             step("follow_remedy", pick=0, which=1),
             step("reconcile", pick=0),
@@ -558,15 +501,7 @@ def test_deleting_a_cr_claimed_only_in_its_binding_with_a_malformed_pin_ends(
     machine = replay(
         model_world,
         [
-            step(
-                "create_cr",
-                namespace="ns-a",
-                name="alpha",
-                resource_name=None,
-                size=10,
-                policy=policy,
-                same_instant=False,
-            ),
+            create_cr("alpha", policy=policy),
             step("reconcile_losing_status_write", pick=0),
             step("delete_cr", pick=0, policy=policy),
             step("edit_pin", pick=0, pin="1.0"),
@@ -669,14 +604,7 @@ def test_an_orphan_deletion_inside_the_window_hands_over_the_incarnation_its_cre
             step("delete_cr", pick=0, policy="Orphan"),
             step("reconcile_all"),
             step("out_of_band_create_new", name="alpha", version="1.1.0"),
-            step(
-                "create_importing_cr",
-                name="beta",
-                namespace="ns-a",
-                pick=0,
-                policy="Delete",
-                size=10,
-            ),
+            import_cr("beta"),
         ],
     )
     (alpha,) = resources(machine)
@@ -753,14 +681,7 @@ def test_an_import_id_set_while_deleting_does_not_turn_a_create_into_an_import_t
             step("delete_cr", pick=0, policy="Orphan"),
             step("set_import_id", pick=0, which=0),
             step("expire_operation_records"),
-            step(
-                "create_importing_cr",
-                namespace="ns-a",
-                name="alpha",
-                pick=0,
-                size=10,
-                policy="Delete",
-            ),
+            import_cr("alpha"),
         ],
     )
     (importer,) = machine.cluster.live()

@@ -41,10 +41,8 @@ def desired(name: str) -> Desired:
 def lifecycle_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
     """A host of this module's own: the lifecycle holds its operations (stuckOperations), which
     the shared reference host must never do."""
-    host = HostProcess(tmp_path_factory.mktemp("crash-host"), commit_delay=0.05)
-    host.start()
-    yield host
-    host.stop()
+    with HostProcess(tmp_path_factory.mktemp("crash-host"), commit_delay=0.05) as host:
+        yield host
 
 
 async def operations_for(client: HostClient, name: str) -> list[Any]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Any
 
+import builders
 import httpx
 import pytest
 from memory_bindings import MemoryBindings
@@ -16,7 +16,6 @@ from one_host import OneHost
 from takoform_operator import host_port as errors
 from takoform_operator.core.actions import Target
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.state import Desired, Requested, State
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.registry_data import load_registry
@@ -287,18 +286,10 @@ async def test_a_read_answered_form_unknown_is_never_an_absent_resource() -> Non
         return _error(404, "form_unknown")
 
     transport = httpx.MockTransport(answer)
-    desired = Desired(
-        cr_uid="cr-1", cr_generation=1, line=BUCKET_REF.line, space="s", name="n", parameters={}
+    desired = builders.desired(
+        space="s", name="n", parameters={"region": "eu-west-1", "sizeGiB": 1}
     )
-    desired = replace(desired, parameters={"region": "eu-west-1", "sizeGiB": 1})
-    bound = State(
-        form_ref=BUCKET_REF,
-        space="s",
-        name="n",
-        uid="u-1",
-        generation="1",
-        requested=Requested.of(desired),
-    )
+    bound = builders.bound(desired)
     async with HostClient("http://host", "t", transport=transport) as client:
         with pytest.raises(errors.FormUnknown):
             await client.find_resource("s", BUCKET_REF, "n")

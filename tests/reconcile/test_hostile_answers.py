@@ -15,6 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import builders
 import pytest
 from processes import HostProcess
 
@@ -41,12 +42,8 @@ LOOKS = 3  # reconciles with the switch on: a protocol error must hold on every 
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
-    started = HostProcess(tmp_path_factory.mktemp("hostile-host"), commit_delay=0.02)
-    started.start()
-    try:
+    with HostProcess(tmp_path_factory.mktemp("hostile-host"), commit_delay=0.02) as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture
@@ -62,14 +59,7 @@ async def client(host: HostProcess) -> AsyncIterator[HostClient]:
 
 def desired(line: FormLine, spec: dict[str, Any]) -> Desired:
     name = f"{line.kind.lower()}-{uuid.uuid4().hex[:8]}"
-    return Desired(
-        cr_uid=f"cr-{uuid.uuid4()}",
-        cr_generation=1,
-        line=line,
-        space=SPACE,
-        name=name,
-        parameters=spec,
-    )
+    return builders.desired(cr_uid=f"cr-{uuid.uuid4()}", line=line, name=name, parameters=spec)
 
 
 def admin_target(cr: SimulatedCr) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""Pause and spec.managementPolicy against the reference host running as a real process.
+"""spec.managementPolicy against the reference host running as a real process (the pause sends
+nothing at all, so its rules are unit tables: tests/unit/test_policy.py).
 
 The reconcile runs exactly as in the operator (`service.reconcile` over the real httpx client, one
 host granted to every namespace); `SpyPort` counts every request it makes, and the host is read
@@ -51,32 +52,6 @@ async def existing(client: HostClient, name: str, size: int) -> str:
     settled = await await_settled(client, operation.id)
     assert settled.resource_uid is not None
     return settled.resource_uid
-
-
-async def test_a_paused_cr_sends_no_request_until_resumed(client: HostClient) -> None:
-    spy = SpyPort(client)
-    cr = SimulatedCr(desired("paused"))
-    await cr.converge(spy, REGISTRY)
-    bound = cr.state
-    before = len(spy.calls)
-
-    cr.desired = replace(cr.desired, paused=True)
-    cr.change(parameters={**SPEC, "sizeGiB": 30})
-    for _ in range(3):
-        outcome = await cr.reconcile(spy, REGISTRY)
-        assert condition(outcome, ConditionType.RECONCILING) is None
-        assert outcome.conditions[0].reason is Reason.PAUSED
-    cr.desired = replace(cr.desired, deleting=True)
-    outcome = await cr.reconcile(spy, REGISTRY)
-    assert not outcome.finalized, "a paused deletion waits"
-    assert spy.calls[before:] == [], "not one request while paused, reads included"
-    assert cr.state == bound
-    assert (await client.get_resource("team-a", REF, "paused")).spec["sizeGiB"] == 10
-
-    cr.desired = replace(cr.desired, paused=False, deleting=False)
-    outcome = await cr.converge(spy, REGISTRY)
-    assert condition(outcome, ConditionType.READY) is Reason.AVAILABLE
-    assert (await client.get_resource("team-a", REF, "paused")).spec["sizeGiB"] == 30
 
 
 async def test_observe_reports_drift_without_a_mutation_then_full_updates_once(

@@ -25,7 +25,7 @@ from waiting import await_settled
 from takoform_operator.core.actions import Create, Delete, Update
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.import_id import canonical_import_id
-from takoform_operator.core.state import DeletionPolicy, Desired, State
+from takoform_operator.core.state import Desired, State
 from takoform_operator.host_client.client import HostClient
 from takoform_spec.catalog import DEFINITIONS_DIR, load_definition_file
 from takoform_spec.identity import FormRef
@@ -397,15 +397,9 @@ async def test_name_taken_by_someone_else_is_never_adopted(client: HostClient) -
     assert cr.state.uid is None and spy.mutations == []
 
 
-async def test_deletion_policies(client: HostClient) -> None:
+async def test_a_deletion_deletes_the_incarnation_it_is_bound_to(client: HostClient) -> None:
+    # An Orphan deletion sends nothing at all: its rule is a unit table (test_policy.py).
     spy = SpyPort(client)
-    kept = SimulatedCr(desired("kept", deletion_policy=DeletionPolicy.ORPHAN))
-    await kept.converge(spy, REGISTRY)
-    kept.desired = replace(kept.desired, deleting=True)
-    outcome = await kept.reconcile(spy, REGISTRY)
-    assert outcome.finalized
-    assert await client.find_resource("team-a", ref("1.1.0"), "kept") is not None
-
     gone = SimulatedCr(desired("gone"))
     await gone.converge(spy, REGISTRY)
     gone.desired = replace(gone.desired, deleting=True)

@@ -1,7 +1,8 @@
 """Builders of the values tests start from: the production registry, a Bucket's desired spec
 (core.state.Desired), its bound state (core.state.State) and a Bucket CR body as the API server
-holds it. One place for the defaults, so a test states only what it is about:
-`desired(name="x")`, `bound(uid="u-2")`, `cr_body(status=..., deleting=True)`.
+holds it, and the resource a host serves (core.state.ResourceView). One place for the defaults, so
+a test states only what it is about: `desired(name="x")`, `bound(uid="u-2")`,
+`served(uid="h-2", creation_key=...)`, `cr_body(status=..., deleting=True)`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from takoform_operator.core.state import Desired, Requested, State
+from takoform_operator.core.state import Desired, Requested, ResourceView, State
 from takoform_operator.registry_data import load_registry
 from takoform_spec.identity import FormLine
 
@@ -40,6 +41,22 @@ def bound(want: Desired | None = None, **changes: Any) -> State:
         uid="u-1",
         generation="1",
         requested=Requested.of(want),
+    )
+    return replace(base, **changes)
+
+
+def served(**changes: Any) -> ResourceView:
+    """What the host serves for `team-a/logs` under BUCKET_REF: uid `u-1`, generation and
+    revision 1, SPEC as its spec."""
+    assert BUCKET_REF is not None
+    base = ResourceView(
+        form_ref=BUCKET_REF,
+        space="team-a",
+        name="logs",
+        uid="u-1",
+        generation="1",
+        revision="1",
+        spec=SPEC,
     )
     return replace(base, **changes)
 

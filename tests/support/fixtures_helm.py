@@ -27,6 +27,14 @@ def render(helm: Any, *values: str, namespace: str = "ops") -> list[dict[str, An
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
+def refusal(helm: Any, *values: str) -> str:
+    """What helm says when it refuses to render the chart with `values` (it must refuse)."""
+    sets = [arg for value in values for arg in ("--set", value)]
+    proc = helm("template", "t", str(CHART), *sets, check=False)
+    assert proc.returncode != 0, f"rendered with {values}"
+    return str(proc.stderr)
+
+
 def kinds(docs: list[dict[str, Any]]) -> list[str]:
     return sorted(doc["kind"] for doc in docs)
 

@@ -1,8 +1,9 @@
 """pytest fixtures for tests that need the reference host as a real process.
 
-- ``host_factory`` (function): ``host_factory(misbehaviours=(), commit_delay=0.05,
-  retention=3600, packages=(), extra_args=(), tls=None)`` starts a ``takoform-host serve``
-  subprocess on a free loopback port with a fresh database and returns a ``HostProcess``. Every
+- ``host_factory`` (function): ``host_factory(spaces=(), **options)`` starts a ``takoform-host
+  serve`` subprocess (a ``HostProcess`` with `options`: misbehaviours, commit_delay, retention,
+  packages, extra_args, tls) on a free loopback port with a fresh database, creates `spaces` on
+  it (e.g. ``spaces=["team-a"]``) and returns the ``HostProcess``. Every
   host it started is stopped at teardown; when the test failed, the host's log tail is printed.
 - ``reference_host`` (session): one shared conforming host (commit delay 0.05 s). Tests must not
   change its misbehaviours or faults: use ``host_factory`` for that.
@@ -13,10 +14,10 @@ Tests using them should be marked ``@pytest.mark.host``. ``HostProcess`` itself 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from typing import Any
 
 import pytest
-from processes import HostProcess, HostTls
+from processes import HostProcess
 
 _FAILED = pytest.StashKey[bool]()
 
@@ -37,25 +38,13 @@ def host_factory(
 ) -> Iterator[Callable[..., HostProcess]]:
     started: list[HostProcess] = []
 
-    def factory(
-        misbehaviours: Sequence[str] = (),
-        commit_delay: float = 0.05,
-        retention: float = 3600,
-        packages: Sequence[Path | str] = (),
-        extra_args: Sequence[str] = (),
-        tls: HostTls | None = None,
-    ) -> HostProcess:
-        host = HostProcess(
-            tmp_path_factory.mktemp("host"),
-            misbehaviours=misbehaviours,
-            commit_delay=commit_delay,
-            retention=retention,
-            packages=packages,
-            extra_args=extra_args,
-            tls=tls,
-        )
+    def factory(*, spaces: Sequence[str] = (), **options: Any) -> HostProcess:
+        host = HostProcess(tmp_path_factory.mktemp("host"), **options)
         started.append(host)
         host.start()
+        with host.api() as api:
+            for space in spaces:
+                api.put(f"/v1alpha3/spaces/{space}").raise_for_status()
         return host
 
     yield factory
@@ -68,7 +57,5 @@ def host_factory(
 
 @pytest.fixture(scope="session")
 def reference_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
-    host = HostProcess(tmp_path_factory.mktemp("reference-host"), commit_delay=0.05)
-    host.start()
-    yield host
-    host.stop()
+    with HostProcess(tmp_path_factory.mktemp("reference-host"), commit_delay=0.05) as host:
+        yield host

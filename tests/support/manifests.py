@@ -6,14 +6,21 @@ import json
 from typing import Any
 
 
-def bucket(name: str, size: int = 10, *, space: str = "team-a", **spec: Any) -> str:
-    """A Bucket CR (JSON) in `space` with sizeGiB `size`; `spec` adds or replaces spec fields
-    (resourceName, importId, hostRef, deletionPolicy, ...)."""
+def bucket(
+    name: str,
+    size: int = 10,
+    *,
+    space: str = "team-a",
+    labels: dict[str, str] | None = None,
+    **spec: Any,
+) -> str:
+    """A Bucket CR (JSON) in `space` with sizeGiB `size` and `labels`; `spec` adds or replaces
+    spec fields (resourceName, importId, hostRef, deletionPolicy, ...)."""
     return json.dumps(
         {
             "apiVersion": "storage.takoform.io/v1",
             "kind": "Bucket",
-            "metadata": {"name": name},
+            "metadata": {"name": name, **({"labels": labels} if labels else {})},
             "spec": {
                 "space": space,
                 "parameters": {"region": "eu-west-1", "sizeGiB": size},

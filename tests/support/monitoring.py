@@ -1,13 +1,14 @@
 """The monitoring stack the chart's alerts run on, as real processes on loopback.
 
-- ``kube_state_metrics_binary()``: the kube-state-metrics hack/tools.sh built from its Go module.
+- ``cached_tool(name)``: a binary hack/tools.sh built; ``kube_state_metrics_binary()``, the
+  kube-state-metrics it built from its Go module.
 - ``ksm_grant(kube, namespace, docs)``: the chart's read-only ClusterRole for kube-state-metrics
   (and its binding to a ServiceAccount ``ksm`` of `namespace`) applied; returns a kubeconfig
   holding only that ServiceAccount's token, so the chart's RBAC is what is proven enough.
 - ``running_kube_state_metrics(...)``: kube-state-metrics with the chart's
   CustomResourceStateMetrics only; stopped by its pid.
-- ``running_prometheus(...)``: a Prometheus with a config dict; its HTTP API for alerts and
-  queries; stopped by its pid.
+- ``running_prometheus(...)``: a Prometheus with a config dict promtool passes; its HTTP API for
+  alerts and queries; stopped by its pid.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,18 +28,25 @@ import pytest
 import yaml
 from fixtures_kube import KubeCluster, localcluster, wait_until
 from processes import free_port
+from runners import run
 
 KSM_SA = "ksm"
 
 
-def kube_state_metrics_binary() -> Path:
+def cached_tool(name: str) -> Path:
+    """A binary of the tools cache hack/tools.sh fills (`name`: its field of
+    localcluster.Tools); the test fails when it is not there."""
     try:
-        binary = localcluster.Tools.locate().kube_state_metrics
+        binary = getattr(localcluster.Tools.locate(), name)
     except localcluster.ClusterError as exc:
         pytest.fail(str(exc), pytrace=False)
     if not binary or not os.access(binary, os.X_OK):
         pytest.fail(f"{binary} missing: run `make tools`", pytrace=False)
-    return binary
+    return Path(binary)
+
+
+def kube_state_metrics_binary() -> Path:
+    return cached_tool("kube_state_metrics")
 
 
 def ksm_grant(kube: KubeCluster, namespace: str, docs: list[dict[str, Any]]) -> Path:
@@ -75,10 +84,11 @@ class Process:
     pid: int
     log: Path
 
-    def get(self, path: str) -> Any:
-        """GET url+path: parsed JSON, else the text; None when it does not answer."""
+    def get(self, path: str, **params: str) -> Any:
+        """GET url+path?params: parsed JSON, else the text; None when it does not answer."""
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
         try:
-            with urllib.request.urlopen(self.url + path, timeout=5) as answer:
+            with urllib.request.urlopen(self.url + path + query, timeout=5) as answer:
                 body = answer.read().decode()
         except OSError:
             return None
@@ -131,10 +141,12 @@ def running_kube_state_metrics(
 
 @contextmanager
 def running_prometheus(binary: Path, workdir: Path, config: dict[str, Any]) -> Iterator[Process]:
-    """Prometheus with `config`, its API on a free loopback port."""
+    """Prometheus with `config` (which its promtool must pass), its API on a free loopback
+    port."""
     workdir.mkdir(exist_ok=True)
     config_file = workdir / "prometheus.yml"
     config_file.write_text(json.dumps(config, indent=1))
+    run([binary.with_name("promtool"), "check", "config", config_file])
     port = free_port()
     command = [
         str(binary),

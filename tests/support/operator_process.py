@@ -57,6 +57,30 @@ def operator_process(
             process.kill()
 
 
+@contextmanager
+def policy_operator(
+    kubeconfig: Path, ops: str, log: Path, watch: str | None = None, **settings: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The operator for namespace `watch` (None: every namespace) with hosts only from
+    TakoformHosts and TakoformSpaceGrants: no implicit host, and so no host URL or token
+    settings; the hosts' Secrets are in `ops`. Its log is printed when the block fails."""
+    with operator_process(
+        kubeconfig,
+        None,
+        watch,
+        log,
+        METRICS_PORT="0",
+        OPERATOR_NAMESPACE=ops,
+        IMPLICIT_HOST="false",
+        **settings,
+    ) as process:
+        try:
+            yield process
+        except BaseException:
+            print(log.read_text(errors="replace")[-6000:])
+            raise
+
+
 @dataclass
 class Operator:
     process: subprocess.Popen[bytes]

@@ -2,7 +2,8 @@
 
 - ``free_port()``: a loopback TCP port nobody listens on right now.
 - ``HostProcess``: a real ``takoform-host serve`` subprocess on a free loopback port, with its own
-  database, tokens and log file; ``start()`` returns once /healthz answers. With a ``HostTls``
+  database, tokens and log file; ``start()`` (or ``with``) returns once /healthz answers, and
+  ``stop()`` (or the end of the ``with``) stops it. With a ``HostTls``
   it serves HTTPS (and may require client certificates); the test's own clients use its CA.
   On Linux a host gets SIGKILL when the process that started it dies, and every host still
   running at exit is killed, so no host outlives a test run.
@@ -182,6 +183,13 @@ class HostProcess:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         _LIVE.discard(self)
+
+    def __enter__(self) -> HostProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     @property
     def running(self) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import builders
 import pytest
 from builders import REGISTRY, SPEC, desired
 from core_steps import decided
@@ -51,13 +52,11 @@ def accepted_without_uid(want: Desired) -> tuple[State, Create]:
 
 def served(create: Create, key: str | None, spec: dict[str, Any] | None = None) -> ResourceView:
     """What the host serves under the exact target of `create`, with `key` as creation key."""
-    return ResourceView(
+    return builders.served(
         form_ref=create.target.form_ref,
         space=create.target.space,
         name=create.target.name,
         uid=FOUND_UID,
-        generation="1",
-        revision="1",
         spec=dict(create.spec) if spec is None else spec,
         creation_key=key,
     )

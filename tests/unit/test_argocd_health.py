@@ -11,6 +11,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+import builders
 import pytest
 from argocd import HEALTH_LUA, health, lua_literal
 from builders import REGISTRY, SPEC, desired
@@ -71,13 +72,9 @@ class Cr:
 
 
 def served(create: Create, uid: str, spec: dict[str, Any] | None = None) -> ResourceView:
-    return ResourceView(
+    return builders.served(
         form_ref=create.target.form_ref,
-        space="team-a",
-        name="logs",
         uid=uid,
-        generation="1",
-        revision="1",
         spec=dict(create.spec) if spec is None else spec,
         creation_key=create.key,
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from builders import served
 
 from takoform_operator import generate
 from takoform_operator.core.connection import (
@@ -44,16 +45,7 @@ OUTPUTS = {
     "connectionString": "postgresql://orders_admin:s3cr3t-Pa55word-0123456789@orders/postgres",
 }
 SENSITIVE = {k: OUTPUTS[k] for k in ("username", "password", "connectionString")}
-RESOURCE = ResourceView(
-    form_ref=PG_REF,
-    space="team-a",
-    name="orders",
-    uid="u-1",
-    generation="1",
-    revision="1",
-    spec={},
-    outputs=OUTPUTS,
-)
+RESOURCE = served(form_ref=PG_REF, name="orders", spec={}, outputs=OUTPUTS)
 BOUND = State(form_ref=PG_REF, space="team-a", name="orders", uid="u-1")
 OWNER = {
     "apiVersion": "database.takoform.io/v1",

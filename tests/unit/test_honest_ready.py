@@ -5,7 +5,7 @@ conditions (core.conditions.merge_conditions with keep_unnamed)."""
 from __future__ import annotations
 
 import pytest
-from builders import BUCKET_REF, REGISTRY, SPEC, bound, desired
+from builders import BUCKET_REF, REGISTRY, bound, desired, served
 
 from takoform_operator.core.conditions import ConditionType, Reason, merge_conditions, transitions
 from takoform_operator.core.decide import Observation, decide
@@ -22,16 +22,8 @@ STATE = bound(DESIRED, uid="h-1", generation="2", revision="5")
 
 
 def _resource(*conditions: HostCondition, observed: str | None = "2") -> ResourceView:
-    return ResourceView(
-        form_ref=REF,
-        space="team-a",
-        name="logs",
-        uid="h-1",
-        generation="2",
-        revision="6",
-        spec=SPEC,
-        observed_generation=observed,
-        conditions=conditions,
+    return served(
+        uid="h-1", generation="2", revision="6", observed_generation=observed, conditions=conditions
     )
 
 

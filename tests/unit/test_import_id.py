@@ -37,51 +37,61 @@ def without(member: str, **extra: object) -> str:
     return obj(**members)
 
 
+def exact(space: str | None, name: str) -> ImportTarget:
+    """The target of an id that names the exact (older) FormRef."""
+    return ImportTarget(space, name, OLDER, resolved_to_default=False)
+
+
+def defaulted(space: str | None, name: str) -> ImportTarget:
+    """The target of an id without a FormRef: the default create ref."""
+    return ImportTarget(space, name, DEFAULT, resolved_to_default=True)
+
+
 VALID_CASES = [
     pytest.param(
         canonical(space="team-a", name="logs"),
-        ImportTarget("team-a", "logs", OLDER, resolved_to_default=False),
+        exact("team-a", "logs"),
         id="canonical JSON with space names the exact (older) ref, never the default",
     ),
     pytest.param(
         canonical(name="logs"),
-        ImportTarget(None, "logs", OLDER, resolved_to_default=False),
+        exact(None, "logs"),
         id="canonical JSON without space",
     ),
     pytest.param(
         canonical(space="équipe données", name="logs"),
-        ImportTarget("équipe données", "logs", OLDER, resolved_to_default=False),
+        exact("équipe données", "logs"),
         id="canonical JSON with a unicode space containing a blank",
     ),
     pytest.param(
         '  {"name":"logs","schemaDigest":"' + OLDER.schema_digest + '","definitionVersion":'
         '"1.0.0","kind":"Bucket","apiVersion":"storage.takoform.io/v1"}  ',
-        ImportTarget(None, "logs", OLDER, resolved_to_default=False),
+        exact(None, "logs"),
         id="member order and surrounding whitespace do not matter",
     ),
     pytest.param(
         "logs",
-        ImportTarget(None, "logs", DEFAULT, resolved_to_default=True),
+        defaulted(None, "logs"),
         id="short NAME resolves to the default create ref",
     ),
     pytest.param(
         "team-a/logs",
-        ImportTarget("team-a", "logs", DEFAULT, resolved_to_default=True),
+        defaulted("team-a", "logs"),
         id="short SPACE/NAME resolves to the default create ref",
     ),
     pytest.param(
         "Équipe Données/logs",
-        ImportTarget("Équipe Données", "logs", DEFAULT, resolved_to_default=True),
+        defaulted("Équipe Données", "logs"),
         id="short form with a unicode, case-sensitive space containing a blank",
     ),
     pytest.param(
         obj(name="logs"),
-        ImportTarget(None, "logs", DEFAULT, resolved_to_default=True),
+        defaulted(None, "logs"),
         id="JSON form with none of the four FormRef members: the default create ref",
     ),
     pytest.param(
         obj(space="team-a", name="logs"),
-        ImportTarget("team-a", "logs", DEFAULT, resolved_to_default=True),
+        defaulted("team-a", "logs"),
         id="JSON form with space and name only: the default create ref",
     ),
 ]

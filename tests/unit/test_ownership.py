@@ -598,15 +598,7 @@ def test_an_import_that_never_found_its_target_may_be_corrected() -> None:
 def test_an_accepted_rebind_starts_a_fresh_key_sequence() -> None:
     desired = _desired(accept_uid="h-new", cr_generation=3)
     state = _claimed_state(desired, uid="h-old", generation="1", attempt=2)
-    resource = ResourceView(
-        form_ref=REF,
-        space="team-a",
-        name="logs",
-        uid="h-new",
-        generation="1",
-        revision="1",
-        spec={"region": "eu-west-1", "sizeGiB": 99},
-    )
+    resource = builders.served(uid="h-new", spec={"region": "eu-west-1", "sizeGiB": 99})
     planned = plan(desired, state, REGISTRY)
     assert isinstance(planned, Plan)
     decision = decide(desired, state, planned, Observation(None, resource), REGISTRY)
@@ -637,10 +629,7 @@ def test_an_import_id_that_disagrees_names_what_disagrees(
 
 
 def _served(uid: str, creation_key: str | None) -> ResourceView:
-    return ResourceView(
-        form_ref=REF, space="team-a", name="logs", uid=uid, generation="1", revision="1",
-        spec={}, creation_key=creation_key,
-    )  # fmt: skip
+    return builders.served(uid=uid, spec={}, creation_key=creation_key)
 
 
 @pytest.mark.parametrize(

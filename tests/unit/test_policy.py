@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import builders
 import pytest
 from builders import BUCKET, BUCKET_REF, REGISTRY, SPEC, cr_body, desired
 from core_steps import decided
@@ -50,15 +51,8 @@ OBSERVE = ManagementPolicy.OBSERVE
 
 
 def served(spec: dict[str, Any] | None = None, uid: str = "uid-1") -> ResourceView:
-    return ResourceView(
-        form_ref=REF,
-        space="team-a",
-        name="logs",
-        uid=uid,
-        generation="1",
-        revision="1",
-        spec=dict(spec or SPEC),
-        outputs={"endpoint": "https://logs.example"},
+    return builders.served(
+        uid=uid, spec=dict(spec or SPEC), outputs={"endpoint": "https://logs.example"}
     )
 
 

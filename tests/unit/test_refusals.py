@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import pytest
+from builders import BUCKET_REF, REGISTRY, bound, desired
 
 from takoform_operator.core.actions import Create, Target, Update
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.decide import Decision
 from takoform_operator.core.host_answer import Rejection, rejected
 from takoform_operator.core.outcome import NextLook, Outcome
-from takoform_operator.core.state import Desired, OperationView, OpState, State, Verb
-from takoform_operator.registry_data import load_registry
+from takoform_operator.core.state import OperationView, OpState, State, Verb
 from takoform_spec.host_api import ErrorCode
 
-REGISTRY = load_registry()
-REF = next(iter(sorted(REGISTRY.default_creates.values())))
+REF = BUCKET_REF
+assert REF is not None
 TARGET = Target("team-a", REF, "logs")
-DESIRED = Desired(
-    cr_uid="cr-1", cr_generation=2, line=REF.line, space="team-a", name="logs", parameters={}
-)
-BOUND = State(form_ref=REF, space="team-a", name="logs", uid="u-1", generation="4")
+DESIRED = desired(cr_generation=2, parameters={})
+BOUND = bound(DESIRED, generation="4")
 CREATE = Decision(Outcome(State(), (), NextLook.PENDING), Create(TARGET, {}, "cr-1:create:0"))
 UPDATE = Decision(
     Outcome(BOUND, (), NextLook.PENDING), Update(TARGET, {}, "4", "u-1", "cr-1:update:u-1:2:4:0")

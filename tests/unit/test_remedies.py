@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
-from builders import BUCKET_REF, REGISTRY, SPEC, desired
+from builders import BUCKET_REF, REGISTRY, SPEC, desired, served
 
 from takoform_operator.core.actions import Create, Target
 from takoform_operator.core.binding import Binding, ClaimRef, Identity, Phase
@@ -56,16 +56,7 @@ def _remedies(outcome: Outcome) -> tuple[Remedy, ...]:
 
 
 def _resource(uid: str, creation_key: str | None = None) -> ResourceView:
-    return ResourceView(
-        form_ref=REF,
-        space="team-a",
-        name="logs",
-        uid=uid,
-        generation="1",
-        revision="1",
-        spec=SPEC,
-        creation_key=creation_key,
-    )
+    return served(uid=uid, creation_key=creation_key)
 
 
 def _blocked_message(outcome: Outcome) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from builders import BUCKET_REF, bound
 
 from takoform_operator.core.conditions import (
     Condition,
@@ -23,18 +24,12 @@ from takoform_operator.core.state import (
     state_from_status,
     state_to_status,
 )
-from takoform_operator.registry_data import load_registry
-from takoform_spec.identity import FormLine
 
-REF = load_registry().default_create_ref(FormLine("storage.takoform.io/v1", "Bucket"))
+REF = BUCKET_REF
 
 
 def test_state_round_trips_through_the_status() -> None:
-    state = State(
-        form_ref=REF,
-        space="team-a",
-        name="logs",
-        uid="u-1",
+    state = bound(
         generation="3",
         revision="7",
         package_digest="sha256:" + "1" * 64,

@@ -162,12 +162,9 @@ def test_a_pending_delete_never_adopts_or_settles_a_stranger(op: OpState) -> Non
 
 
 def _resource(uid: str, *, key: str | None = None, spec: dict | None = None) -> ResourceView:
-    return ResourceView(
+    return builders.served(
         form_ref=BUCKET,
-        space="team-a",
-        name="logs",
         uid=uid,
-        generation="1",
         revision="2",
         spec=spec if spec is not None else {**SPEC, "public": False},
         outputs={"endpoint": "https://logs", "arn": "arn:logs"},

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from builders import REGISTRY, desired
+from builders import REGISTRY, desired, served
 from core_steps import planned
 
 from takoform_operator.core.actions import Create, Delete, Target, bound_to
@@ -67,15 +67,8 @@ def resource(state: State, found: Presence) -> ResourceView | None:
     where = target(state)
     ours = found is not Presence.DIFFERENT_UID
     uid, key = (OURS, "cr-1:create:0") if ours else (OTHER, "someone:create:0")
-    return ResourceView(
-        where.form_ref,
-        where.space,
-        where.name,
-        uid,
-        "1",
-        "1",
-        {"region": "eu-west-1", "sizeGiB": 10},
-        creation_key=key,
+    return served(
+        form_ref=where.form_ref, space=where.space, name=where.name, uid=uid, creation_key=key
     )
 
 
