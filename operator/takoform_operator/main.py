@@ -31,7 +31,13 @@ from takoform_operator.kube.handlers import Runtime, cr_trimmer, register, wake_
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
 from takoform_operator.kube.index_readiness import install as install_index_readiness
 from takoform_operator.kube.json_seam import install as install_json_seam
-from takoform_operator.kube.leader import LeaderElector, LeaseConfig, LostLease, coordination_api
+from takoform_operator.kube.leader import (
+    LeaderElector,
+    LeaseConfig,
+    LeaseTiming,
+    LostLease,
+    coordination_api,
+)
 from takoform_operator.kube.metrics_access import ApiServerReviews
 from takoform_operator.kube.secrets import KubernetesSecretReader
 from takoform_operator.kube.shard_leases import ShardConfig, ShardLeases
@@ -284,6 +290,12 @@ def _identity(settings: Settings) -> tuple[str, str]:
     return namespace, settings.pod_name or f"{socket.gethostname()}-{os.getpid()}"
 
 
+def _timing(settings: Settings) -> LeaseTiming:
+    return LeaseTiming(
+        settings.lease_seconds, settings.lease_renew_deadline_seconds, settings.lease_retry_seconds
+    )
+
+
 def _membership(settings: Settings, metrics: Metrics) -> ShardMembership:
     namespace, identity = _identity(settings)
 
@@ -298,9 +310,7 @@ def _membership(settings: Settings, metrics: Metrics) -> ShardMembership:
         ring=settings.lease_name,
         identity=identity,
         key=settings.shard_key,
-        lease_seconds=settings.lease_seconds,
-        renew_deadline_seconds=settings.lease_renew_deadline_seconds,
-        retry_seconds=settings.lease_retry_seconds,
+        timing=_timing(settings),
     )
     return ShardMembership(ShardLeases(config, coordination_api()), observe=observe)
 
@@ -334,14 +344,7 @@ async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics
     """Reconcile only while holding the Lease; SIGTERM while waiting for it just ends."""
     namespace, identity = _identity(settings)
     elector = LeaderElector(
-        LeaseConfig(
-            namespace=namespace,
-            name=settings.lease_name,
-            identity=identity,
-            lease_seconds=settings.lease_seconds,
-            renew_deadline_seconds=settings.lease_renew_deadline_seconds,
-            retry_seconds=settings.lease_retry_seconds,
-        ),
+        LeaseConfig(namespace, settings.lease_name, identity, _timing(settings)),
         coordination_api(),
     )
 
