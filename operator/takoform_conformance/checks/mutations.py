@@ -6,6 +6,8 @@ import time
 import uuid
 from typing import Any
 
+import httpx
+
 from takoform_spec.host_api import OperationState
 from takoform_spec.identity import FormRef
 
@@ -146,24 +148,39 @@ def exact_definition_validation(ctx: Context) -> None:
         ctx.make("validate", spec, ref=ctx.sibling)  # the same field is fine where declared
 
 
+def _refused_by_fence(
+    ctx: Context,
+    response: httpx.Response,
+    code: str,
+    cite: str,
+    what: str,
+    *,
+    expected: str,
+    current: str,
+) -> None:
+    """A mutation refused with 412 `code` by one of its fences, the details naming the value it
+    expected and the current one."""
+    details = ctx.expect_error(response, 412, code, cite, what)
+    ensure(
+        same_details(details, "expected", expected) and same_details(details, "current", current),
+        f"{cite}: details must name expected {expected} and current {current}: {details}",
+    )
+
+
 @check("stale-generation-fence", "H-23")
 def stale_generation_fence(ctx: Context) -> None:
     """An update fenced on a stale generation fails generation_conflict and changes nothing."""
     name, rep = ctx.make("genfence")
     current = ctx.change(name, rep)
     for stale in ("1", str(int(generation_of(current)) + 5)):
-        details = ctx.expect_error(
+        _refused_by_fence(
+            ctx,
             ctx.update(name, ctx.model().changed(current["spec"]), stale),
-            412,
             "generation_conflict",
             "H-23",
             f"update expecting generation {stale} (current {generation_of(current)})",
-        )
-        ensure(
-            same_details(details, "expected", stale)
-            and same_details(details, "current", generation_of(current)),
-            f"H-23: details must name expected {stale} and current "
-            f"{generation_of(current)}: {details}",
+            expected=stale,
+            current=generation_of(current),
         )
         unchanged(ctx, name, current, "H-23", "a stale-generation update")
 
@@ -174,19 +191,16 @@ def stale_revision_fence(ctx: Context) -> None:
     name, rep = ctx.make("revfence")
     current = ctx.change(name, rep)
     stale = f'"{revision_of(rep)}"'
-    details = ctx.expect_error(
+    _refused_by_fence(
+        ctx,
         ctx.update(
             name, ctx.model().changed(current["spec"]), generation_of(current), if_match=stale
         ),
-        412,
         "revision_conflict",
         "H-24",
         f"update with If-Match {stale} (current {revision_of(current)})",
-    )
-    ensure(
-        same_details(details, "expected", stale)
-        and same_details(details, "current", revision_of(current)),
-        f"H-24: details must name expected {stale} and current {revision_of(current)}: {details}",
+        expected=stale,
+        current=revision_of(current),
     )
     unchanged(ctx, name, current, "H-24", "a stale-revision update")
     ctx.expect_error(
@@ -205,16 +219,14 @@ def expected_uid_fence(ctx: Context) -> None:
     """A mutation expecting another uid fails uid_mismatch and changes nothing."""
     name, rep = ctx.make("uidfence")
     wrong = str(uuid.uuid4())
-    details = ctx.expect_error(
+    _refused_by_fence(
+        ctx,
         ctx.update(name, ctx.model().changed(rep["spec"]), generation_of(rep), uid=wrong),
-        412,
         "uid_mismatch",
         "H-25",
         "update expecting another uid",
-    )
-    ensure(
-        same_details(details, "expected", wrong) and same_details(details, "current", uid_of(rep)),
-        f"H-25: details must name expected {wrong} and current {uid_of(rep)}: {details}",
+        expected=wrong,
+        current=uid_of(rep),
     )
     unchanged(ctx, name, rep, "H-25", "an update expecting another uid")
     ctx.expect_error(
