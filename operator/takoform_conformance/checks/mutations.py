@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -185,31 +186,62 @@ def stale_generation_fence(ctx: Context) -> None:
         unchanged(ctx, name, current, "H-23", "a stale-generation update")
 
 
+def _fence_holds(
+    ctx: Context,
+    name: str,
+    current: dict[str, Any],
+    stale: str,
+    *,
+    fence: str,
+    value_of: Callable[[dict[str, Any]], str],
+    code: str,
+    cite: str,
+) -> None:
+    """An update and a delete of `name` fenced on `stale` (`fence`: the keyword of
+    Context.update and delete) both fail 412 `code` and change nothing; fenced on the current
+    value (`value_of` a representation), both go through."""
+
+    def fenced_on(value: str) -> dict[str, Any]:
+        return {fence: value}
+
+    what = f"update with {fence}={stale}"
+    _refused_by_fence(
+        ctx,
+        ctx.update(
+            name, ctx.model().changed(current["spec"]), generation_of(current), **fenced_on(stale)
+        ),
+        code,
+        cite,
+        f"{what} (current {value_of(current)})",
+        expected=stale,
+        current=value_of(current),
+    )
+    unchanged(ctx, name, current, cite, what)
+    what = f"delete with {fence}={stale}"
+    ctx.expect_error(ctx.delete(name, **fenced_on(stale)), 412, code, cite, what)
+    unchanged(ctx, name, current, cite, what)
+    fresh = ctx.change(name, current, **fenced_on(value_of(current)))
+    ctx.settle(ctx.delete(name, **fenced_on(value_of(fresh))), f"delete with the current {fence}")
+
+
+def _quoted_revision(rep: dict[str, Any]) -> str:
+    return f'"{revision_of(rep)}"'
+
+
 @check("stale-revision-fence", "H-24")
 def stale_revision_fence(ctx: Context) -> None:
     """A mutation with a stale If-Match fails revision_conflict and changes nothing."""
     name, rep = ctx.make("revfence")
     current = ctx.change(name, rep)
-    stale = f'"{revision_of(rep)}"'
-    _refused_by_fence(
+    _fence_holds(
         ctx,
-        ctx.update(
-            name, ctx.model().changed(current["spec"]), generation_of(current), if_match=stale
-        ),
-        "revision_conflict",
-        "H-24",
-        f"update with If-Match {stale} (current {revision_of(current)})",
-        expected=stale,
-        current=revision_of(current),
-    )
-    unchanged(ctx, name, current, "H-24", "a stale-revision update")
-    ctx.expect_error(
-        ctx.delete(name, if_match=stale), 412, "revision_conflict", "H-24", "delete, stale If-Match"
-    )
-    unchanged(ctx, name, current, "H-24", "a stale-revision delete")
-    fresh = ctx.change(name, current, if_match=f'"{revision_of(current)}"')
-    ctx.settle(
-        ctx.delete(name, if_match=f'"{revision_of(fresh)}"'), "delete with the current If-Match"
+        name,
+        current,
+        _quoted_revision(rep),
+        fence="if_match",
+        value_of=_quoted_revision,
+        code="revision_conflict",
+        cite="H-24",
     )
     ctx.expect_absent(name, "H-36", "after a fenced delete committed")
 
@@ -218,23 +250,16 @@ def stale_revision_fence(ctx: Context) -> None:
 def expected_uid_fence(ctx: Context) -> None:
     """A mutation expecting another uid fails uid_mismatch and changes nothing."""
     name, rep = ctx.make("uidfence")
-    wrong = str(uuid.uuid4())
-    _refused_by_fence(
+    _fence_holds(
         ctx,
-        ctx.update(name, ctx.model().changed(rep["spec"]), generation_of(rep), uid=wrong),
-        "uid_mismatch",
-        "H-25",
-        "update expecting another uid",
-        expected=wrong,
-        current=uid_of(rep),
+        name,
+        rep,
+        str(uuid.uuid4()),
+        fence="uid",
+        value_of=uid_of,
+        code="uid_mismatch",
+        cite="H-25",
     )
-    unchanged(ctx, name, rep, "H-25", "an update expecting another uid")
-    ctx.expect_error(
-        ctx.delete(name, uid=wrong), 412, "uid_mismatch", "H-25", "delete expecting another uid"
-    )
-    unchanged(ctx, name, rep, "H-25", "a delete expecting another uid")
-    current = ctx.change(name, rep, uid=uid_of(rep))
-    ctx.settle(ctx.delete(name, uid=uid_of(current)), "delete expecting the right uid")
 
 
 @check("concurrent-create-refused", "H-26", admin="required")
