@@ -126,25 +126,3 @@ def _run_one(ctx: Context, item: Check) -> CheckResult:
     return CheckResult(
         item.name, item.cites, item.required, outcome, reason, time.monotonic() - started
     )
-
-
-def run_checks(
-    url: str,
-    token: str,
-    admin_token: str | None = None,
-    only: Iterable[str] | None = None,
-    *,
-    op_timeout: float = 10.0,
-    poll_interval: float = 0.02,
-    progress: Progress | None = None,
-) -> list[CheckResult]:
-    """The Python API: run the checks and return their results (see `run` for the report)."""
-    return run(
-        url,
-        token,
-        admin_token,
-        only,
-        op_timeout=op_timeout,
-        poll_interval=poll_interval,
-        progress=progress,
-    ).results

@@ -19,8 +19,8 @@ from takoform_operator.core.host_budget import HostBudget
 from takoform_operator.core.state import DEFAULT_HOST
 from takoform_operator.core.tenancy import SecretKeyRef, implicit_host_refusal
 from takoform_operator.health import Health
-from takoform_operator.host_client.client import HostClient, RequestObserver, TokenSource
-from takoform_operator.host_client.pool import HostPool, SecretReader, SecretToken, observer_of
+from takoform_operator.host_client.client import TokenSource
+from takoform_operator.host_client.pool import Endpoint, HostPool, SecretReader, SecretToken
 from takoform_operator.host_client.token_file import FileToken
 from takoform_operator.kube.binding_watch import BindingWatch
 from takoform_operator.kube.bindings import BindingBook
@@ -31,7 +31,13 @@ from takoform_operator.kube.handlers import Runtime, cr_trimmer, register, wake_
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
 from takoform_operator.kube.index_readiness import install as install_index_readiness
 from takoform_operator.kube.json_seam import install as install_json_seam
-from takoform_operator.kube.leader import LeaderElector, LeaseConfig, LostLease, coordination_api
+from takoform_operator.kube.leader import (
+    LeaderElector,
+    LeaseConfig,
+    LeaseTiming,
+    LostLease,
+    coordination_api,
+)
 from takoform_operator.kube.metrics_access import ApiServerReviews
 from takoform_operator.kube.secrets import KubernetesSecretReader
 from takoform_operator.kube.shard_leases import ShardConfig, ShardLeases
@@ -136,11 +142,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         refresh_seconds=settings.token_refresh_seconds,
         read_retries=settings.host_read_retries,
         max_connections=settings.host_max_connections,
-        implicit=(
-            host_client(settings, reader, observe=observer_of(metrics.host_request, DEFAULT_HOST))
-            if settings.implicit_host
-            else None
-        ),
+        implicit=implicit_endpoint(settings, reader) if settings.implicit_host else None,
         implicit_refusal=implicit_host_refusal(settings.host_url, settings.host_insecure),
         observe=metrics.host_request,
         budget=HostBudget(settings.host_requests_per_second, settings.host_request_burst)
@@ -284,6 +286,12 @@ def _identity(settings: Settings) -> tuple[str, str]:
     return namespace, settings.pod_name or f"{socket.gethostname()}-{os.getpid()}"
 
 
+def _timing(settings: Settings) -> LeaseTiming:
+    return LeaseTiming(
+        settings.lease_seconds, settings.lease_renew_deadline_seconds, settings.lease_retry_seconds
+    )
+
+
 def _membership(settings: Settings, metrics: Metrics) -> ShardMembership:
     namespace, identity = _identity(settings)
 
@@ -298,9 +306,7 @@ def _membership(settings: Settings, metrics: Metrics) -> ShardMembership:
         ring=settings.lease_name,
         identity=identity,
         key=settings.shard_key,
-        lease_seconds=settings.lease_seconds,
-        renew_deadline_seconds=settings.lease_renew_deadline_seconds,
-        retry_seconds=settings.lease_retry_seconds,
+        timing=_timing(settings),
     )
     return ShardMembership(ShardLeases(config, coordination_api()), observe=observe)
 
@@ -334,14 +340,7 @@ async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics
     """Reconcile only while holding the Lease; SIGTERM while waiting for it just ends."""
     namespace, identity = _identity(settings)
     elector = LeaderElector(
-        LeaseConfig(
-            namespace=namespace,
-            name=settings.lease_name,
-            identity=identity,
-            lease_seconds=settings.lease_seconds,
-            renew_deadline_seconds=settings.lease_renew_deadline_seconds,
-            retry_seconds=settings.lease_retry_seconds,
-        ),
+        LeaseConfig(namespace, settings.lease_name, identity, _timing(settings)),
         coordination_api(),
     )
 
@@ -363,12 +362,8 @@ async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics
         await asyncio.to_thread(elector.release)
 
 
-def host_client(
-    settings: Settings,
-    reader: SecretReader | None = None,
-    observe: RequestObserver | None = None,
-) -> HostClient:
-    """The host client configured from the settings (the client itself knows no settings). A
+def implicit_endpoint(settings: Settings, reader: SecretReader | None = None) -> Endpoint:
+    """Host `default` as the settings configure it (the client itself knows no settings). A
     token Secret (TAKOFORM_HOST_TOKEN_SECRET) is read like a TakoformHost's: by name, re-read on
     the refresh interval and after a 401, used only when opted in for host `default` at
     TAKOFORM_HOST_URL."""
@@ -384,16 +379,7 @@ def host_client(
         token = FileToken(settings.host_token_file)
     else:
         token = settings.token()
-    return HostClient(
-        settings.host_url,
-        token,
-        timeout=settings.host_timeout_seconds,
-        read_retries=settings.host_read_retries,
-        max_connections=settings.host_max_connections,
-        verify=verify,
-        cert=cert,
-        observe=observe,
-    )
+    return Endpoint(settings.host_url, token, settings.host_timeout_seconds, verify, cert)
 
 
 def _text(path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None) -> str | None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from processes import HostProcess
 
-from takoform_conformance import run_checks
+from takoform_conformance import run
 
 from .switches import SWITCH_TO_CHECK
 
@@ -39,11 +39,11 @@ def test_switch_makes_its_check_fail(misbehaving_host: HostProcess, switch: str)
     check, rules = SWITCH_TO_CHECK[switch]
     host = misbehaving_host
     # The control: the check passes on this host with every switch off.
-    [control] = run_checks(host.url, host.token, host.admin_token, only=[check])
+    [control] = run(host.url, host.token, host.admin_token, only=[check]).results
     assert control.result == "pass", control.reason
     host.set_misbehaviours([switch])
     try:
-        [result] = run_checks(host.url, host.token, host.admin_token, only=[check])
+        [result] = run(host.url, host.token, host.admin_token, only=[check]).results
     finally:
         host.set_misbehaviours([])
     assert result.result == "fail", f"{check} did not fail with {switch} on: {result}"

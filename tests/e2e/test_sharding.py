@@ -361,7 +361,7 @@ def test_a_member_that_cannot_renew_stops_before_another_takes_its_crs(
     from waiting import await_for
 
     from takoform_operator.core.shard_round import Verdict
-    from takoform_operator.kube.leader import LostLease
+    from takoform_operator.kube.leader import LeaseTiming, LostLease
     from takoform_operator.kube.loops import ReconcileLoops
     from takoform_operator.kube.shard_leases import ShardConfig, ShardLeases, lease_name
     from takoform_operator.kube.shards import BySelector, ShardMembership
@@ -391,8 +391,8 @@ def test_a_member_that_cannot_renew_stops_before_another_takes_its_crs(
     def member(identity: str) -> ShardMembership:
         found = members[identity] = ShardMembership(
             ShardLeases(ShardConfig(
-                namespace=kube_namespace, ring="ring", identity=identity, lease_seconds=6,
-                renew_deadline_seconds=3, retry_seconds=0.5,
+                namespace=kube_namespace, ring="ring", identity=identity,
+                timing=LeaseTiming(lease_seconds=6, renew_deadline_seconds=3, retry_seconds=0.5),
             ), k8s.CoordinationV1Api(kube_cluster.api_client())),
             observe=check,
         )  # fmt: skip

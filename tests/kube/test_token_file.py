@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
+from takoform_operator.core.state import DEFAULT_HOST
+from takoform_operator.host_client.pool import HostPool
 from takoform_operator.host_port import Unauthenticated
-from takoform_operator.main import host_client
+from takoform_operator.main import implicit_endpoint
 from takoform_operator.settings import Settings
 
 pytestmark = pytest.mark.host
@@ -29,8 +31,10 @@ async def test_a_rotated_token_file_is_used_without_a_restart(
     host = host_factory()
     token_file = tmp_path / "token"
     _write(token_file, "not-the-token")
-    settings = Settings(host_url=host.url, host_token_file=token_file, host_read_retries=0)
-    async with host_client(settings) as client:
+    settings = Settings(host_url=host.url, host_token_file=token_file)
+    pool = HostPool(None, read_retries=0, implicit=implicit_endpoint(settings))
+    client = await pool.client(DEFAULT_HOST)
+    try:
         with pytest.raises(Unauthenticated):
             await client.ensure_space("team-a")  # refused: the file holds a wrong token
         _write(token_file, host.token)
@@ -38,3 +42,5 @@ async def test_a_rotated_token_file_is_used_without_a_restart(
         _write(token_file, "revoked")
         with pytest.raises(Unauthenticated):
             await client.ensure_space("team-b")
+    finally:
+        await pool.aclose()

@@ -18,7 +18,7 @@ from takoform_operator.core.tenancy import (
     implicit_host_refusal,
 )
 from takoform_operator.host_client.client import HostClient
-from takoform_operator.host_client.pool import HostPool, SecretToken
+from takoform_operator.host_client.pool import Endpoint, HostPool, SecretToken
 from takoform_operator.host_port import (
     HostInsecure,
     SecretNotFound,
@@ -122,8 +122,7 @@ def _config(
 
 
 def test_the_default_host_is_the_one_marked_else_the_implicit_one() -> None:
-    implicit = HostClient("http://implicit", "t")
-    pool = HostPool(FakeSecrets({}), implicit=implicit)
+    pool = HostPool(FakeSecrets({}), implicit=Endpoint("http://implicit", "t"))
     assert pool.default_host() == DEFAULT_HOST and pool.names() == [DEFAULT_HOST]
     pool.observe(_config("prod", default=True))
     pool.observe(_config("staging"))
@@ -317,7 +316,7 @@ def test_a_plain_http_host_gets_nothing_unless_it_says_insecure() -> None:
         assert (await pool.client("prod")).closed is False
         implicit = HostPool(
             secrets,
-            implicit=HostClient("http://implicit", "t"),
+            implicit=Endpoint("http://implicit", "t"),
             implicit_refusal=implicit_host_refusal("http://implicit", False),
         )
         with pytest.raises(HostInsecure, match="TAKOFORM_HOST_INSECURE"):

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client as k8s
 
 from takoform_operator.core.shard_round import Verdict
-from takoform_operator.kube.leader import LostLease
+from takoform_operator.kube.leader import LeaseTiming, LostLease
 from takoform_operator.kube.loops import ReconcileLoops
 from takoform_operator.kube.selector import parse_selector
 from takoform_operator.kube.shard_leases import ShardConfig, ShardLeases, lease_name
@@ -39,8 +39,7 @@ def test_a_member_that_never_wrote_its_lease_acts_on_nothing() -> None:
     async def scenario() -> ShardMembership:
         unreachable = k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:1"))
         member = ShardMembership(ShardLeases(
-            ShardConfig(namespace="ops", ring="r", identity="m", lease_seconds=3,
-                        renew_deadline_seconds=1, retry_seconds=0.2),
+            ShardConfig(namespace="ops", ring="r", identity="m", timing=LeaseTiming(3, 1, 0.2)),
             k8s.CoordinationV1Api(unreachable),
         ))  # fmt: skip
         loops = ReconcileLoops(run, concurrency=2, watched_annotations=(), finalizer="f")
@@ -80,8 +79,7 @@ def test_a_member_stops_at_its_deadline_even_when_a_round_swallows_the_cancellat
 
     async def scenario() -> Swallowing:
         member = Swallowing(ShardLeases(
-            ShardConfig(namespace="ops", ring="r", identity="m", lease_seconds=3,
-                        renew_deadline_seconds=0.2, retry_seconds=0.05),
+            ShardConfig(namespace="ops", ring="r", identity="m", timing=LeaseTiming(3, 0.2, 0.05)),
             k8s.CoordinationV1Api(k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:1"))),
         ))  # fmt: skip
         running = asyncio.create_task(member.run())
@@ -112,8 +110,7 @@ def test_a_published_view_says_when_its_write_was_sent(caplog: pytest.LogCapture
             return k8s.V1LeaseList(items=[])
 
     member = ShardMembership(ShardLeases(
-        ShardConfig(namespace="ops", ring="r", identity="m", lease_seconds=3,
-                    renew_deadline_seconds=1, retry_seconds=0.2),
+        ShardConfig(namespace="ops", ring="r", identity="m", timing=LeaseTiming(3, 1, 0.2)),
         Api(),  # type: ignore[arg-type]
     ))  # fmt: skip
     member.member.members = ("m",)

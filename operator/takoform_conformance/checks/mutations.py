@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
+
+import httpx
 
 from takoform_spec.host_api import OperationState
 from takoform_spec.identity import FormRef
@@ -146,26 +149,83 @@ def exact_definition_validation(ctx: Context) -> None:
         ctx.make("validate", spec, ref=ctx.sibling)  # the same field is fine where declared
 
 
+def _refused_by_fence(
+    ctx: Context,
+    response: httpx.Response,
+    code: str,
+    cite: str,
+    what: str,
+    *,
+    expected: str,
+    current: str,
+) -> None:
+    """A mutation refused with 412 `code` by one of its fences, the details naming the value it
+    expected and the current one."""
+    details = ctx.expect_error(response, 412, code, cite, what)
+    ensure(
+        same_details(details, "expected", expected) and same_details(details, "current", current),
+        f"{cite}: details must name expected {expected} and current {current}: {details}",
+    )
+
+
 @check("stale-generation-fence", "H-23")
 def stale_generation_fence(ctx: Context) -> None:
     """An update fenced on a stale generation fails generation_conflict and changes nothing."""
     name, rep = ctx.make("genfence")
     current = ctx.change(name, rep)
     for stale in ("1", str(int(generation_of(current)) + 5)):
-        details = ctx.expect_error(
+        _refused_by_fence(
+            ctx,
             ctx.update(name, ctx.model().changed(current["spec"]), stale),
-            412,
             "generation_conflict",
             "H-23",
             f"update expecting generation {stale} (current {generation_of(current)})",
-        )
-        ensure(
-            same_details(details, "expected", stale)
-            and same_details(details, "current", generation_of(current)),
-            f"H-23: details must name expected {stale} and current "
-            f"{generation_of(current)}: {details}",
+            expected=stale,
+            current=generation_of(current),
         )
         unchanged(ctx, name, current, "H-23", "a stale-generation update")
+
+
+def _fence_holds(
+    ctx: Context,
+    name: str,
+    current: dict[str, Any],
+    stale: str,
+    *,
+    fence: str,
+    value_of: Callable[[dict[str, Any]], str],
+    code: str,
+    cite: str,
+) -> None:
+    """An update and a delete of `name` fenced on `stale` (`fence`: the keyword of
+    Context.update and delete) both fail 412 `code` and change nothing; fenced on the current
+    value (`value_of` a representation), both go through."""
+
+    def fenced_on(value: str) -> dict[str, Any]:
+        return {fence: value}
+
+    what = f"update with {fence}={stale}"
+    _refused_by_fence(
+        ctx,
+        ctx.update(
+            name, ctx.model().changed(current["spec"]), generation_of(current), **fenced_on(stale)
+        ),
+        code,
+        cite,
+        f"{what} (current {value_of(current)})",
+        expected=stale,
+        current=value_of(current),
+    )
+    unchanged(ctx, name, current, cite, what)
+    what = f"delete with {fence}={stale}"
+    ctx.expect_error(ctx.delete(name, **fenced_on(stale)), 412, code, cite, what)
+    unchanged(ctx, name, current, cite, what)
+    fresh = ctx.change(name, current, **fenced_on(value_of(current)))
+    ctx.settle(ctx.delete(name, **fenced_on(value_of(fresh))), f"delete with the current {fence}")
+
+
+def _quoted_revision(rep: dict[str, Any]) -> str:
+    return f'"{revision_of(rep)}"'
 
 
 @check("stale-revision-fence", "H-24")
@@ -173,29 +233,15 @@ def stale_revision_fence(ctx: Context) -> None:
     """A mutation with a stale If-Match fails revision_conflict and changes nothing."""
     name, rep = ctx.make("revfence")
     current = ctx.change(name, rep)
-    stale = f'"{revision_of(rep)}"'
-    details = ctx.expect_error(
-        ctx.update(
-            name, ctx.model().changed(current["spec"]), generation_of(current), if_match=stale
-        ),
-        412,
-        "revision_conflict",
-        "H-24",
-        f"update with If-Match {stale} (current {revision_of(current)})",
-    )
-    ensure(
-        same_details(details, "expected", stale)
-        and same_details(details, "current", revision_of(current)),
-        f"H-24: details must name expected {stale} and current {revision_of(current)}: {details}",
-    )
-    unchanged(ctx, name, current, "H-24", "a stale-revision update")
-    ctx.expect_error(
-        ctx.delete(name, if_match=stale), 412, "revision_conflict", "H-24", "delete, stale If-Match"
-    )
-    unchanged(ctx, name, current, "H-24", "a stale-revision delete")
-    fresh = ctx.change(name, current, if_match=f'"{revision_of(current)}"')
-    ctx.settle(
-        ctx.delete(name, if_match=f'"{revision_of(fresh)}"'), "delete with the current If-Match"
+    _fence_holds(
+        ctx,
+        name,
+        current,
+        _quoted_revision(rep),
+        fence="if_match",
+        value_of=_quoted_revision,
+        code="revision_conflict",
+        cite="H-24",
     )
     ctx.expect_absent(name, "H-36", "after a fenced delete committed")
 
@@ -204,25 +250,16 @@ def stale_revision_fence(ctx: Context) -> None:
 def expected_uid_fence(ctx: Context) -> None:
     """A mutation expecting another uid fails uid_mismatch and changes nothing."""
     name, rep = ctx.make("uidfence")
-    wrong = str(uuid.uuid4())
-    details = ctx.expect_error(
-        ctx.update(name, ctx.model().changed(rep["spec"]), generation_of(rep), uid=wrong),
-        412,
-        "uid_mismatch",
-        "H-25",
-        "update expecting another uid",
+    _fence_holds(
+        ctx,
+        name,
+        rep,
+        str(uuid.uuid4()),
+        fence="uid",
+        value_of=uid_of,
+        code="uid_mismatch",
+        cite="H-25",
     )
-    ensure(
-        same_details(details, "expected", wrong) and same_details(details, "current", uid_of(rep)),
-        f"H-25: details must name expected {wrong} and current {uid_of(rep)}: {details}",
-    )
-    unchanged(ctx, name, rep, "H-25", "an update expecting another uid")
-    ctx.expect_error(
-        ctx.delete(name, uid=wrong), 412, "uid_mismatch", "H-25", "delete expecting another uid"
-    )
-    unchanged(ctx, name, rep, "H-25", "a delete expecting another uid")
-    current = ctx.change(name, rep, uid=uid_of(rep))
-    ctx.settle(ctx.delete(name, uid=uid_of(current)), "delete expecting the right uid")
 
 
 @check("concurrent-create-refused", "H-26", admin="required")

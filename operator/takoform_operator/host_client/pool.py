@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.host_budget import HostBudget
@@ -162,6 +162,18 @@ async def read_tls(reader: SecretReader, config: HostConfig) -> TlsMaterial | No
     return TlsMaterial(ca, cert, key)
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """How a client reaches one host: its URL, token, timeout and TLS (httpx's `verify` and
+    `cert`)."""
+
+    url: str
+    token: TokenSource | str | None
+    timeout: float = 10.0
+    verify: Any = True
+    cert: Any = None
+
+
 #: observe(host, verb, code, seconds): a request to the TakoformHost `host`.
 HostObserver = Callable[[str, str, str, float], None]
 
@@ -194,7 +206,7 @@ class HostPool:
         refresh_seconds: float = 30.0,
         read_retries: int = 3,
         max_connections: int = 20,
-        implicit: HostClient | None = None,
+        implicit: Endpoint | None = None,
         implicit_refusal: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         retire_after: float = RETIRE_AFTER_SECONDS,
@@ -203,7 +215,8 @@ class HostPool:
     ) -> None:
         """`observe(host, verb, code, seconds)` hears of every request a client built here
         sends (host_client.client.HostClient's `observe`, with the TakoformHost's name).
-        `budget`: the requests each namespace may send to each host (None: no budget)."""
+        `budget`: the requests each namespace may send to each host (None: no budget).
+        `implicit`: host `default` where no TakoformHost of that name is known."""
         self._reader = reader
         self._budget = budget
         self._observe = observe
@@ -213,7 +226,7 @@ class HostPool:
         self._refresh = refresh_seconds
         self._read_retries = read_retries
         self._max_connections = max_connections
-        self._implicit = implicit
+        self._implicit = self._client(DEFAULT_HOST, implicit) if implicit is not None else None
         self._entries: dict[str, _Entry] = {}
         self._retire_after = retire_after
         self._retired: list[HostClient] = []  # replaced clients not closed yet
@@ -376,14 +389,18 @@ class HostPool:
                 f"host {config.name!r}: its CA bundle or client certificate Secret is not "
                 f"usable PEM: {exc}"
             ) from None
+        return self._client(config.name, Endpoint(config.url, token, config.timeout, verify))
+
+    def _client(self, name: str, endpoint: Endpoint) -> HostClient:
         return HostClient(
-            config.url,
-            token,
-            timeout=config.timeout,
+            endpoint.url,
+            endpoint.token,
+            timeout=endpoint.timeout,
             read_retries=self._read_retries,
             max_connections=self._max_connections,
-            verify=verify,
-            observe=observer_of(self._observe, config.name),
+            verify=endpoint.verify,
+            cert=endpoint.cert,
+            observe=observer_of(self._observe, name),
         )
 
     def _retire(self, client: HostClient) -> None:

@@ -17,7 +17,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client as k8s
@@ -29,13 +29,25 @@ logger = logging.getLogger("takoform_operator.leader")
 
 
 @dataclass(frozen=True)
+class LeaseTiming:
+    """How long a Lease lasts unrenewed, how long its holder keeps failing to renew before it
+    stops, and how often it renews: the leader's Lease and each shard member's alike."""
+
+    lease_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_seconds: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.retry_seconds < self.renew_deadline_seconds < self.lease_seconds:
+            raise ValueError("need retry < renew deadline < lease duration")
+
+
+@dataclass(frozen=True)
 class LeaseConfig:
     namespace: str
     name: str
     identity: str
-    lease_seconds: float = 15.0
-    renew_deadline_seconds: float = 10.0
-    retry_seconds: float = 2.0
+    timing: LeaseTiming = field(default_factory=LeaseTiming)
 
 
 def _now() -> dt.datetime:
@@ -44,8 +56,6 @@ def _now() -> dt.datetime:
 
 class LeaderElector:
     def __init__(self, config: LeaseConfig, api: k8s.CoordinationV1Api) -> None:
-        if not config.retry_seconds < config.renew_deadline_seconds < config.lease_seconds:
-            raise ValueError("need retry < renew deadline < lease duration")
         self.config = config
         self.api = api
         # What we last saw of another holder: (holder, renewTime, resourceVersion) and when.
@@ -60,7 +70,7 @@ class LeaderElector:
         transitions = (previous.lease_transitions or 0) if previous is not None else 0
         return k8s.V1LeaseSpec(
             holder_identity=self.config.identity,
-            lease_duration_seconds=int(self.config.lease_seconds),
+            lease_duration_seconds=int(self.config.timing.lease_seconds),
             acquire_time=now if acquire or previous is None else previous.acquire_time,
             renew_time=now,
             lease_transitions=transitions + (1 if acquire and previous is not None else 0),
@@ -95,7 +105,7 @@ class LeaderElector:
                 self._observed = (seen, time.monotonic())
                 return False
             if time.monotonic() - self._observed[1] < (
-                spec.lease_duration_seconds or c.lease_seconds
+                spec.lease_duration_seconds or c.timing.lease_seconds
             ):
                 return False  # the holder may still be alive: wait for its lease to run out
             logger.info("lease %s/%s expired (holder %s); taking it", c.namespace, c.name, holder)
@@ -130,7 +140,7 @@ class LeaderElector:
         try:
             # asyncio.timeout, not wait_for: in Python 3.11 wait_for drops a cancellation that
             # arrives just as the call finished (kube/shards.py).
-            async with asyncio.timeout(self.config.retry_seconds * 2):
+            async with asyncio.timeout(self.config.timing.retry_seconds * 2):
                 return await asyncio.to_thread(self.try_acquire_or_renew)
         except Exception as exc:
             logger.warning("lease %s/%s: %s", self.config.namespace, self.config.name, exc)
@@ -148,7 +158,7 @@ class LeaderElector:
         on_change(False)
         logger.info("waiting for lease %s/%s as %s", c.namespace, c.name, c.identity)
         while not await self._round():
-            await asyncio.sleep(c.retry_seconds)
+            await asyncio.sleep(c.timing.retry_seconds)
         self.is_leader = True
         on_change(True)
         logger.info("acquired lease %s/%s: leading", c.namespace, c.name)
@@ -157,14 +167,14 @@ class LeaderElector:
         last_renew = time.monotonic()
         try:
             while not task.done():
-                done, _ = await asyncio.wait({task}, timeout=c.retry_seconds)
+                done, _ = await asyncio.wait({task}, timeout=c.timing.retry_seconds)
                 if done:
                     break
                 if await self._round():
                     last_renew = time.monotonic()
-                elif time.monotonic() - last_renew >= c.renew_deadline_seconds:
+                elif time.monotonic() - last_renew >= c.timing.renew_deadline_seconds:
                     logger.error("lease %s/%s not renewed in %.0fs: stopping", c.namespace,
-                                 c.name, c.renew_deadline_seconds)  # fmt: skip
+                                 c.name, c.timing.renew_deadline_seconds)  # fmt: skip
                     raise LostLease(c.name)
             await task
         finally:

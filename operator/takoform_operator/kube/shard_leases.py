@@ -13,7 +13,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client as k8s
@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from takoform_operator.core.shard_ring import ShardKey, view_of
 from takoform_operator.core.shard_round import SeenLease, View
+from takoform_operator.kube.leader import LeaseTiming
 
 logger = logging.getLogger("takoform_operator.shards")
 
@@ -34,9 +35,7 @@ class ShardConfig:
     ring: str
     identity: str
     key: ShardKey = "name"
-    lease_seconds: float = 15.0
-    renew_deadline_seconds: float = 10.0
-    retry_seconds: float = 2.0
+    timing: LeaseTiming = field(default_factory=LeaseTiming)
 
     @property
     def lease_name(self) -> str:
@@ -74,7 +73,7 @@ class ShardLeases:
             ),
             spec=k8s.V1LeaseSpec(
                 holder_identity=c.identity,
-                lease_duration_seconds=max(1, int(c.lease_seconds)),
+                lease_duration_seconds=max(1, int(c.timing.lease_seconds)),
                 acquire_time=self._acquired,
                 renew_time=now,
             ),
@@ -121,7 +120,7 @@ class ShardLeases:
                     name=str(metadata.name),
                     member=spec.holder_identity or "",
                     version=str(metadata.resource_version),
-                    duration=float(spec.lease_duration_seconds or c.lease_seconds),
+                    duration=float(spec.lease_duration_seconds or c.timing.lease_seconds),
                     view=_view_in(metadata.annotations),
                 )
             )

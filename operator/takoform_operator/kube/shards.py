@@ -183,7 +183,7 @@ class ShardMembership:
     async def _call(self, what: Callable[[], Any]) -> Any:
         # asyncio.timeout, not wait_for: in Python 3.11 wait_for returns the call's result
         # instead of raising when a cancellation (the deadline's) arrives as the call finished.
-        async with asyncio.timeout(self.leases.config.retry_seconds * 2):
+        async with asyncio.timeout(self.leases.config.timing.retry_seconds * 2):
             return await asyncio.to_thread(what)
 
     def _begin(self, target: View) -> None:
@@ -261,7 +261,7 @@ class ShardMembership:
             if task is not None:
                 task.cancel()
 
-        watchdog = loop.call_later(c.renew_deadline_seconds, deadline)
+        watchdog = loop.call_later(c.timing.renew_deadline_seconds, deadline)
         try:
             while True:
                 began = loop.time()
@@ -275,8 +275,8 @@ class ShardMembership:
                     raise asyncio.CancelledError
                 if wrote:
                     watchdog.cancel()
-                    watchdog = loop.call_at(began + c.renew_deadline_seconds, deadline)
-                await asyncio.sleep(max(0.0, c.retry_seconds - (loop.time() - began)))
+                    watchdog = loop.call_at(began + c.timing.renew_deadline_seconds, deadline)
+                await asyncio.sleep(max(0.0, c.timing.retry_seconds - (loop.time() - began)))
         except asyncio.CancelledError:
             if not lost:
                 raise
@@ -285,7 +285,7 @@ class ShardMembership:
             if self._drain is not None:
                 self._drain.cancel()
         logger.error("shard lease %s/%s not renewed in %.0fs: stopped acting", c.namespace,
-                     c.lease_name, c.renew_deadline_seconds)  # fmt: skip
+                     c.lease_name, c.timing.renew_deadline_seconds)  # fmt: skip
         raise LostLease(c.lease_name)
 
     def stop_acting(self) -> None:

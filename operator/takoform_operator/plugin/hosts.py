@@ -17,8 +17,7 @@ from takoform_operator.core.tenancy import (
     host_config_from_body,
     implicit_host_refusal,
 )
-from takoform_operator.host_client.client import HostClient
-from takoform_operator.host_client.pool import HostPool
+from takoform_operator.host_client.pool import Endpoint, HostPool
 from takoform_operator.host_port import StoredSecret
 from takoform_operator.plugin.cluster import Cluster, Forbidden, PluginError
 from takoform_operator.settings import Settings
@@ -39,21 +38,14 @@ class _ClusterSecrets:
         return None if found is None else StoredSecret(*found)
 
 
-def implicit_client(settings: Settings) -> HostClient:
+def implicit_endpoint(settings: Settings) -> Endpoint:
     """The implicit host `default` from the single-host settings."""
     verify, cert = settings.host_tls()
     try:
         token = settings.token()
     except OSError as exc:
         raise PluginError(f"cannot read TAKOFORM_HOST_TOKEN_FILE: {exc}") from None
-    return HostClient(
-        settings.host_url,
-        token,
-        timeout=settings.host_timeout_seconds,
-        read_retries=settings.host_read_retries,
-        verify=verify,
-        cert=cert,
-    )
+    return Endpoint(settings.host_url, token, settings.host_timeout_seconds, verify, cert)
 
 
 def host_pool(
@@ -69,7 +61,7 @@ def host_pool(
     pool = HostPool(
         _ClusterSecrets(cluster, namespace),
         read_retries=settings.host_read_retries,
-        implicit=implicit_client(settings) if settings.implicit_host else None,
+        implicit=implicit_endpoint(settings) if settings.implicit_host else None,
         implicit_refusal=implicit_host_refusal(settings.host_url, settings.host_insecure),
     )
     unlisted = None
