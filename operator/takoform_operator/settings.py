@@ -265,7 +265,7 @@ class Settings(BaseSettings):
 
     def token(self) -> str | None:
         """The implicit host's token from the environment or its file (host_token_secret is
-        read through the Secret reader, main.host_client)."""
+        read through the Secret reader, main.implicit_endpoint)."""
         if self.host_token_file is not None:
             return self.host_token_file.read_text(encoding="utf-8").strip()
         return self.host_token.get_secret_value() if self.host_token else None
