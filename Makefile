@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 TEST_WORKERS ?= 4
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: check fresh-check image lock crds-upgrade bench bench-host bench-reconcile check-model mutations conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
+.PHONY: check fresh-check image dist lock crds-upgrade bench bench-host bench-reconcile check-model mutations conformance help host venv lint typecheck generate check-generated tools cluster-up cluster-down test unit run clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -46,6 +46,11 @@ fresh-check: ## the README's path on empty caches (fresh clone, HOME/Go/pip/tool
 
 image: ## build the operator image (Docker, else buildah) as an OCI archive in build/image/
 	hack/image.sh
+
+DIST_DIR ?= build/dist
+
+dist: tools venv ## release artifacts in $(DIST_DIR): chart package, wheel, sdist, the image archive `make image` built, notes, SHA256SUMS
+	$(BIN)/python hack/dist.py --out $(DIST_DIR)
 
 lock: venv ## re-resolve requirements.lock and requirements-build.lock (hashed) from pyproject.toml
 	hack/lock.sh

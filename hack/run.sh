@@ -107,6 +107,17 @@ if [[ "${TAKOFORM_RUN_EXAMPLES:-1}" != 0 ]]; then
   kubectl get -f docs/examples/ >&2
   log "all examples Ready"
 fi
+# What `kubectl takoform` needs in that shell: it reads the implicit host `default` from the same
+# TAKOFORM_HOST_* settings as the operator (a token given to make run is not printed).
+plugin_env="TAKOFORM_HOST_URL=$TAKOFORM_HOST_URL"
+if [[ -n "$host_pid" ]]; then
+  plugin_env+=" TAKOFORM_HOST_TOKEN=dev-token TAKOFORM_HOST_INSECURE=true"
+elif [[ -n "${TAKOFORM_HOST_INSECURE:-}" ]]; then
+  plugin_env+=" TAKOFORM_HOST_INSECURE=$TAKOFORM_HOST_INSECURE"
+fi
 log "in another shell:  export KUBECONFIG=$KUBECONFIG"
-log "                   kubectl get takoform; kubectl get secret orders-db"
+log "                   export $plugin_env PATH=$PWD/.venv/bin:\$PATH"
+[[ -n "$host_pid" ]] ||
+  log "                   (and the TAKOFORM_HOST_TOKEN or TAKOFORM_HOST_TOKEN_FILE given to make run)"
+log "                   kubectl get takoform; kubectl takoform trace bucket/logs; kubectl get secret orders-db"
 wait "$operator_pid"

@@ -23,6 +23,8 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
+from pythonjsonlogger import json as json_logger
+
 # Attributes every LogRecord has; anything else on a record came in through `extra=`.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 
@@ -70,24 +72,28 @@ def fields(record: logging.LogRecord) -> dict[str, Any]:
     return ordered | extras
 
 
-class JsonFormatter(logging.Formatter):
+class JsonFormatter(json_logger.JsonFormatter):
     """`{"time": ..., "level": ..., "logger": ..., "message": ..., "kind": ..., ...}` on one
-    line."""
+    line: python-json-logger's formatter with the CR fields of `fields` and a time in
+    milliseconds (UTC) first."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
-                timespec="milliseconds"
-            ),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
+    def __init__(self) -> None:
+        super().__init__(
+            ["levelname", "name", "message"],
+            rename_fields={"levelname": "level", "name": "logger", "exc_info": "exception"},
+            # What `fields` writes differently or not at all is no extra of its own.
+            reserved_attrs=[*_STANDARD, *_NOT_AS_THEY_ARE],
+        )
+
+    def add_fields(
+        self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]
+    ) -> None:
+        log_data["time"] = dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
+            timespec="milliseconds"
+        )
+        super().add_fields(log_data, record, message_dict)
         for key, value in fields(record).items():
-            line.setdefault(key, value)
-        if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str)
+            log_data.setdefault(key, value)
 
 
 class TextFormatter(logging.Formatter):

@@ -1,10 +1,13 @@
 """`make run` against a cluster someone else runs (TAKOFORM_USE_EXISTING_CLUSTER=1) needs kubectl
 and the project's Python environment, never the Go tool builds: here with an empty tool cache and
-no `go` on PATH, the examples still become Ready."""
+no `go` on PATH, the examples still become Ready. What it prints for another shell is enough for
+`kubectl takoform trace` to answer."""
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -75,17 +78,33 @@ def make_run(
                 script.wait()
 
 
-def test_make_run_on_an_existing_cluster_needs_no_go_tools(
-    make_run: tuple[subprocess.Popen[bytes], Path],
+def test_make_run_on_an_existing_cluster_needs_no_go_tools_and_prints_what_the_plugin_needs(
+    make_run: tuple[subprocess.Popen[bytes], Path], kube_cluster: KubeCluster
 ) -> None:
     script, output = make_run
 
-    def examples_ready() -> bool:
+    def printed_for_another_shell() -> bool:
         text = output.read_text(errors="replace")
         assert script.poll() is None, f"make run exited {script.returncode}:\n{text[-3000:]}"
         assert "run: ERROR" not in text and "Traceback" not in text, text[-3000:]
-        return "all examples Ready" in text
+        return "kubectl takoform trace" in text
 
-    wait_until(examples_ready, "make run's examples Ready", timeout=READY_TIMEOUT)
+    wait_until(
+        printed_for_another_shell, "make run's lines for another shell", timeout=READY_TIMEOUT
+    )
     text = output.read_text(errors="replace")
+    assert "all examples Ready" in text
     assert "tools:" not in text  # hack/tools.sh never ran
+
+    # A second shell with only what make run printed for it: the plugin reaches the host.
+    exports = re.findall(r" run: .*?export (.*)$", text, re.M)
+    printed = dict(word.split("=", 1) for line in exports for word in shlex.split(line))
+    assert printed["KUBECONFIG"] == str(kube_cluster.kubeconfig)
+    plugin_dir = printed.pop("PATH").split(os.pathsep)[0]
+    env = {name: value for name, value in os.environ.items() if not name.startswith("TAKOFORM_")}
+    trace = subprocess.run(
+        [Path(plugin_dir) / "kubectl-takoform", "trace", "bucket/logs"],
+        env=env | printed, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert trace.returncode == 0, trace.stdout + trace.stderr
+    assert "Bucket logs is available" in trace.stdout  # the host's own condition

@@ -28,7 +28,7 @@ from takoform_operator.core.binding import (
 from takoform_operator.core.conditions import ConditionType
 from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.core.state import Requested
-from takoform_operator.generate import flux
+from takoform_operator.generate import flux, monitoring
 from takoform_spec.catalog import load_catalog
 from takoform_spec.definitions import FormDefinition
 from takoform_spec.identity import FormLine, FormRef
@@ -147,9 +147,9 @@ def tree(tmp_path: Path) -> Iterator[Path]:
         (tmp_path / "charts" / "takoform-operator").mkdir(parents=True)
         shutil.copy(CHART / "Chart.yaml", tmp_path / "charts" / "takoform-operator")
         shutil.copytree(REPO_ROOT / generate.CHART_CRD_DIR, tmp_path / generate.CHART_CRD_DIR)
-        exprs = tmp_path / flux.EXPRS_PATH
-        exprs.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO_ROOT / flux.EXPRS_PATH, exprs)
+        for generated in (flux.EXPRS_PATH, monitoring.VALUES_PATH):
+            (tmp_path / generated).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO_ROOT / generated, tmp_path / generated)
     yield tmp_path
 
 

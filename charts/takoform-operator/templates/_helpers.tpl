@@ -130,38 +130,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* The CustomResourceStateMetrics of kube-state-metrics that the resource alerts read: for
      every Form CRD the chart ships (not the operator's own TakoformHost/grant/binding CRDs), its
      conditions (value and lastTransitionTime) and its pending host operation, labelled with the
-     CR's namespace and name, its host and its fully qualified resource for kubectl. */}}
+     CR's namespace and name, its host and its fully qualified resource for kubectl. Generated
+     (`make generate`) into the kube-prometheus-stack values the chart ships, read from there. */}}
 {{- define "takoform-operator.kubeStateMetricsConfig" -}}
-{{- $resources := list -}}
-{{- range $path, $_ := .Files.Glob "crds/*.yaml" -}}
-{{- $crd := $.Files.Get $path | fromYaml -}}
-{{- if eq (get $crd "kind" | default "") "CustomResourceDefinition" -}}
-{{- if ne $crd.spec.group "operator.takoform.io" -}}
-{{- $version := "" -}}
-{{- range $crd.spec.versions -}}
-{{- if .storage -}}{{- $version = .name -}}{{- end -}}
-{{- end -}}
-{{- $conditionLabels := dict "type" (list "type") "status" (list "status") "reason" (list "reason") -}}
-{{- $resources = append $resources (dict
-    "groupVersionKind" (dict "group" $crd.spec.group "version" $version "kind" $crd.spec.names.kind)
-    "metricNamePrefix" "takoform_cr"
-    "commonLabels" (dict "resource" (printf "%s.%s" $crd.spec.names.plural $crd.spec.group))
-    "labelsFromPath" (dict "namespace" (list "metadata" "namespace") "name" (list "metadata" "name") "host" (list "status" "host"))
-    "metrics" (list
-      (dict "name" "status_condition"
-            "help" "1 while the condition of the Takoform CR has status True, else 0."
-            "each" (dict "type" "Gauge" "gauge" (dict "path" (list "status" "conditions") "labelsFromPath" $conditionLabels "valueFrom" (list "status"))))
-      (dict "name" "status_condition_last_transition_time_seconds"
-            "help" "When the condition of the Takoform CR last changed status (its lastTransitionTime), Unix seconds."
-            "each" (dict "type" "Gauge" "gauge" (dict "path" (list "status" "conditions") "labelsFromPath" $conditionLabels "valueFrom" (list "lastTransitionTime"))))
-      (dict "name" "pending_operation_info"
-            "help" "The host operation the Takoform CR waits for (status.pendingOperationId; empty operation_id: none)."
-            "each" (dict "type" "Info" "info" (dict "path" (list "status") "labelsFromPath" (dict "operation_id" (list "pendingOperationId") "verb" (list "pendingOperationVerb")))))
-    )) -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- toYaml (dict "kind" "CustomResourceStateMetrics" "spec" (dict "resources" $resources)) -}}
+{{- $values := .Files.Get "files/kube-prometheus-stack-values.yaml" | fromYaml -}}
+{{- index $values "kube-state-metrics" "customResourceState" "config" | toYaml -}}
 {{- end -}}
 
 {{/* The reference host (values referenceHost): its objects' base name. */}}

@@ -6,7 +6,8 @@ committed files a regeneration would change, `write` writes them (`takoform-oper
 bounds (the unbounded-node check and the admission policy for what no schema bounds), docs
 (docs/forms), tenancy (the three cluster-scoped CRDs and the TakoformBinding protection), argocd
 (docs/argocd-health.md and the chart's argocd-cm patch), flux (the chart's Flux
-healthCheckExprs), documents (the Kubernetes envelopes and the YAML text they share).
+healthCheckExprs), monitoring (the chart's kube-prometheus-stack values), documents (the
+Kubernetes envelopes and the YAML text they share).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 from pathlib import Path
 
 from takoform_operator.core.registry import Registry
-from takoform_operator.generate import argocd, flux, tenancy
+from takoform_operator.generate import argocd, flux, monitoring, tenancy
 from takoform_operator.generate.bounds import (
     BOUNDS_POLICY_FILE,
     bounds_policy,
@@ -42,7 +43,7 @@ DOCS_DIR = "docs/forms"
 def render(catalog: Catalog, *, with_chart: bool, argocd_lua: str | None = None) -> dict[str, str]:
     """Every generated file. `argocd_lua` is the chart's Argo CD health check (read from the
     checkout by the caller): with it, docs/argocd-health.md too, and with the chart its argocd-cm
-    patch. With the chart, its Flux healthCheckExprs."""
+    patch. With the chart, its Flux healthCheckExprs and kube-prometheus-stack values."""
     registry = Registry.from_definitions(catalog.definitions, catalog.default_creates)
     lines: dict[FormLine, list[FormDefinition]] = {}
     for definition in sorted(catalog.definitions, key=lambda d: (d.line, d.version_tuple)):
@@ -76,6 +77,7 @@ def render(catalog: Catalog, *, with_chart: bool, argocd_lua: str | None = None)
             files[argocd.CM_PATCH_PATH] = argocd.render_cm_patch(lines, argocd_lua, GENERATED_NOTE)
     if with_chart:
         files[flux.EXPRS_PATH] = flux.render_exprs(lines, GENERATED_NOTE)
+        files[monitoring.VALUES_PATH] = monitoring.render_values(lines, GENERATED_NOTE)
     return files
 
 
