@@ -10,6 +10,13 @@ For each size N and mode it prints one row:
   operator starts and, once the churn is under way, a quiet namespace's one CR is applied: its
   time to Ready with the fair scheduler and with FIFO slots (TAKOFORM_RECONCILE_SCHEDULING),
   side by side, with the busy namespace's p50 (printed as a table of its own);
+- idle: N Ready CRs, a fresh operator; once every CR had its first look, the host's reads and the
+  operator's CPU over `--window` seconds, with the idle poll off (TAKOFORM_POLL_IDLE_MAX_SECONDS
+  at the ready poll: a fixed poll) and on (ten times the ready poll, as 600 s is to 60 s), side
+  by side (a table of its own);
+- restart: N Ready CRs, a fresh operator at the default ready poll: the time until every CR had
+  its first look and the host's requests per second over the first minute, with
+  TAKOFORM_START_SPREAD_SECONDS 0 and at its default, side by side (a table of its own);
 
 with the time until all are Ready, CRs/s, p50/p99 time to Ready per CR, host requests per CR by
 verb (from the host's access log), Kubernetes API writes per CR by verb (from the API server's
@@ -31,7 +38,7 @@ bound token, as the installed operator does (`--credentials certificate`: the ad
 certificate instead).
 
     .venv/bin/python hack/bench_operator.py [--sizes 100,1000,5000]
-        [--modes backlog,bloated,stream,tenants]
+        [--modes backlog,bloated,stream,tenants,idle,restart]
 
 Figures are printed, never asserted: these machines are noisy. docs/performance.md has the
 method and the figures measured.
@@ -42,6 +49,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import json
 import math
 import os
@@ -239,6 +247,16 @@ class Host:
             return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
         return False
 
+    def stamps(self, since: datetime.datetime) -> list[datetime.datetime]:
+        """When each request to the API (/v1alpha3) reached it from `since` on (its log's time)."""
+        found = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            if '"GET /v1alpha3/' in line or re.search(r'"(PUT|POST|DELETE) /v1alpha3/', line):
+                stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+                if stamp >= since:
+                    found.append(stamp)
+        return found
+
     def requests(self) -> Counter[str]:
         """'PUT resource', 'GET operation', ... -> count, from the access log so far."""
         counts: Counter[str] = Counter()
@@ -267,8 +285,10 @@ class OperatorProcess:
         *,
         selector: str | None = None,
         scheduling: str = "fair",
+        settings: dict[str, str] | None = None,
     ) -> None:
-        """The operator for `namespace` (None: every namespace, the CRs matching `selector`)."""
+        """The operator for `namespace` (None: every namespace, the CRs matching `selector`);
+        `settings`: more TAKOFORM_* settings, by name without the prefix."""
         self.metrics_port = free_port()
         env = {
             **os.environ,
@@ -282,6 +302,7 @@ class OperatorProcess:
             "TAKOFORM_MAX_CONCURRENT_RECONCILES": str(CONCURRENCY),
             "TAKOFORM_RECONCILE_SCHEDULING": scheduling,
         }
+        env.update({f"TAKOFORM_{name}": value for name, value in (settings or {}).items()})
         if selector:
             env["TAKOFORM_SHARD_SELECTOR"] = selector
         name = namespace or re.sub(r"[^\w.-]", "_", selector or "all")
@@ -304,15 +325,20 @@ class OperatorProcess:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
-    def loop_lag_max(self) -> float:
+    def _metrics(self) -> str:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(url, timeout=5) as answer:
-                text = answer.read().decode()
-            match = re.search(r"^takoform_event_loop_lag_max_seconds (\S+)$", text, re.M)
-            if match:
-                return float(match.group(1))
-        return float("nan")
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=5) as answer:
+            return str(answer.read().decode())
+        return ""
+
+    def loop_lag_max(self) -> float:
+        match = re.search(r"^takoform_event_loop_lag_max_seconds (\S+)$", self._metrics(), re.M)
+        return float(match.group(1)) if match else float("nan")
+
+    def reconciles(self) -> float:
+        """Its looks so far, every CR's (takoform_reconciles_total)."""
+        found = re.findall(r"^takoform_reconciles_total\{[^}]*\} (\S+)$", self._metrics(), re.M)
+        return sum(float(value) for value in found)
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
@@ -721,6 +747,113 @@ def report_tenants(rows: list[TenantsRow]) -> None:
         )
 
 
+# -- idle CRs, and a restart ------------------------------------------------------------------
+
+#: The restart rows' ready poll: the default, so that the first minute holds first looks only.
+RESTART_POLL = 60.0
+
+
+def ready_namespace(kube: Kube, host: Host, workdir: Path, n: int, args: Any) -> str:
+    """A namespace of N CRs, all Ready, and no operator running: the idle and restart rows'."""
+    namespace = f"bench-ready-{n}-{int(time.time())}"
+    create_namespace(kube, namespace)
+    asyncio.run(create_all(kube, namespace, manifests(n, namespace), None, {}))
+    operator = OperatorProcess(kube, host, namespace, workdir, args.poll)
+    try:
+        asyncio.run(watch_ready(kube, namespace, n, {}, args.timeout))
+    finally:
+        operator.stop()
+    return namespace
+
+
+def first_looks(operator: OperatorProcess, n: int, args: Any) -> None:
+    """Until every one of the N CRs had its first look."""
+    wait_until(
+        lambda: operator.reconciles() >= n, "every CR's first look", args.timeout, interval=0.1
+    )
+
+
+@dataclass
+class IdleRow:
+    ceiling: float
+    n: int
+    window: float
+    reads: int
+    cpu_seconds: float
+
+
+def measure_idle(kube: Kube, host: Host, workdir: Path, namespace: str, n: int, ceiling: float,
+                 args: Any) -> IdleRow:  # fmt: skip
+    """A fresh operator on N Ready CRs with the idle poll's ceiling at `ceiling`: once every CR
+    had its first look, the host's resource reads and the operator's CPU over the window."""
+    settings = {"POLL_IDLE_MAX_SECONDS": str(ceiling)}
+    operator = OperatorProcess(kube, host, namespace, workdir, args.poll, settings=settings)
+    try:
+        first_looks(operator, n, args)
+        reads, cpu = host.requests()["GET resource"], operator.cpu_seconds()
+        time.sleep(args.window)
+        reads = host.requests()["GET resource"] - reads
+        return IdleRow(ceiling, n, args.window, reads, operator.cpu_seconds() - cpu)
+    finally:
+        operator.stop()
+
+
+def report_idle(rows: list[IdleRow], poll: float) -> None:
+    print(f"\nidle: N Ready CRs, ready poll {poll:g} s, over the window after every first look")
+    print(f"{'idle ceiling s':>14} {'N':>5} {'window s':>8} {'host reads':>10} "
+          f"{'reads/CR':>8} {'reads/s':>7} {'operator CPU s':>14}")  # fmt: skip
+    for row in rows:
+        print(
+            f"{row.ceiling:>14g} {row.n:>5} {row.window:>8g} {row.reads:>10} "
+            f"{row.reads / row.n:>8.2f} {row.reads / row.window:>7.1f} {row.cpu_seconds:>14.1f}"
+        )
+
+
+@dataclass
+class RestartRow:
+    spread: float
+    n: int
+    first_looks_seconds: float
+    per_second: list[int]
+
+
+def measure_restart(kube: Kube, host: Host, workdir: Path, namespace: str, n: int, spread: float,
+                    args: Any) -> RestartRow:  # fmt: skip
+    """A fresh operator on N Ready CRs, its start spread at `spread`: the time from its start
+    until every CR had its first look, and the host's requests in each second of the first
+    minute."""
+    settings = {"START_SPREAD_SECONDS": str(spread)}
+    started = datetime.datetime.now()
+    start = time.monotonic()
+    operator = OperatorProcess(kube, host, namespace, workdir, RESTART_POLL, settings=settings)
+    try:
+        first_looks(operator, n, args)
+        seconds = time.monotonic() - start
+        time.sleep(max(0.0, start + 60.0 - time.monotonic()))
+    finally:
+        operator.stop()
+    per_second = [0] * 60
+    for stamp in host.stamps(started):
+        second = int((stamp - started).total_seconds())
+        if second < 60:
+            per_second[second] += 1
+    return RestartRow(spread, n, seconds, per_second)
+
+
+def report_restart(rows: list[RestartRow]) -> None:
+    print(f"\nrestart: N Ready CRs, a fresh operator (ready poll {RESTART_POLL:g} s)")
+    print(f"{'start spread s':>14} {'N':>5} {'all first looks s':>17} {'host req/s peak':>15} "
+          f"{'busiest 5 s, mean':>17} {'first minute, mean':>18}")  # fmt: skip
+    for row in rows:
+        busiest = max(sum(row.per_second[i : i + 5]) for i in range(56)) / 5
+        print(
+            f"{row.spread:>14g} {row.n:>5} {row.first_looks_seconds:>17.1f} "
+            f"{max(row.per_second):>15} {busiest:>17.1f} {sum(row.per_second) / 60:>18.1f}"
+        )
+    for row in rows:
+        print(f"spread {row.spread:g} N={row.n}: host requests per second: {row.per_second}")
+
+
 # -- the minimal script ------------------------------------------------------------------------
 
 
@@ -832,6 +965,12 @@ def main() -> int:
     parser.add_argument("--poll", type=float, default=5.0, help="the operator's ready poll (s)")
     parser.add_argument("--steady-polls", type=int, default=3)
     parser.add_argument(
+        "--window", type=float, default=120.0, help="idle mode: seconds the reads are counted"
+    )
+    parser.add_argument(
+        "--spreads", default="0,30", help="restart mode: TAKOFORM_START_SPREAD_SECONDS values"
+    )
+    parser.add_argument(
         "--timeout", type=float, default=None,
         help="seconds for all to be Ready (default 1,800, or 0.3 s per CR above 6,000)",
     )  # fmt: skip
@@ -863,8 +1002,10 @@ def main() -> int:
         host = Host(workdir)
         rows: list[Row] = []
         tenants: list[TenantsRow] = []
+        idle: list[IdleRow] = []
+        restarts: list[RestartRow] = []
         args.idle_rss_mib = float("nan")
-        if set(modes) - {"tenants"}:
+        if set(modes) - {"tenants", "idle", "restart"}:
             args.idle_rss_mib = idle_rss(kube, host, workdir, args.poll)
             print(f"... idle operator: RSS {args.idle_rss_mib:.0f} MiB", file=sys.stderr)
         for n in sizes:
@@ -873,6 +1014,22 @@ def main() -> int:
                     for scheduling in args.schedulings.split(","):
                         print(f"... tenants ({scheduling}) N={n}", file=sys.stderr, flush=True)
                         tenants.append(measure_tenants(kube, host, workdir, n, scheduling, args))
+                    continue
+                if mode == "idle":
+                    namespace = ready_namespace(kube, host, workdir, n, args)
+                    for ceiling in (args.poll, 10 * args.poll):
+                        print(f"... idle (ceiling {ceiling:g} s) N={n}", file=sys.stderr,
+                              flush=True)  # fmt: skip
+                        idle.append(measure_idle(kube, host, workdir, namespace, n, ceiling, args))
+                    continue
+                if mode == "restart":
+                    namespace = ready_namespace(kube, host, workdir, n, args)
+                    for spread in (float(s) for s in args.spreads.split(",")):
+                        print(f"... restart (spread {spread:g} s) N={n}", file=sys.stderr,
+                              flush=True)  # fmt: skip
+                        restarts.append(
+                            measure_restart(kube, host, workdir, namespace, n, spread, args)
+                        )
                     continue
                 print(f"... {mode} N={n}", file=sys.stderr, flush=True)
                 rows.append(measure(kube, host, workdir, mode, n, args))
@@ -892,6 +1049,10 @@ def main() -> int:
             report(rows)
         if tenants:
             report_tenants(tenants)
+        if idle:
+            report_idle(idle, args.poll)
+        if restarts:
+            report_restart(restarts)
     finally:
         if host is not None:
             host.stop()

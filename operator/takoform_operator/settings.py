@@ -64,6 +64,21 @@ class Settings(BaseSettings):
     poll_ready_seconds: float = Field(
         default=60.0, gt=0, description="Re-observe a ready resource this often (drift)."
     )
+    poll_idle_max_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="A ready resource whose look changed nothing (the host answered as before) "
+        "is looked at twice as late each time, from poll_ready_seconds up to this (at or below "
+        "poll_ready_seconds: every poll at poll_ready_seconds); any change starts again from "
+        "poll_ready_seconds. A change made on the host out of band is noticed within this long.",
+    )
+    start_spread_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="After a start (or a shard taking over CRs), a resource already Ready for "
+        "its generation is first looked at within this many seconds, spread evenly, not all at "
+        "once; one that needs work at once (0: every one at once).",
+    )
     poll_pending_max_seconds: float = Field(
         default=8.0,
         gt=0,

@@ -88,7 +88,7 @@ async def test_a_read_answered_with_retry_after_is_never_slept_on_in_the_reconci
     status: int,
 ) -> None:
     # Retry-After: 120 slept three times would hold a reconcile slot for six minutes; it is
-    # handed to the CR's back-off instead (capped there: kube.cr_step.next_delay).
+    # handed to the CR's back-off instead (capped there: core.backoff.next_delay).
     calls: list[httpx.Request] = []
 
     def answer(request: httpx.Request) -> httpx.Response:

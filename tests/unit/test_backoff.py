@@ -1,20 +1,25 @@
 """Back-off after failures (core.backoff) and how the one failure path applies it
-(kube.cr_step: next_delay, CrSteps.next_look): growth, cap, jitter bounds, Retry-After, reset
-on success."""
+(kube.cr_step.CrSteps.next_look): growth, cap, jitter bounds, Retry-After, reset on success;
+and the idle poll's steady looks, reset by any change."""
 
 from __future__ import annotations
 
+import asyncio
 import random
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from takoform_operator.core.backoff import backoff_delay
+from takoform_operator.core.backoff import backoff_delay, next_delay
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.outcome import NextLook, Outcome, degraded, unavailable
 from takoform_operator.core.state import State
-from takoform_operator.kube.cr_step import CrSteps, next_delay
+from takoform_operator.kube.cr_step import FINALIZER, CrSteps
+from takoform_operator.kube.handlers import WATCHED_ANNOTATIONS
+from takoform_operator.kube.loops import ReconcileLoops
 from takoform_operator.settings import Settings
 
 
@@ -128,3 +133,66 @@ def test_pending_operations_keep_the_fast_to_slow_poll() -> None:
 def test_a_cap_below_the_base_is_refused() -> None:
     with pytest.raises(ValueError, match="TAKOFORM_BACKOFF_CAP_SECONDS"):
         Settings(backoff_base_seconds=10.0, backoff_cap_seconds=1.0)
+
+
+# -- the idle poll: steady looks in a row, reset by any change ---------------------------------
+
+IDLE = Settings(poll_ready_seconds=60.0, poll_idle_max_seconds=600.0)
+
+
+def _cr(generation: int = 1) -> dict[str, Any]:
+    return {"metadata": {"uid": "cr", "generation": generation, "finalizers": [FINALIZER]}}
+
+
+async def _idle_steps() -> tuple[CrSteps, ReconcileLoops]:
+    """The looks of CR `cr`, which the loops know (seen once, looked at once), unjittered."""
+    looked = asyncio.Event()
+
+    async def run(_body: Mapping[str, Any]) -> float:
+        looked.set()
+        return 3600.0
+
+    loops = ReconcileLoops(
+        run, concurrency=1, watched_annotations=WATCHED_ANNOTATIONS, finalizer=FINALIZER
+    )
+    nothing = None
+    steps = CrSteps(
+        nothing, nothing, nothing, nothing, IDLE, str,  # type: ignore[arg-type]
+        random=lambda: 1.0, changed=loops.take_change,
+    )  # fmt: skip
+    loops.seen("cr", _cr())
+    await asyncio.wait_for(looked.wait(), 5.0)
+    return steps, loops
+
+
+async def test_steady_looks_double_the_poll_and_every_kind_of_change_starts_it_again() -> None:
+    steps, loops = await _idle_steps()
+    pending = Outcome(State(), (), NextLook.PENDING)
+    # (what happened before the look, the look's outcome, the delay it gets, why)
+    rows: list[tuple[Any, Outcome | None, float, str]] = [
+        (None, _ready(), 60.0, "new to this process: from the base"),
+        (None, _ready(), 120.0, "steady"),
+        (None, _ready(), 240.0, "steady"),
+        (lambda: loops.wrote("cr", _cr()), _ready(), 60.0, "a status write"),
+        (None, _ready(), 120.0, "steady again"),
+        (lambda: loops.seen("cr", _cr(2)), _ready(), 60.0, "a spec change"),
+        (None, _ready(), 120.0, "steady"),
+        (None, pending, 0.25, "an operation pending"),
+        (None, _ready(), 120.0, "steady after it: counted from zero"),
+        (None, _ready(), 240.0, "steady"),
+        (None, None, 1.0, "a failure (no outcome)"),
+        (None, _ready(), 120.0, "counted from zero"),
+    ]
+    for before, outcome, expected, why in rows:
+        if before is not None:
+            before()
+        assert steps.next_look("cr", outcome) == pytest.approx(expected), why
+    polls = [steps.next_look("cr", _ready()) for _ in range(4)]
+    assert polls == [240.0, 480.0, 600.0, 600.0], "up to the ceiling"
+    await loops.close()
+
+
+async def test_without_a_loop_nothing_counts_as_steady() -> None:
+    steps, loops = await _idle_steps()
+    loops.stop("cr")  # its loop gone: nothing says the CR did not change
+    assert {steps.next_look("cr", _ready()) for _ in range(3)} == {60.0}

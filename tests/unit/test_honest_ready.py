@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 from builders import BUCKET_REF, REGISTRY, bound, desired, served
 
+from takoform_operator.core.backoff import next_delay
 from takoform_operator.core.conditions import ConditionType, Reason, merge_conditions, transitions
 from takoform_operator.core.decide import Observation, decide
 from takoform_operator.core.outcome import refused, unavailable
 from takoform_operator.core.plan import Plan, plan
 from takoform_operator.core.state import HostCondition, ResourceView
 from takoform_operator.host_client.models import Resource
-from takoform_operator.kube.cr_step import next_delay
 from takoform_operator.settings import Settings
 
 REF = BUCKET_REF

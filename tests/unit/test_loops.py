@@ -372,3 +372,61 @@ async def test_a_loop_holds_its_body_as_compact_json_and_gives_it_back_whole() -
     loops.seen("u-1", {**body, "metadata": {**body["metadata"], "resourceVersion": "11"}})
     assert loops.body_of("u-1") == body, "an older body is dropped"
     await loops.close()
+
+
+def _ready(uid: str, generation: int = 1) -> dict[str, Any]:
+    """A CR whose status says Ready for its generation."""
+    ready = [{"type": "Ready", "status": "True", "reason": "Available"}]
+    status = {"observedGeneration": 1, "conditions": ready}
+    return _body(generation, metadata={"uid": uid}, status=status)
+
+
+def _spreading(recorder: _Recorder, draw: float, spread: float = 1.0) -> ReconcileLoops:
+    return ReconcileLoops(
+        recorder,
+        concurrency=2,
+        watched_annotations=(ACCEPT,),
+        finalizer=FINALIZER,
+        start_spread=spread,
+        jitter=lambda: draw,
+    )
+
+
+async def test_a_ready_cr_is_first_looked_at_later_and_one_that_needs_work_at_once() -> None:
+    # Listed at start, the Ready CR comes first: without the spread both would run at once
+    # (two slots), the Ready one first.
+    recorder = _Recorder()
+    loops = _spreading(recorder, draw=0.05)  # its first look 0.05 s away
+    loops.seen("u-ready", _ready("u-ready"))
+    loops.seen("u-new", _body(metadata={"uid": "u-new"}))
+    await recorder.next_run()
+    await recorder.next_run()
+    assert [run["metadata"]["uid"] for run in recorder.runs] == ["u-new", "u-ready"]
+    await loops.close()
+
+
+async def test_a_spec_change_within_the_spread_is_acted_on_at_once() -> None:
+    recorder = _Recorder()
+    loops = _spreading(recorder, draw=0.5, spread=3600.0)  # its first look 30 minutes away
+    loops.seen("u-1", _ready("u-1"))
+    loops.seen("u-1", _ready("u-1", generation=2))
+    await recorder.next_run()
+    assert [run["metadata"]["generation"] for run in recorder.runs] == [2]
+    await loops.close()
+
+
+async def test_a_change_is_taken_once_by_the_look_after_it() -> None:
+    recorder = _Recorder()
+    loops = _loops(recorder)
+    loops.seen("u-1", _body(status={"observedGeneration": 1}))
+    await recorder.next_run()
+    assert loops.take_change("u-1"), "new to this process"
+    assert not loops.take_change("u-1"), "taken"
+    loops.seen("u-1", _body(metadata={"labels": {"team": "a"}}, status={"observedGeneration": 1}))
+    assert not loops.take_change("u-1"), "nothing a reconcile acts on"
+    loops.wrote("u-1", _body(status={"observedGeneration": 1, "revision": "2"}))
+    assert loops.take_change("u-1"), "a write of ours"
+    loops.seen("u-1", _body(metadata={"annotations": {ACCEPT: "h-2"}}))
+    assert loops.take_change("u-1"), "a watched annotation"
+    assert loops.take_change("u-unknown"), "no loop: nothing says it did not change"
+    await loops.close()

@@ -1,13 +1,19 @@
-"""The one place an outcome becomes the time of the next look (kube.cr_step.next_delay)."""
+"""The one place an outcome becomes the time of the next look (core.backoff.next_delay), and
+when a CR a process takes on is first looked at (core.backoff.first_look_delay)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from takoform_operator.core.backoff import first_look_delay, idle_delay, next_delay, settled
 from takoform_operator.core.outcome import NextLook, Outcome
 from takoform_operator.core.state import State
-from takoform_operator.kube.cr_step import next_delay
 from takoform_operator.settings import Settings
 
 SETTINGS = Settings(poll_ready_seconds=60.0)
+FINALIZER = "takoform.io/finalizer"
 
 
 def _asking(next_look: NextLook) -> Outcome:
@@ -37,3 +43,89 @@ def test_other_delays_are_kept_within_bounds() -> None:
     assert next_delay(_asking(NextLook.BACKOFF), SETTINGS, jitter=lambda: 0.0) == 0.2, "back-off"
     fast_poll = Settings(poll_ready_seconds=1.0)
     assert next_delay(_asking(NextLook.PENDING), fast_poll, 5) == 1.0, "never later than the poll"
+
+
+# -- an idle CR is polled less and less often ------------------------------------------------
+
+
+def test_each_steady_look_doubles_the_poll_up_to_the_idle_ceiling() -> None:
+    polls = [next_delay(_asking(NextLook.POLL), SETTINGS, steady_looks=n) for n in range(7)]
+    assert polls == [60.0, 120.0, 240.0, 480.0, 600.0, 600.0, 600.0]
+    # 6 host reads an hour per idle CR instead of 60 (at 10,000 s and beyond: still 600 s).
+    assert next_delay(_asking(NextLook.POLL), SETTINGS, steady_looks=100_000) == 600.0
+
+
+@pytest.mark.parametrize(
+    ("poll", "ceiling", "why"),
+    [
+        (60.0, 60.0, "a ceiling at the poll: today's fixed poll"),
+        (600.0, 60.0, "a ceiling below the poll never shortens it"),
+    ],
+)
+def test_a_ceiling_at_or_below_the_poll_keeps_every_poll_at_the_poll(
+    poll: float, ceiling: float, why: str
+) -> None:
+    fixed = Settings(poll_ready_seconds=poll, poll_idle_max_seconds=ceiling)
+    polls = {next_delay(_asking(NextLook.POLL), fixed, steady_looks=n) for n in range(5)}
+    assert polls == {poll}, why
+
+
+@pytest.mark.parametrize("draw", [0.0, 0.3, 0.999999])
+@pytest.mark.parametrize("steady", [1, 2, 3, 4, 40])
+def test_the_idle_jitter_stays_within_the_last_fifth_and_never_beyond_the_ceiling(
+    draw: float, steady: int
+) -> None:
+    longest = min(600.0, 60.0 * 2**steady)
+    delay = idle_delay(steady, base=60.0, ceiling=600.0, random=lambda: draw)
+    assert 0.8 * longest <= delay <= longest <= 600.0
+
+
+def test_the_first_poll_after_a_change_is_not_jittered() -> None:
+    # A change restarts the sequence at exactly the ready poll, whatever the random source says.
+    assert idle_delay(0, base=60.0, ceiling=600.0, random=lambda: 0.0) == 60.0
+
+
+# -- the first look of a CR taken on: at once if it needs work, else spread -------------------
+
+
+def _ready_body(**changes: Any) -> dict[str, Any]:
+    metadata = {"generation": 3, "finalizers": [FINALIZER], **changes.pop("metadata", {})}
+    status = {
+        "observedGeneration": 3,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "Available"}],
+        **changes.pop("status", {}),
+    }
+    return {"metadata": metadata, "status": status, **changes}
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ({"metadata": {"generation": 1}}, "new: no status yet"),
+        (_ready_body(metadata={"generation": 4}), "generation changed since the status"),
+        (
+            _ready_body(status={"conditions": [{"type": "Ready", "status": "False"}]}),
+            "not Ready",
+        ),
+        (_ready_body(status={"conditions": []}), "no conditions"),
+        (_ready_body(metadata={"deletionTimestamp": "2026-12-04T00:00:00Z"}), "deleting"),
+        (_ready_body(metadata={"finalizers": []}), "our finalizer is missing"),
+        (_ready_body(status={"pendingOperationId": "op-1"}), "an operation is pending"),
+        (_ready_body(status={"conditions": "Ready"}), "conditions of the wrong type"),
+        ({"metadata": [], "status": "Ready"}, "a body of the wrong shape"),
+    ],
+)
+def test_a_cr_that_needs_work_is_looked_at_at_once(body: dict[str, Any], why: str) -> None:
+    assert not settled(body, FINALIZER), why
+    assert first_look_delay(body, finalizer=FINALIZER, spread=30.0, random=lambda: 0.9) == 0.0
+
+
+def test_a_ready_cr_is_spread_uniformly_over_the_window_and_zero_turns_the_spread_off() -> None:
+    body = _ready_body()
+    assert settled(body, FINALIZER)
+    spread = [
+        first_look_delay(body, finalizer=FINALIZER, spread=30.0, random=lambda d=d: d)
+        for d in (0.0, 0.5, 0.999999)
+    ]
+    assert spread == pytest.approx([0.0, 15.0, 30.0], abs=1e-4)
+    assert first_look_delay(body, finalizer=FINALIZER, spread=0.0, random=lambda: 0.5) == 0.0

@@ -15,7 +15,7 @@ from .state import Desired, ResourceView, State
 
 class NextLook(Enum):
     """When the CR is looked at again: what comes next, never how many seconds. The adapter
-    turns it into seconds from the settings in one place (kube.cr_step.next_delay)."""
+    turns it into seconds from the settings in one place (core.backoff.next_delay)."""
 
     #: At once: something changed that the next look acts on (a recorded claim, an import).
     NOW = "now"

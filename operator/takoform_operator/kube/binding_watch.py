@@ -116,6 +116,7 @@ class BindingWatch:
         continue token expired."""
         names: set[str] = set()
         changed = False
+        first = not self.book.listed.is_set()
         metadata: dict[str, Any] = {}
         try:
             async for page in list_pages(self.client(), COLLECTION, self.page):
@@ -132,7 +133,11 @@ class BindingWatch:
         changed = self.book.retain(names, version) or changed
         self.requested(COLLECTION, True)
         self.book.listed.set()
-        if changed:
+        if first:
+            # Every CR's first look waits for this listing (kube.handlers._loop_step): waking
+            # their owners would look at every CR at once, the start spread undone.
+            self.book.woken()
+        elif changed:
             self.changed()
         return version
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from takoform_operator.binding_port import BindingPort
-from takoform_operator.core.backoff import backoff_delay, doubled
+from takoform_operator.core.backoff import failed, next_delay
 from takoform_operator.core.conditions import Reason
 from takoform_operator.core.connection import ConnectionSecret, connection_secret, secret_name
 from takoform_operator.core.outcome import Event, NextLook, Outcome, degraded
@@ -45,9 +45,6 @@ from takoform_operator.service import Reconciled, Tenancy, reconcile
 from takoform_operator.settings import Settings
 
 FINALIZER = "takoform.io/finalizer"
-_MIN_DELAY = 0.2
-#: The first look at a just-accepted operation: most settle within a fraction of a second.
-_FIRST_LOOK = 0.25
 
 
 class CrApi(Protocol):
@@ -102,6 +99,8 @@ class CrMemory:
     failures: int = 0
     #: Looks in a row that found it waiting on a pending operation.
     pending_looks: int = 0
+    #: Looks in a row that changed nothing: the idle poll's exponent.
+    steady_looks: int = 0
     #: The values last written into its connection Secret: scrubbed from host words
     #: (core.scrub) even when the look that meets them could not read the resource.
     secrets: frozenset[str] = frozenset()
@@ -130,8 +129,12 @@ class CrSteps:
     settings: Settings
     #: The status timestamp of a look ("2026-01-01T00:00:00Z").
     now: Callable[[], str]
-    #: The back-off's jitter, in [0, 1).
+    #: The jitter of the back-off and of the idle poll, in [0, 1).
     random: Callable[[], float] = field(default=random.random)
+    #: Whether the CR changed since its last look (kube.loops.ReconcileLoops.take_change):
+    #: a new generation or watched annotation, a write of ours, new to this process. By
+    #: default every look counts as a change: the poll stays at poll_ready_seconds.
+    changed: Callable[[str], bool] = field(default=lambda uid: True)
     #: Each CR's looks, serialised.
     locks: CrLocks = field(default_factory=CrLocks)
     memory: dict[str, CrMemory] = field(default_factory=dict)
@@ -200,14 +203,19 @@ class CrSteps:
 
     def next_look(self, uid: str, outcome: Outcome | None) -> float:
         """The end of a look that goes on: the delay until the next, from the outcome (None:
-        the look raised before one was written) and the looks in a row that were pending or
-        failed before it."""
+        the look raised before one was written) and the looks in a row that were pending,
+        failed or steady before it. A look is steady when it asked for the poll and the CR did
+        not change since the one before (`changed`): no status write, no new generation or
+        watched annotation."""
         memory = self.memory.setdefault(uid, CrMemory())
         looks, failures = memory.pending_looks, memory.failures
         pending = outcome is not None and outcome.next_look is NextLook.PENDING
+        polled = outcome is not None and outcome.next_look is NextLook.POLL
+        steady = not self.changed(uid) and polled
         memory.pending_looks = looks + 1 if pending else 0
         memory.failures = failures + 1 if outcome is None or failed(outcome) else 0
-        return next_delay(outcome, self.settings, looks, failures, self.random)
+        memory.steady_looks = memory.steady_looks + 1 if steady else 0
+        return next_delay(outcome, self.settings, looks, failures, self.random, memory.steady_looks)
 
     async def _let_go(self, body: Mapping[str, Any], outcome: Outcome) -> Looked:
         """A finished deletion: its events, the connection Secret and the finalizer let go, and
@@ -258,39 +266,3 @@ def _holds(outcome: Outcome, held: HeldStatus | None) -> bool:
         and pending is not None
         and (held is None or held.operation_id != pending.operation_id)
     )
-
-
-def next_delay(
-    outcome: Outcome | None,
-    settings: Settings,
-    pending_looks: int = 0,
-    failures: int = 0,
-    jitter: Callable[[], float] = random.random,
-) -> float:
-    """Seconds until the next look, from what the outcome asked for (core.outcome.NextLook) and
-    the settings. NOW: at once (0.2 s, never a busy loop). PENDING: fast first, then slower:
-    0.25, 0.5, 1, 2, 4 s ... up to poll_pending_max_seconds (`pending_looks` is how many times
-    in a row this CR was found waiting on one). POLL (and NEVER, should a finished CR still be
-    around): poll_ready_seconds. A failure -- BACKOFF, or None: the look ended before an outcome
-    was written -- waits the exponential back-off of the `failures` that came right before it,
-    honouring the host's Retry-After, within [0.2 s, backoff_cap_seconds]."""
-    if outcome is None or failed(outcome):
-        delay = backoff_delay(
-            failures,
-            base=settings.backoff_base_seconds,
-            cap=settings.backoff_cap_seconds,
-            random=jitter,
-            retry_after=outcome.retry_after if outcome is not None else None,
-        )
-        return max(delay, _MIN_DELAY)
-    if outcome.next_look is NextLook.NOW:
-        return _MIN_DELAY
-    if outcome.next_look is NextLook.PENDING:
-        pending = doubled(_FIRST_LOOK, pending_looks, settings.poll_pending_max_seconds)
-        return min(pending, settings.poll_ready_seconds)
-    return settings.poll_ready_seconds
-
-
-def failed(outcome: Outcome) -> bool:
-    """The look failed and is retried with back-off."""
-    return outcome.next_look is NextLook.BACKOFF and not outcome.finalized

@@ -148,6 +148,7 @@ def register(
         watched_annotations=WATCHED_ANNOTATIONS,
         keep=cr_trimmer(runtime.registry, runtime.settings),
         finalizer=FINALIZER,
+        start_spread=runtime.settings.start_spread_seconds,
     )
     loops = runtime.loops
     api = ApiCr(runtime.registry, runtime.settings, runtime.writer, loops, runtime.secrets)
@@ -158,6 +159,7 @@ def register(
         api,
         runtime.settings,
         lambda: _now(runtime),
+        changed=loops.take_change,
     )
     runtime.metrics.watch_slots(loops.slots)
 

@@ -11,7 +11,11 @@ echo of the operator's own write is dropped before it gets here (kube.echoes): t
 the write, which the loop holds from then on, is the same object.
 
 Nothing here is persisted in the CR: after a restart every CR is reconciled once from the
-initial listing, whatever kopf's annotations say. No kopf and no API calls in this module.
+initial listing, whatever kopf's annotations say. That first look is at once for a CR that needs
+work, and spread over start_spread_seconds for one already Ready (core.backoff.first_look_delay),
+so a restart or a failover is not a burst of host reads. Each loop also notes whether its CR
+changed since its last look (`take_change`): a look that changed nothing lets the next poll come
+later (core.backoff.idle_delay). No kopf and no API calls in this module.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ import contextvars
 import functools
 import json
 import logging
+import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+from takoform_operator.core.backoff import first_look_delay
 from takoform_operator.kube.crs import log_fields
 from takoform_operator.kube.freshness import older, resource_version
 from takoform_operator.kube.slots import FairSlots
@@ -90,7 +96,9 @@ class _Loop:
     the collector) and decoded for each reconcile, a few microseconds against milliseconds;
     what is read between reconciles (namespace, host, resourceVersion) is kept beside it."""
 
-    __slots__ = ("host", "kicked", "namespace", "packed", "queued", "task", "timer", "version")
+    __slots__ = (
+        "changed", "host", "kicked", "namespace", "packed", "queued", "task", "timer", "version"
+    )  # fmt: skip
 
     def __init__(self, body: Mapping[str, Any]) -> None:
         self.body = body
@@ -98,6 +106,7 @@ class _Loop:
         self.timer: asyncio.TimerHandle | None = None  # the next reconcile, when idle
         self.kicked = False  # woken while its reconcile ran: queue again right after
         self.queued = False  # waiting for a slot (the run it waits for takes the latest body)
+        self.changed = True  # since its last look: new to this process, a trigger, our write
 
     @property
     def body(self) -> Mapping[str, Any]:
@@ -127,12 +136,17 @@ class ReconcileLoops:
         default_host: Callable[[], str | None] = lambda: None,
         hosts: Callable[[], int] = lambda: 2,
         keep: Callable[[Mapping[str, Any]], Mapping[str, Any]] = dict,
+        start_spread: float = 0.0,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         """`per_host`: the slots the CRs of one host may hold while `hosts()` (how many hosts
         there are) is above one; `default_host`: the host of a CR whose body names none;
         `keep`: what a loop holds of a body it is given (core.trim: only what the operator
-        reads; thousands of CRs are held at once)."""
+        reads; thousands of CRs are held at once); `start_spread`: the window the first looks
+        of Ready CRs are spread over (core.backoff.first_look_delay), `jitter` their spread."""
         self._keep = keep
+        self._start_spread = start_spread
+        self._jitter = jitter
         self._run = run
         self._failed_step_delay = failed_step_delay
         self.slots = FairSlots(
@@ -168,10 +182,20 @@ class ReconcileLoops:
         self._triggers[uid] = trigger
         if loop is None:
             loop = self._loops[uid] = _Loop(body)
-            self._start(uid, loop)
+            self._first_look(uid, loop, body)
             return
         loop.body = body
         if changed:
+            loop.changed = True
+            self._start(uid, loop)
+
+    def _first_look(self, uid: str, loop: _Loop, body: Mapping[str, Any]) -> None:
+        delay = first_look_delay(
+            body, finalizer=self._finalizer, spread=self._start_spread, random=self._jitter
+        )
+        if delay > 0:
+            loop.timer = asyncio.get_running_loop().call_later(delay, self._start, uid, loop)
+        else:
             self._start(uid, loop)
 
     def wrote(
@@ -188,9 +212,20 @@ class ReconcileLoops:
         loop = self._loops.get(uid)
         if loop is None:
             return
+        loop.changed = True
         loop.body = self._keep(body)
         if expected is not None and Trigger.of(expected, self._watched, self._finalizer) != trigger:
             self._start(uid, loop)
+
+    def take_change(self, uid: str) -> bool:
+        """Whether CR `uid` changed since this was last asked (or is new to this process): a
+        new generation or watched annotation, a write of the operator's own. Asked once per
+        look, as its next look is chosen (kube.cr_step.CrSteps.next_look): the mark is taken."""
+        loop = self._loops.get(uid)
+        if loop is None:
+            return True
+        changed, loop.changed = loop.changed, False
+        return changed
 
     def wake(self, uid: str) -> None:
         """Reconcile this CR now (something it depends on changed, e.g. an owner went away)."""
