@@ -36,15 +36,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from looks import WithoutSecrets
 from memory_bindings import MemoryBindings
 
 from takoform_operator.binding_port import BindingError
 from takoform_operator.core.actions import Action, Target
 from takoform_operator.core.binding import Binding, ClaimRef, Identity
-from takoform_operator.core.connection import ConnectionSecret
 from takoform_operator.core.outcome import Event, Outcome
 from takoform_operator.core.registry import Registry
-from takoform_operator.core.remedies import Remedy
 from takoform_operator.core.state import DEFAULT_HOST, OperationView, OpState, ResourceView
 from takoform_operator.core.tenancy import SpaceGrant
 from takoform_operator.host_client.port import HostClientPort
@@ -463,7 +462,7 @@ class ProcessBook:
         return await self.server.recorded_elsewhere(identity, cr_uid, creator)
 
 
-class ModelCr:
+class ModelCr(WithoutSecrets):
     """What a look does to its CR (kube.cr_step.CrApi), in the simulated cluster. Events and
     connection Secrets are not modelled; `lose_write` drops the look's writes."""
 
@@ -486,14 +485,6 @@ class ModelCr:
         return body
 
     def post(self, body: Mapping[str, Any], event: Event) -> None:
-        pass
-
-    async def write_connection(
-        self, body: Mapping[str, Any], secret: ConnectionSecret
-    ) -> tuple[str, tuple[Remedy, ...]] | None:
-        return None
-
-    async def let_go_of_connection(self, body: Mapping[str, Any]) -> None:
         pass
 
 

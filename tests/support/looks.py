@@ -23,7 +23,19 @@ from takoform_operator.settings import Settings
 NOW = "2026-11-30T10:00:00Z"
 
 
-class MemoryCr:
+class WithoutSecrets:
+    """A look's CR whose connection Secrets are not modelled: none written, none let go."""
+
+    async def write_connection(
+        self, body: Mapping[str, Any], secret: ConnectionSecret
+    ) -> tuple[str, tuple[Remedy, ...]] | None:
+        return None
+
+    async def let_go_of_connection(self, body: Mapping[str, Any]) -> None:
+        pass
+
+
+class MemoryCr(WithoutSecrets):
     """The CR (kube.cr_step.CrApi): every write a new resourceVersion; the status writes and
     the Events recorded. Connection Secrets are not written."""
 
@@ -64,14 +76,6 @@ class MemoryCr:
 
     def post(self, body: Mapping[str, Any], event: Event) -> None:
         self.events.append(event)
-
-    async def write_connection(
-        self, body: Mapping[str, Any], secret: ConnectionSecret
-    ) -> tuple[str, tuple[Remedy, ...]] | None:
-        return None
-
-    async def let_go_of_connection(self, body: Mapping[str, Any]) -> None:
-        pass
 
 
 def steps_over(
