@@ -134,7 +134,7 @@ docker)
   # From PyPI only what an earlier build did not download.
   wheels --no-index --find-links build/wheels 2>/dev/null || wheels
   log "docker build $ref on $base"
-  # The classic builder: it takes FROM sha256:<image id> and is in every Docker since 17.05.
+  # The classic builder: it takes FROM sha256:<image id>, and needs neither BuildKit nor buildx.
   DOCKER_BUILDKIT=0 docker build --quiet --network=none "${build_args[@]}" \
     --build-arg "BASE_IMAGE=$from" --build-arg "BASE_NAME=${base%@*}" \
     --build-arg "BASE_DIGEST=$base_digest" --build-arg PIP_NO_INDEX=1 -t "$ref" . >/dev/null
