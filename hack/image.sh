@@ -125,14 +125,20 @@ docker)
   # The image's platform (the locks are resolved for it), not this machine's.
   platforms=()
   for glibc in $(seq 36 -1 17); do platforms+=(--platform "manylinux_2_${glibc}_x86_64"); done
-  wheels() {
+  wheels() { # DEST PIP-ARGS...
     python3 -m pip download --quiet --disable-pip-version-check --require-hashes --no-deps \
       --only-binary=:all: "${platforms[@]}" --python-version 3.11 --implementation cp \
-      --abi cp311 --abi abi3 --abi none --dest build/wheels \
-      -r requirements.lock -r requirements-build.lock "$@"
+      --abi cp311 --abi abi3 --abi none --dest "$1" --find-links build/wheels \
+      -r requirements.lock -r requirements-build.lock "${@:2}"
   }
-  # From PyPI only what an earlier build did not download.
-  wheels --no-index --find-links build/wheels 2>/dev/null || wheels
+  # From PyPI only what an earlier build did not download, into a directory of its own first:
+  # a buildah build may be copying build/wheels meanwhile, and must see only whole files.
+  if ! wheels build/wheels --no-index 2>/dev/null; then
+    fetched="$(mktemp -d build/wheels-XXXXXX)"
+    wheels "$fetched"
+    mv -f "$fetched"/* build/wheels/
+    rmdir "$fetched"
+  fi
   log "docker build $ref on $base"
   # The classic builder: it takes FROM sha256:<image id>, and needs neither BuildKit nor buildx.
   DOCKER_BUILDKIT=0 docker build --quiet --network=none "${build_args[@]}" \
