@@ -11,6 +11,9 @@ ARG BASE_NAME=""
 ARG BASE_DIGEST=""
 
 FROM ${BASE_IMAGE} AS build
+# Docker builds have no network: hack/image.sh downloads the locked wheels into build/wheels and
+# sets PIP_NO_INDEX=1, so pip installs from there only (buildah builds reach PyPI).
+ARG PIP_NO_INDEX=0
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 WORKDIR /src
 # Dependencies first, in their own prefix and layer: a code change reuses this layer. Exactly the
@@ -18,8 +21,11 @@ WORKDIR /src
 # checked, nothing is resolved here, no source distribution is built. `pip check` fails the
 # build if the lock misses a dependency of what it locks.
 COPY requirements.lock requirements-build.lock ./
-RUN pip install --require-hashes --no-deps --only-binary=:all: --prefix=/deps -r requirements.lock \
- && pip install --require-hashes --no-deps --only-binary=:all: -r requirements-build.lock \
+COPY build/wheels/ /wheels/
+RUN pip install --require-hashes --no-deps --only-binary=:all: --find-links /wheels --prefix=/deps \
+      -r requirements.lock \
+ && pip install --require-hashes --no-deps --only-binary=:all: --find-links /wheels \
+      -r requirements-build.lock \
  && PYTHONPATH=/deps/lib/python3.11/site-packages python3 -m pip check
 # Then the project itself, without dependencies and without build isolation (nothing to download).
 COPY pyproject.toml README.md LICENSE NOTICE ./

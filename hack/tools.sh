@@ -12,6 +12,7 @@
 #   containerd, runc (the node's runtime)             <- Debian packages `containerd`, `runc`
 #   buildah, mmdebstrap (`make image` without Docker) <- Debian packages `buildah`, `mmdebstrap`
 #   lua5.1 (runs the chart's Argo CD health check)    <- Debian package `lua5.1` (Argo CD: Lua 5.1)
+#   dockerd, docker (`make image` through Docker)     <- Debian package `docker.io` (not started)
 #   fluxhealth (Flux's healthCheckExprs evaluation)   <- github.com/fluxcd/pkg/runtime (hack/go/fluxhealth)
 #
 # Versions live in hack/versions.env. Binaries are cached OUTSIDE the repository, one directory per
@@ -211,10 +212,12 @@ command -v runc >/dev/null || missing+=(runc)
 command -v buildah >/dev/null || missing+=(buildah)
 command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
 command -v lua5.1 >/dev/null || missing+=(lua5.1)
+command -v dockerd >/dev/null || missing+=(docker.io)
 if [[ ${#missing[@]} -gt 0 ]]; then
   apt_install "${missing[@]}"
 else
-  log "Debian packages: using $(command -v prometheus), containerd, runc, buildah, mmdebstrap, lua5.1"
+  log "Debian packages: using $(command -v prometheus), containerd, runc, buildah, mmdebstrap, lua5.1," \
+    "dockerd"
 fi
 promdir="$(dirname "$(command -v promtool)")"
 

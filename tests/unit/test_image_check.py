@@ -153,14 +153,13 @@ def test_the_user_the_base_label_and_the_operator_itself_are_checked(
 
 
 @pytest.mark.parametrize(
-    "base",
-    [None, "docker.io/library/python:3.11-slim-bookworm", "registry.example/python:3.11"],
+    "base", ["docker.io/library/python:3.11-slim-bookworm", "registry.example/python:3.11"]
 )
-def test_the_docker_build_refuses_a_base_given_by_tag_alone(base: str | None) -> None:
-    """Before anything is built or pulled: the Dockerfile's default names a tag, so a build
-    without TAKOFORM_BASE_IMAGE=name@sha256:... (or the explicit override) stops."""
+def test_the_docker_build_refuses_a_base_given_by_tag_alone(base: str) -> None:
+    """Before anything is built or pulled: TAKOFORM_BASE_IMAGE must be name@sha256:... (or the
+    explicit override given)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAKOFORM_")}
-    env |= {"TAKOFORM_IMAGE_ENGINE": "docker", **({"TAKOFORM_BASE_IMAGE": base} if base else {})}
+    env |= {"TAKOFORM_IMAGE_ENGINE": "docker", "TAKOFORM_BASE_IMAGE": base}
     proc = subprocess.run(
         [str(REPO / "hack/image.sh")], capture_output=True, text=True, env=env, timeout=60
     )
