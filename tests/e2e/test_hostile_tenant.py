@@ -3,13 +3,15 @@ real operator process (every namespace, hosts from policy, /metrics behind the A
 TokenReview and SubjectAccessReview) and one reference host that both tenants share.
 
 - The hostile namespace creates 300 Buckets, each carrying about 100 KB of foreign labels and
-  annotations (as `make bench`'s bloated mode), then, for as long as the test measures, toggles
-  the watched annotation takoform.io/paused on some of them and churns a binding: imports of
-  one host resource from several CRs, the owner deleted (Orphan) and created again, over and
-  over.
+  annotations (the size of `make bench`'s bloated mode), then, for as long as the test
+  measures, toggles the watched annotation takoform.io/paused on some of them and churns a
+  binding: imports of one host resource from several CRs, the owner deleted (Orphan) and
+  created again, over and over. All 300 fit: on a loaded 2-core machine they are created in
+  25-80 s and the test runs 40-80 s, plus about 25 s of clean-up (their finalizers released).
 - Meanwhile the quiet namespace's Buckets keep becoming Ready within QUIET_READY_BOUND (the
   measured times are printed), and the operator's resident memory (VmRSS of its process) stays
-  under the chart's memory limit, sampled throughout.
+  under the chart's memory limit, sampled throughout (measured: 72 MiB idle, 117-119 MiB at
+  the peak, against 512 MiB).
 - A ServiceAccount of a third namespace, granted nothing, with a real token from the TokenRequest
   API, sees no CR name of the others on any endpoint the chart exposes: /metrics (refused) and
   the health endpoints. A scraper granted /metrics does see them there, so the refusal is what
@@ -53,7 +55,7 @@ TOGGLED = 20
 CONTENDERS = 4
 QUIET_CRS = 3
 #: Seconds from a quiet CR's creation to Ready, under the storm; measured on a loaded
-#: 2-core machine at 0.6 to 6 s, asserted with a wide margin.
+#: 2-core machine at 0.6 to 14 s (most under 4 s), asserted with a wide margin.
 QUIET_READY_BOUND = 45.0
 HOSTILE_SPACE, QUIET_SPACE = "hostile", "team-a"
 CONTESTED = "contested"
