@@ -39,7 +39,7 @@ from fixtures_kube import REPO, KubeCluster, wait_until
 from kubernetes.utils import parse_quantity
 from manifests import bucket
 from operator_process import Operator, is_ready, operator_process, serving
-from processes import free_port
+from processes import HostProcess, free_port
 from tenancy import grant_manifest, host_manifest, token_secret
 
 from takoform_operator.core.import_id import canonical_import_id
@@ -201,11 +201,8 @@ def service_account_token(cluster: KubeCluster, namespace: str, name: str) -> st
     return cluster.kubectl("create", "token", name, namespace=namespace).stdout.strip()
 
 
-def host_names(host: Any, space: str) -> set[str]:
-    with host.api() as api:
-        answer = api.get(HOST_BUCKETS.format(space=space), params=EXACT)
-        answer.raise_for_status()
-        return {item["metadata"]["name"] for item in answer.json()["items"]}
+def host_names(host: HostProcess, space: str) -> set[str]:
+    return host.resource_names(space, REF)
 
 
 def test_a_hostile_tenant_starves_no_one_bloats_nothing_and_a_stranger_sees_no_name(

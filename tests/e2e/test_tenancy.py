@@ -37,10 +37,7 @@ EXACT = {"definitionVersion": REF.definition_version, "schemaDigest": REF.schema
 
 
 def host_names(host: HostProcess, space: str) -> set[str]:
-    with host.api() as api:
-        answer = api.get(BUCKETS.format(space=space), params=EXACT)
-        answer.raise_for_status()
-        return {item["metadata"]["name"] for item in answer.json()["items"]}
+    return host.resource_names(space, REF)
 
 
 def host_spec(host: HostProcess, space: str, name: str) -> dict[str, Any]:

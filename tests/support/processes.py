@@ -30,6 +30,8 @@ from typing import Any
 import httpx
 from waiting import TimedOut, wait_until
 
+from takoform_spec.identity import FormRef
+
 STARTUP_TIMEOUT = 30.0
 _LIVE: set[HostProcess] = set()
 
@@ -212,6 +214,16 @@ class HostProcess:
             timeout=10.0,
             **self._http(),
         )
+
+    def resource_names(self, space: str, ref: FormRef) -> set[str]:
+        """The names of the resources of `space` the host serves under the exact `ref`."""
+        group, version = ref.api_version.split("/", 1)
+        path = f"/v1alpha3/spaces/{space}/forms/{group}/{version}/{ref.kind}/resources"
+        exact = {"definitionVersion": ref.definition_version, "schemaDigest": ref.schema_digest}
+        with self.api() as api:
+            answer = api.get(path, params=exact)
+            answer.raise_for_status()
+            return {item["metadata"]["name"] for item in answer.json()["items"]}
 
     def admin(self, method: str, path: str, json: object | None = None) -> httpx.Response:
         """Call the admin API (path like "/admin/v1/faults"); raises on a non-2xx answer."""
