@@ -213,6 +213,10 @@ class Operator:
             "TAKOFORM_METRICS_PORT": "0",
             "TAKOFORM_HEALTH_PORT": "0",
             "TAKOFORM_POLL_READY_SECONDS": str(poll),
+            # Convergence is judged from the CRs: a change made on the host out of band (a
+            # delete, a recreate) must show in them within a couple of polls, not within the
+            # default idle ceiling (600 s). One doubling still runs the idle poll under chaos.
+            "TAKOFORM_POLL_IDLE_MAX_SECONDS": str(2 * poll),
             "TAKOFORM_HOST_TIMEOUT_SECONDS": "5",
         }
         self.sharded = sharded
