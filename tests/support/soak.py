@@ -217,6 +217,9 @@ class Operator:
             # delete, a recreate) must show in them within a couple of polls, not within the
             # default idle ceiling (600 s). One doubling still runs the idle poll under chaos.
             "TAKOFORM_POLL_IDLE_MAX_SECONDS": str(2 * poll),
+            # Likewise after each kill: the first looks of Ready CRs are spread over one poll,
+            # not the default 30 s, which back-to-back kills would keep pushing out.
+            "TAKOFORM_START_SPREAD_SECONDS": str(poll),
             "TAKOFORM_HOST_TIMEOUT_SECONDS": "5",
         }
         self.sharded = sharded
