@@ -466,7 +466,7 @@ def test_the_api_server_stores_a_release_with_every_new_value(
         assert pod["tolerations"] == values["tolerations"]
         budget = kube_cluster.kubectl_json("get", "pdb", name, namespace=kube_namespace)
         assert budget["spec"]["maxUnavailable"] == "50%"
-        assert container["image"] == f"takoform/takoform-operator@{DIGEST}"
+        assert container["image"] == f"ghcr.io/takoform/takoform-operator@{DIGEST}"
         assert container["args"] == ["run", "--selector", "shard=a"]
         extra = next(v for v in pod["volumes"] if v["name"] == "extra-config")
         assert extra["configMap"]["name"] == "extra"
