@@ -19,6 +19,7 @@ from takoform_operator.core.tenancy import (
     InvalidPolicy,
     host_config_from_body,
     implicit_host_refusal,
+    url_refusal,
 )
 from takoform_operator.host_client.pool import Endpoint, HostPool
 from takoform_operator.host_port import (
@@ -95,20 +96,25 @@ def host_pool(
             configs.append(host_config_from_body(body))
         except InvalidPolicy:
             continue  # the operator ignores it too
-    implicit, url, found = None, settings.host_url, None
+    implicit, found = None, None
+    refusal = implicit_host_refusal(settings.host_url, settings.host_insecure)
     if settings.implicit_host:
         implicit = implicit_endpoint(settings)
         if (
             wanted in (None, DEFAULT_HOST)
+            and unlisted is None  # else a TakoformHost `default` may be hidden from the user
             and not configured_in_shell(settings)
             and all(config.name != DEFAULT_HOST for config in configs)
         ):
             found = cluster_implicit(cluster, reader, settings, warn)
     if found is not None:
         implicit, url = found
-    refusal = None if dial else implicit_host_refusal(url, settings.host_insecure)
-    if refusal is not None and found is not None:
-        refusal += " Or connect through a port-forward: --host-url http://127.0.0.1:PORT."
+        where = f"the implicit host {DEFAULT_HOST!r} at {url} (its credential Secret's URL)"
+        refusal = url_refusal(url, settings.host_insecure, where, "TAKOFORM_HOST_INSECURE")
+        if refusal is not None:
+            refusal += " Or connect through a port-forward: --host-url http://127.0.0.1:PORT."
+    if dial is not None:
+        refusal = None  # dialled_url: https, or plain http to this machine only
     retries = settings.host_read_retries
     if dial is None:
         pool = HostPool(reader, read_retries=retries, implicit=implicit, implicit_refusal=refusal)
