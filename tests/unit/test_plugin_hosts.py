@@ -14,6 +14,7 @@ from takoform_operator.host_port import HostInsecure
 from takoform_operator.plugin.cluster import Forbidden, PluginError
 from takoform_operator.plugin.host_reach import dialled_url
 from takoform_operator.plugin.hosts import chosen_host, host_pool
+from takoform_operator.plugin.render import UsageError
 from takoform_operator.settings import Settings
 
 
@@ -192,5 +193,5 @@ def test_host_url_is_https_or_plain_http_to_this_machine_only(url: str, accepted
     if accepted:
         assert dialled_url(url) == url
     else:
-        with pytest.raises(PluginError, match="--host-url"):
+        with pytest.raises(UsageError, match="--host-url"):
             dialled_url(url)

@@ -26,6 +26,7 @@ from takoform_operator.core.tenancy import SecretKeyRef, credential_entries
 from takoform_operator.host_client.client import HostClient
 from takoform_operator.host_client.pool import Endpoint, HostPool, SecretReader, SecretToken
 from takoform_operator.plugin.cluster import Cluster, Forbidden, PluginError
+from takoform_operator.plugin.render import UsageError
 from takoform_operator.settings import Settings
 
 #: The environment variable --host-url defaults to.
@@ -53,7 +54,7 @@ def add_host_url(group: argparse._ArgumentGroup) -> None:
 
 def dialled_url(flag: str | None) -> str | None:
     """The URL to dial instead of the host's (--host-url, else KUBECTL_TAKOFORM_HOST_URL);
-    raises PluginError for one that may not carry a token."""
+    raises UsageError for one that may not carry a token."""
     url = (flag or os.environ.get(HOST_URL_ENV) or "").strip().rstrip("/")
     if not url:
         return None
@@ -62,7 +63,7 @@ def dialled_url(flag: str | None) -> str | None:
         return url
     if parts.scheme == "http" and parts.hostname in LOOPBACK:
         return url
-    raise PluginError(
+    raise UsageError(
         f"--host-url {url!r}: a host's token is sent over https, or over plain http to this "
         "machine only (127.0.0.1, ::1, localhost: a port-forward)"
     )
