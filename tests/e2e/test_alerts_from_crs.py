@@ -4,7 +4,10 @@ the chart's RBAC for it, a real Prometheus with the chart's rules, a real API se
 runs at all: what fires, fires from the CRs' status, as it would while the operator is down or
 failing over.
 
-A Bucket Blocked ten minutes before any of them started fires at once, saying so; restarting
+The chart is rendered with the values of docs/deployment.md's kube-prometheus-stack recipe, and
+kube-state-metrics runs with the configuration of the stack's values file the recipe passes
+(files/kube-prometheus-stack-values.yaml, scraped as its ServiceMonitor says): every rule loads,
+and a Bucket Blocked ten minutes before any of them started fires at once, saying so; restarting
 kube-state-metrics (its series gone, then back) does not start its clock over; a Degraded one a
 minute old does not fire; a pending operation fires per operation id; the remedy (Blocked False)
 resolves the alert."""
@@ -20,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fixtures_helm import render
-from fixtures_kube import KubeCluster, KubeTools, wait_until
+from fixtures_kube import REPO, KubeCluster, KubeTools, wait_until
 from monitoring import (
     Process,
     alerts,
-    ksm_config,
     ksm_grant,
     kube_state_metrics_binary,
     running_kube_state_metrics,
@@ -33,6 +36,7 @@ from monitoring import (
     samples,
 )
 from processes import free_port
+from recipes import helm_commands, option, set_values
 from waiting import wait_for
 
 pytestmark = pytest.mark.kube
@@ -82,18 +86,26 @@ def test_blocked_alert_fires_from_the_cr_and_keeps_its_clock(
 ) -> None:
     kube, namespace = kube_cluster, kube_namespace
     assert kube_tools.prometheus, "prometheus missing: run `make tools`"
+    # docs/deployment.md's kube-prometheus-stack recipe: the operator's values as it sets them
+    # (the stack's ServiceAccount for kube-state-metrics aside: this one has a namespace of its
+    # own), and the stack's values file for kube-state-metrics and its scrape.
+    stack, operator = helm_commands("### With kube-prometheus-stack")
     docs = render(
         helm,
-        "metrics.prometheusRule.enabled=true",
+        *set_values(operator),
         "alerts.kubeStateMetrics.serviceAccount.name=ksm",
         f"alerts.kubeStateMetrics.serviceAccount.namespace={namespace}",
         "alerts.stuckOperationFor=2s",
         namespace=namespace,
     )
+    rule = next(d for d in docs if d["kind"] == "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == stack[3], "what the stack's Prometheus selects"
     rules = tmp_path / "rules.yaml"
-    rules.write_text(json.dumps(next(d for d in docs if d["kind"] == "PrometheusRule")["spec"]))
+    rules.write_text(json.dumps(rule["spec"]))
     kubeconfig = ksm_grant(kube, namespace, docs)
-    config = ksm_config(docs, tmp_path / "custom-resource-state.yaml")
+    stack_ksm = yaml.safe_load((REPO / option(stack, "-f")).read_text())["kube-state-metrics"]
+    config = tmp_path / "custom-resource-state.yaml"
+    config.write_text(yaml.safe_dump(stack_ksm["customResourceState"]["config"]))
 
     now = datetime.now(UTC).replace(microsecond=0)
     blocked_since = now - timedelta(minutes=10)
@@ -131,12 +143,13 @@ def test_blocked_alert_fires_from_the_cr_and_keeps_its_clock(
         "rule_files": [str(rules)],
         "scrape_configs": [{
             "job_name": "kube-state-metrics",
-            # As kube-prometheus-stack scrapes it: the series' namespace is the CR's.
-            "honor_labels": True,
+            # As the stack's ServiceMonitor scrapes it: the series' namespace is the CR's.
+            "honor_labels": stack_ksm["prometheus"]["monitor"]["honorLabels"],
             "static_configs": [{"targets": [f"127.0.0.1:{ksm_port}"]}],
         }],
     }  # fmt: skip
     with running_prometheus(kube_tools.prometheus, tmp_path / "prom", prometheus_config) as p:
+        _assert_loaded(p, rule["spec"])
         blocked = firing(p, "TakoformResourceBlocked", namespace)
         with running_kube_state_metrics(ksm, kubeconfig, config, tmp_path, ksm_port) as exporter:
             _assert_exported(exporter, namespace, blocked_since)
@@ -190,6 +203,18 @@ def firing(
         return [a for a in alerts(prometheus, name, state) if a["labels"]["namespace"] == namespace]
 
     return probe
+
+
+def _assert_loaded(prometheus: Process, spec: dict[str, Any]) -> None:
+    """Prometheus serves every rule of the PrometheusRule, none with an error."""
+    groups = (prometheus.get("/api/v1/rules") or {})["data"]["groups"]
+    loaded = {(g["name"], r["name"]) for g in groups for r in g["rules"]}
+    wanted = {
+        (g["name"], r.get("alert") or r["record"]) for g in spec["groups"] for r in g["rules"]
+    }
+    assert loaded == wanted
+    assert "TakoformResourceBlocked" in {name for _, name in loaded}, loaded
+    assert [r for g in groups for r in g["rules"] if r["health"] == "err"] == []
 
 
 def _assert_exported(exporter: Process, namespace: str, blocked_since: datetime) -> None:

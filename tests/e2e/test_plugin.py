@@ -423,6 +423,11 @@ def test_errors_are_one_line_with_an_exit_status(
         ),
         (["import", some_id, "--host", dead_host, *ops], 1, f"cannot reach host {dead_host}"),
         (["import", some_id, "--host", "nope", *ops], 1, "no TakoformHost named 'nope'"),
+        (
+            ["import", some_id, *ops, "--host-url", "http://10.0.0.7:8787"],
+            2,
+            "over plain http to this machine only",
+        ),
     ]
     try:
         for args, status, words in cases:
@@ -439,3 +444,89 @@ def test_errors_are_one_line_with_an_exit_status(
         )
     finally:
         kube_cluster.kubectl("delete", "takoformhost", dead_host, "--wait=false", check=False)
+
+
+def _recorded(kube: KubeCluster, namespace: str, name: str, host: str, uid: str) -> None:
+    """A Bucket in a namespace no operator watches, its status recording host resource `name`
+    of space team-a on `host` as an operator would: trace reads what the status says."""
+    kube.apply(bucket(name, 1), namespace=namespace)
+    status = {"host": host, "space": "team-a", "name": name, "uid": uid,
+              "formRef": DEFAULT_REF.to_json()}  # fmt: skip
+    kube.kubectl(
+        "patch", "buckets.storage.takoform.io", name, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": status}), namespace=namespace,
+    )  # fmt: skip
+
+
+def test_trace_reaches_an_in_cluster_host_through_a_port_forward(
+    setup: dict[str, Any], kube_cluster: KubeCluster
+) -> None:
+    """Hosts whose URL is an in-cluster name this machine cannot resolve, as on kind: a
+    TakoformHost, and the implicit host `default` of an operator configured in the cluster (the
+    Secret the chart opts in for `default` at that URL). No TAKOFORM_HOST_* in the shell: the
+    plugin takes each host's token from its Secret, checked against the host's own URL, and
+    dials --host-url (KUBECTL_TAKOFORM_HOST_URL), what a port-forward listens on: here the
+    reference host itself on 127.0.0.1."""
+    host, env, ops = setup["host"], setup["env"], setup["ops"]
+    in_cluster = f"http://takoform-host.{ops}.svc:8787"
+    token_secret(kube_cluster, ops, "in-cluster-token", host.token, {"in-cluster": in_cluster})
+    token_secret(kube_cluster, ops, "implicit-token", host.token, {"default": in_cluster})
+    kube_cluster.apply(host_manifest("in-cluster", in_cluster, "in-cluster-token"))
+    try:
+        for host_name, name in (("in-cluster", "forwarded"), ("default", "implicit")):
+            uid = host_create(host, DEFAULT_REF, name, {"region": "eu-west-1", "sizeGiB": 1})
+            _recorded(kube_cluster, ops, name, host_name, uid)
+            trace = ["trace", f"bucket/{name}", "-n", ops, "--operator-namespace", ops]
+            direct = plugin(*trace, env=env)
+            assert direct.returncode == 1, direct.stderr
+            if host_name == "default":  # looked up, refused: plain http, no TAKOFORM_HOST_INSECURE
+                assert "--host-url http://127.0.0.1:PORT" in direct.stderr, direct.stderr
+            else:
+                assert "cannot reach host in-cluster" in direct.stderr, direct.stderr
+            forwarded = plugin(*trace, "--host-url", host.url, env=env)
+            assert forwarded.returncode == 0, forwarded.stderr
+            assert f"host {host_name}, space team-a, name {name}, uid {uid}" in forwarded.stdout
+            host_part = forwarded.stdout.split("Host resource")[1].split("Pending operation")[0]
+            assert f"uid {uid}, generation 1" in host_part, forwarded.stdout
+            from_env = plugin(*trace, env={**env, "KUBECTL_TAKOFORM_HOST_URL": host.url})
+            assert (from_env.returncode, from_env.stdout) == (0, forwarded.stdout), from_env.stderr
+        # The shell's implicit host wins over the one the cluster configures.
+        shell = {**setup["implicit_env"], "TAKOFORM_HOST_TOKEN": "wrong"}
+        refused = plugin("trace", "bucket/implicit", "-n", ops, env=shell)
+        assert refused.returncode == 1 and "refused" in refused.stderr, refused.stderr
+    finally:
+        kube_cluster.kubectl("delete", "takoformhost", "in-cluster", "--wait=false", check=False)
+
+
+def test_trace_without_the_right_to_read_the_token_says_which_right_and_the_way_around(
+    setup: dict[str, Any], kube_cluster: KubeCluster
+) -> None:
+    """A user who may read the CRs, their Events and the TakoformHosts, not Secrets: trace prints
+    the CR's half, then one line naming the right it lacks (`get` on secrets in the operator's
+    namespace) and the way around it (the host in the shell, a port-forward)."""
+    host, ops = setup["host"], setup["ops"]
+    uid = host_create(host, DEFAULT_REF, "guarded", {"region": "eu-west-1", "sizeGiB": 1})
+    _recorded(kube_cluster, ops, "guarded", setup["host_name"], uid)
+    role = f"plugin-reader-{uuid.uuid4().hex[:6]}"
+    kube_cluster.kubectl("create", "serviceaccount", "reader", namespace=ops)
+    kube_cluster.kubectl(
+        "create", "clusterrole", role, "--verb=get,list",
+        "--resource=buckets.storage.takoform.io,takoformhosts.operator.takoform.io,events",
+    )  # fmt: skip
+    kube_cluster.kubectl(
+        "create", "clusterrolebinding", role, f"--clusterrole={role}",
+        f"--serviceaccount={ops}:reader",
+    )  # fmt: skip
+    try:
+        token = kube_cluster.kubectl("create", "token", "reader", namespace=ops).stdout.strip()
+        env = {**setup["env"], "KUBECONFIG": str(kube_cluster.token_kubeconfig(token))}
+        traced = plugin("trace", "bucket/guarded", "-n", ops, "--operator-namespace", ops, env=env)
+        assert traced.returncode == 1, traced.stderr
+        assert f"host {setup['host_name']}, space team-a, name guarded, uid {uid}" in traced.stdout
+        (line,) = traced.stderr.splitlines()
+        assert line.startswith(f"error: cannot read Secret {ops}/host-token, a host's credential")
+        assert f"it takes `get` on secrets in namespace {ops}" in line
+        assert "TAKOFORM_HOST_URL and TAKOFORM_HOST_TOKEN" in line and "port-forward" in line
+        assert "Traceback" not in traced.stderr
+    finally:
+        kube_cluster.kubectl("delete", "clusterrolebinding,clusterrole", role, check=False)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from fixtures_helm import CHART
-from fixtures_kube import KubeCluster, KubeTools
+from fixtures_kube import REPO, KubeCluster, KubeTools
 from runners import run
 
 pytestmark = pytest.mark.kube
@@ -466,7 +466,7 @@ def test_the_api_server_stores_a_release_with_every_new_value(
         assert pod["tolerations"] == values["tolerations"]
         budget = kube_cluster.kubectl_json("get", "pdb", name, namespace=kube_namespace)
         assert budget["spec"]["maxUnavailable"] == "50%"
-        assert container["image"] == f"takoform/takoform-operator@{DIGEST}"
+        assert container["image"] == f"ghcr.io/takoform/takoform-operator@{DIGEST}"
         assert container["args"] == ["run", "--selector", "shard=a"]
         extra = next(v for v in pod["volumes"] if v["name"] == "extra-config")
         assert extra["configMap"]["name"] == "extra"
@@ -488,3 +488,27 @@ def test_the_api_server_stores_a_release_with_every_new_value(
             assert got["metadata"]["labels"]["team"] == "platform", doc["kind"]
     finally:
         helm("uninstall", "conv", kubeconfig, "--namespace", kube_namespace, check=False)
+
+
+def test_the_defaults_are_what_the_release_workflow_publishes(helm: Any, tmp_path: Path) -> None:
+    """The chart's default image, and the README's try-it, name the registry paths
+    .github/workflows/release.yml pushes to (ghcr.io of the repository's owner, the owner the
+    chart's runbook links name): an install with no image values pulls the released image."""
+    workflow = (REPO / ".github/workflows/release.yml").read_text()
+    registry = yaml.safe_load(workflow)["env"]["REGISTRY"]
+    assert registry == "ghcr.io/${{ github.repository_owner }}"
+    helpers = (CHART / "templates/_helpers.tpl").read_text()
+    (owner,) = re.findall(r"https://github\.com/([^/]+)/takoform-operator/blob/", helpers)
+    published = registry.replace("${{ github.repository_owner }}", owner)
+    assert '"docker://${REGISTRY}/takoform-operator:${dest}"' in workflow
+    assert 'for dest in "${tag}" "${VERSION}"' in workflow, "the appVersion is a pushed tag"
+    assert 'helm push "build/dist/takoform-operator-${VERSION}.tgz" "oci://${REGISTRY}/charts"' in (
+        workflow
+    )
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    operator = _deployment(_docs(_text(helm, tmp_path)), "t-takoform-operator")
+    (container,) = operator["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"{published}/takoform-operator:{chart['appVersion']}"
+    readme = (REPO / "README.md").read_text()
+    try_it = f"helm install takoform oci://{published}/charts/takoform-operator"
+    assert f"{try_it} --version {chart['version']}" in readme

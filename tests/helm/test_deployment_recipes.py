@@ -1,42 +1,26 @@
 """docs/deployment.md's recipes, rendered as written. kube-prometheus-stack: its Prometheus selects
 the chart's ServiceMonitor and PrometheusRule (the `release:` label of its default selectors),
 the chart binds its kube-state-metrics, and the operator's release is the kind recipe's. The kind
-recipe's port-forward names the reference host's Service, port and token Secret the chart
-renders."""
+recipe's port-forward names the reference host's Service and port the chart renders, and the
+token Secret the plugin finds is the one opted in for that Service's URL."""
 
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any
 
 import pytest
 import yaml
 from fixtures_helm import CHART
 from fixtures_kube import REPO
+from recipes import helm_commands, option, set_values, sh_blocks
 from runners import Helm
 
+from takoform_operator.core.tenancy import credential_entries
 from takoform_operator.generate import monitoring
+from takoform_operator.settings import Settings
 
 pytestmark = pytest.mark.kube
-
-DOC = (REPO / "docs/deployment.md").read_text()
-
-
-def sh_blocks(heading: str) -> list[str]:
-    """The sh blocks of the section under `heading`, continuation lines joined."""
-    section = DOC[DOC.index(heading) :].split("\n## ", 1)[0]
-    return [block.replace("\\\n", " ") for block in re.findall(r"```sh\n(.*?)```", section, re.S)]
-
-
-def helm_commands(heading: str) -> list[list[str]]:
-    """The `helm install` and `helm upgrade` commands of the first sh block under `heading`."""
-    commands = [shlex.split(line) for line in sh_blocks(heading)[0].splitlines()]
-    return [c for c in commands if c[:1] == ["helm"] and c[1] in ("install", "upgrade")]
-
-
-def option(command: list[str], *names: str) -> str:
-    return next(command[i + 1] for i, arg in enumerate(command) if arg in names)
 
 
 def test_the_recipe_labels_what_kube_prometheus_stack_selects(helm: Helm) -> None:
@@ -93,26 +77,26 @@ def test_the_shipped_values_carry_the_configuration_the_chart_renders(helm: Helm
 def test_the_kind_recipe_port_forwards_to_the_reference_host_the_chart_renders(helm: Helm) -> None:
     (install,) = helm_commands("## Try it in any cluster (kind)")
     # Its values, but the image tag (a command substitution; the image does not matter here).
-    sets = [
-        arg
-        for i, value in enumerate(install)
-        if install[i - 1] == "--set" and "$(" not in value
-        for arg in ("--set", value)
-    ]
+    sets = [arg for value in set_values(install) for arg in ("--set", value)]
     namespace = option(install, "-n")
     rendered = helm("template", install[2], str(CHART), "-n", namespace, *sets)
     docs = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
     forward = sh_blocks("## Try it in any cluster (kind)")[1]
     service, port = re.findall(rf"-n {namespace} port-forward svc/(\S+) (\d+)", forward)[0]
-    secret, key = re.findall(
-        rf"-n {namespace} get secret +(\S+) -o jsonpath='{{.data.(\w+)}}'", forward
-    )[0]
-    assert f"TAKOFORM_HOST_URL=http://127.0.0.1:{port}" in forward
+    assert f"kubectl takoform trace bucket/logs --host-url http://127.0.0.1:{port}" in forward
     (rendered_service,) = [
         d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == service
     ]
     assert [p["port"] for p in rendered_service["spec"]["ports"]] == [int(port)]
-    (rendered_secret,) = [
-        d for d in docs if d["kind"] == "Secret" and d["metadata"]["name"] == secret
+    # The plugin's lookup of the implicit host: the one Secret opted in for `default`, at the
+    # URL of the Service forwarded, holding the token under the key the operator reads.
+    (implicit,) = [
+        (d, url)
+        for d in docs
+        if d["kind"] == "Secret"
+        for host, url in credential_entries(d["metadata"].get("annotations"))
+        if host == "default"
     ]
-    assert key in rendered_secret["data"]
+    secret, url = implicit
+    assert url == f"http://{service}.{namespace}.svc:{port}"
+    assert Settings().host_token_secret_key in secret["data"]

@@ -66,6 +66,7 @@ def test_the_recipe_gives_ready_examples_with_the_in_cluster_reference_host(
     out = helm(
         "install", RELEASE, str(CHART), f"--kubeconfig={kube.kubeconfig}", "--namespace", namespace,
         # The recipe:
+        "--set", "image.repository=takoform/takoform-operator",
         "--set", f"image.tag={tag}",
         "--set", "referenceHost.enabled=true",
         "--set", f"referenceHost.grantNamespaces={{{namespace}}}",

@@ -10,17 +10,33 @@ from typing import Any
 import pytest
 
 from takoform_operator.host_client.client import HostClient
+from takoform_operator.host_port import HostInsecure
 from takoform_operator.plugin.cluster import Forbidden, PluginError
+from takoform_operator.plugin.host_reach import dialled_url
 from takoform_operator.plugin.hosts import chosen_host, host_pool
+from takoform_operator.plugin.render import UsageError
 from takoform_operator.settings import Settings
 
 
 class Hosts:
     """The two reads hosts.py makes of the cluster, answered from memory."""
 
-    def __init__(self, *hosts: dict[str, Any], forbidden: bool = False) -> None:
+    def __init__(
+        self,
+        *hosts: dict[str, Any],
+        forbidden: bool = False,
+        credentials: Mapping[str, str] | None = None,
+    ) -> None:
+        """`credentials`: {Secret name: its takoform.io/host-credential-for annotation}."""
         self._hosts, self._forbidden = list(hosts), forbidden
+        self._credentials = credentials or {}
         self.secret_reads: list[tuple[str, str]] = []
+
+    def secret_annotations(self, namespace: str) -> dict[str, dict[str, str]]:
+        return {
+            name: {"takoform.io/host-credential-for": opt_in}
+            for name, opt_in in self._credentials.items()
+        }
 
     def takoform_hosts(self) -> list[dict[str, Any]]:
         if self._forbidden:
@@ -31,9 +47,12 @@ class Hosts:
         self, namespace: str, name: str
     ) -> tuple[Mapping[str, bytes], Mapping[str, str]] | None:
         self.secret_reads.append((namespace, name))
-        host = name.removesuffix("-tok")
-        url = f"http://127.0.0.1:1/{host}"
-        return {"token": b"t0ken"}, {"takoform.io/host-credential-for": f"{host}={url}"}
+        if name in self._credentials:
+            opt_in = self._credentials[name]
+        else:
+            host = name.removesuffix("-tok")
+            opt_in = f"{host}=http://127.0.0.1:1/{host}"
+        return {"token": b"t0ken"}, {"takoform.io/host-credential-for": opt_in}
 
 
 def host(name: str, *, default: bool = False) -> dict[str, Any]:
@@ -44,10 +63,25 @@ def host(name: str, *, default: bool = False) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def pool_of(cluster: Hosts, warnings: list[str] | None = None, **env: Any) -> Any:
-    settings = Settings(**env)
+def pool_of(
+    cluster: Hosts, warnings: list[str] | None = None, dial: str | None = None, **env: Any
+) -> Any:
+    """The pool, with `dial` as --host-url and `env` as the settings."""
     said = warnings if warnings is not None else []
-    return host_pool(cluster, settings, None, said.append)[0]  # type: ignore[arg-type]
+    return host_pool(cluster, Settings(**env), None, said.append, host_url=dial)[0]  # type: ignore[arg-type]
+
+
+def dialled(pool: Any, name: str) -> tuple[str, str | None]:
+    """The URL host `name`'s client dials, and the token it sends."""
+
+    async def read() -> tuple[str, str | None]:
+        client = await pool.client(name)
+        source = client._http.auth._source
+        token = await source.token()
+        await pool.aclose()
+        return str(client._http.base_url).rstrip("/"), token
+
+    return asyncio.run(read())
 
 
 def test_without_a_name_the_host_marked_default_else_the_implicit_one() -> None:
@@ -106,3 +140,58 @@ def test_a_user_who_may_not_list_hosts_gets_the_implicit_host_and_a_warning() ->
     pool = pool_of(Hosts(forbidden=True), warnings)
     assert chosen_host(pool, None) == "default"
     assert len(warnings) == 1 and "forbidden" in warnings[0] and "implicit" in warnings[0]
+
+
+IMPLICIT_URL = "http://takoform-host.takoform-system.svc:8787"
+
+
+def test_without_the_shell_the_implicit_host_is_the_one_its_credential_secret_names() -> None:
+    """The chart opts the implicit host's token Secret in for `default` at the operator's URL:
+    that Secret gives the plugin the URL and the token; the shell's settings win over it."""
+    cluster = Hosts(credentials={"ref-token": f"default={IMPLICIT_URL}", "other": "a=https://a"})
+    refused = pool_of(cluster)
+    with pytest.raises(HostInsecure, match="plain http URL") as caught:
+        dialled(refused, "default")
+    assert "--host-url" in str(caught.value), "the port-forward is the way from a laptop"
+    assert dialled(pool_of(cluster, host_insecure=True), "default") == (IMPLICIT_URL, "t0ken")
+    assert cluster.secret_reads[-1] == ("takoform-system", "ref-token")
+    shell = pool_of(cluster, host_url="http://127.0.0.1:9", host_insecure=True, host_token="mine")
+    assert dialled(shell, "default") == ("http://127.0.0.1:9", "mine")
+
+
+def test_two_credential_secrets_for_the_implicit_host_leave_the_shells_with_a_warning() -> None:
+    warnings: list[str] = []
+    two = {"x": f"default={IMPLICIT_URL}", "y": "default=https://elsewhere"}
+    pool = pool_of(Hosts(credentials=two), warnings, host_insecure=True, host_token="mine")
+    assert dialled(pool, "default") == ("http://127.0.0.1:8787", "mine")
+    assert len(warnings) == 1 and "2 Secrets" in warnings[0] and "TAKOFORM_HOST_URL" in warnings[0]
+
+
+def test_host_url_dials_a_port_forward_with_the_credentials_of_the_hosts_own_url() -> None:
+    """The Secret is opted in for the host's own URL only: it is read and checked against that,
+    and the client connects to the port-forward."""
+    forward = "http://127.0.0.1:18787"
+    assert dialled(pool_of(Hosts(host("a")), dial=forward), "a") == (forward, "t0ken")
+    cluster = Hosts(credentials={"ref-token": f"default={IMPLICIT_URL}"})
+    assert dialled(pool_of(cluster, dial=forward + "/"), "default") == (forward, "t0ken")
+
+
+@pytest.mark.parametrize(
+    ("url", "accepted"),
+    [
+        ("http://127.0.0.1:8787", True),
+        ("http://localhost:8787", True),
+        ("http://[::1]:8787", True),
+        ("https://host.example:8443", True),
+        ("http://10.0.0.7:8787", False),  # the token in clear text across a network
+        ("http://takoform-host.takoform-system.svc:8787", False),
+        ("ftp://127.0.0.1", False),
+        ("https://", False),
+    ],
+)
+def test_host_url_is_https_or_plain_http_to_this_machine_only(url: str, accepted: bool) -> None:
+    if accepted:
+        assert dialled_url(url) == url
+    else:
+        with pytest.raises(UsageError, match="--host-url"):
+            dialled_url(url)

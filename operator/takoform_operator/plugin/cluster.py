@@ -1,5 +1,6 @@
 """The cluster as the plugin sees it, with the user's kubeconfig: CRs, Events, TakoformHosts, the
-one Secret a host names, and TakoformBindings. The only writes are `release`'s, of one
+Secrets a host names (and the annotations of its namespace's, to find the implicit host), and
+TakoformBindings. The only writes are `release`'s, of one
 TakoformBinding, each conditioned on the resourceVersion read. Every failure becomes a
 PluginError with one clear line."""
 
@@ -189,6 +190,21 @@ class Cluster:
         data = {k: base64.b64decode(v) for k, v in (document.get("data") or {}).items()}
         annotations = (document.get("metadata") or {}).get("annotations") or {}
         return data, {str(k): str(v) for k, v in annotations.items()}
+
+    def secret_annotations(self, namespace: str) -> dict[str, dict[str, str]]:
+        """The annotations of every Secret of `namespace`, by name (no data is kept)."""
+        document = self._read(
+            lambda: self._core.list_namespaced_secret(
+                namespace, _preload_content=False, **_timeout()
+            ),
+            f"list secrets in {namespace}",
+        )
+        return {
+            str(metadata.get("name")): {str(k): str(v) for k, v in annotations.items()}
+            for item in (document or {}).get("items") or []
+            for metadata in [item.get("metadata") or {}]
+            for annotations in [metadata.get("annotations") or {}]
+        }
 
     def namespace_uid(self, name: str) -> str | None:
         """The uid of namespace `name` (None when it does not exist)."""

@@ -32,14 +32,18 @@ from takoform_operator.core.tenancy import GROUP
 from takoform_operator.host_client.pool import HostPool
 from takoform_operator.host_port import (
     HostError,
-    HostRejected,
-    HostUnavailable,
     OperationNotFound,
     ResourceNotFound,
-    SecretNotFound,
 )
 from takoform_operator.plugin.cluster import Cluster, Conflict, Forbidden, PluginError
-from takoform_operator.plugin.hosts import DEFAULT_OPERATOR_NAMESPACE, chosen_host, host_pool
+from takoform_operator.plugin.host_reach import add_host_url
+from takoform_operator.plugin.hosts import (
+    DEFAULT_OPERATOR_NAMESPACE,
+    chosen_host,
+    host_pool,
+    host_problem,
+    warn,
+)
 from takoform_operator.plugin.render import (
     OUTPUTS,
     Lookup,
@@ -90,8 +94,9 @@ The cluster is read with your kubeconfig (--kubeconfig, KUBECONFIG, ~/.kube/conf
 is reached with the credentials of the host configuration: the TakoformHost named by --host
 (else the one marked default) and its token, CA bundle and client certificate Secrets in the
 operator's namespace; the single-host settings TAKOFORM_HOST_URL and TAKOFORM_HOST_TOKEN /
-TAKOFORM_HOST_TOKEN_FILE are the implicit host named `default`, as for the operator. Only
-`release` writes: one TakoformBinding, never a CR or the host.
+TAKOFORM_HOST_TOKEN_FILE are the implicit host named `default`, as for the operator; without
+them, the one its credential Secret names. --host-url dials the host through a port-forward.
+Only `release` writes: one TakoformBinding, never a CR or the host.
 
 Exit status: 0 done, 1 the cluster or the host failed or refused, 2 invalid command line."""
 
@@ -187,6 +192,7 @@ def _common(parser: argparse.ArgumentParser, *, host: bool = True) -> None:
         help="namespace of the TakoformHosts' token Secrets (default: "
         f"TAKOFORM_OPERATOR_NAMESPACE, else {DEFAULT_OPERATOR_NAMESPACE})",
     )
+    add_host_url(group)
 
 
 def add_commands(commands: Any) -> None:
@@ -391,7 +397,14 @@ def run_import(args: argparse.Namespace, out: TextIO) -> int:
     settings = Settings()
     cluster = Cluster.connect(args.kubeconfig, args.context)
     try:
-        pool, unlisted = host_pool(cluster, settings, args.operator_namespace, _warn)
+        pool, unlisted = host_pool(
+            cluster,
+            settings,
+            args.operator_namespace,
+            warn,
+            wanted=args.host,
+            host_url=args.host_url,
+        )
         host = chosen_host(pool, args.host, unlisted)
         document = asyncio.run(_read_resource(pool, host, space, ref, target.name))
         codec = registry.codec_for(ref)
@@ -441,24 +454,10 @@ async def _read_resource(
             f"{ref.definition_version} {ref.schema_digest}"
         ) from None
     except HostError as exc:
-        raise PluginError(_host_problem(host, exc)) from None
+        raise PluginError(host_problem(host, exc)) from None
     finally:
         await pool.aclose()
     return resource.model_dump(by_alias=True)
-
-
-def _host_problem(host: str, exc: HostError) -> str:
-    if isinstance(exc, SecretNotFound):
-        return str(exc)
-    if isinstance(exc, HostUnavailable):
-        return f"cannot reach host {host}: {exc}"
-    if isinstance(exc, HostRejected):
-        return f"host {host} refused: {exc}"
-    return f"host {host}: {exc}"
-
-
-def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
 
 
 # -- blocked --------------------------------------------------------------------------------------
@@ -532,7 +531,9 @@ def _host_side(
     except (KeyError, TypeError, ValueError) as exc:
         return _unread(problems, f"status.formRef is not a FormRef: {exc}")
     try:
-        pool, unlisted = host_pool(cluster, Settings(), args.operator_namespace, _warn)
+        pool, unlisted = host_pool(
+            cluster, Settings(), args.operator_namespace, warn, wanted=host, host_url=args.host_url
+        )
         chosen_host(pool, host, unlisted)
     except PluginError as exc:
         return _unread(problems, str(exc))
@@ -559,7 +560,7 @@ async def _host_reads(
         except ResourceNotFound:
             resource = Lookup()
         except HostError as exc:
-            resource = _failed(problems, _host_problem(host, exc))
+            resource = _failed(problems, host_problem(host, exc))
         operation = Lookup()
         pending = status.get("pendingOperationId")
         if pending:
@@ -570,10 +571,10 @@ async def _host_reads(
             except OperationNotFound:
                 operation = Lookup()
             except HostError as exc:
-                operation = _failed(problems, _host_problem(host, exc))
+                operation = _failed(problems, host_problem(host, exc))
         return resource, operation
     except HostError as exc:  # building the client: a Secret it needs
-        return _unread(problems, _host_problem(host, exc))
+        return _unread(problems, host_problem(host, exc))
     except PluginError as exc:  # reading that Secret
         return _unread(problems, str(exc))
     finally:

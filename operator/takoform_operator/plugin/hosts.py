@@ -4,11 +4,14 @@ The same rules as the operator (docs/tenancy.md): the TakoformHosts of the clust
 Secrets in the operator's namespace, and the single-host settings (TAKOFORM_HOST_URL,
 TAKOFORM_HOST_TOKEN / TAKOFORM_HOST_TOKEN_FILE, ...) as the implicit host named `default`, which a
 TakoformHost of that name replaces. Without a name, the host marked default, else the implicit one.
+When the shell does not configure the implicit host, the operator's in the cluster is looked up
+(plugin.host_reach), and --host-url dials any host through a port-forward.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 
 from takoform_operator.core.state import DEFAULT_HOST
@@ -16,10 +19,24 @@ from takoform_operator.core.tenancy import (
     InvalidPolicy,
     host_config_from_body,
     implicit_host_refusal,
+    url_refusal,
 )
 from takoform_operator.host_client.pool import Endpoint, HostPool
-from takoform_operator.host_port import StoredSecret
+from takoform_operator.host_port import (
+    HostError,
+    HostRejected,
+    HostUnavailable,
+    SecretNotFound,
+    StoredSecret,
+)
 from takoform_operator.plugin.cluster import Cluster, Forbidden, PluginError
+from takoform_operator.plugin.host_reach import (
+    DialledPool,
+    cluster_implicit,
+    configured_in_shell,
+    dialled_url,
+    secret_forbidden,
+)
 from takoform_operator.settings import Settings
 
 #: Where the token Secrets live when neither --operator-namespace nor
@@ -34,7 +51,10 @@ class _ClusterSecrets:
         self._cluster, self.namespace = cluster, namespace
 
     async def read(self, name: str) -> StoredSecret | None:
-        found = await asyncio.to_thread(self._cluster.secret_data, self.namespace, name)
+        try:
+            found = await asyncio.to_thread(self._cluster.secret_data, self.namespace, name)
+        except Forbidden as exc:
+            raise secret_forbidden(self.namespace, name, exc) from None
         return None if found is None else StoredSecret(*found)
 
 
@@ -53,28 +73,57 @@ def host_pool(
     settings: Settings,
     operator_namespace: str | None,
     warn: Callable[[str], None],
+    *,
+    wanted: str | None = None,
+    host_url: str | None = None,
 ) -> tuple[HostPool, str | None]:
     """Every host the cluster configures, plus the implicit one (unless switched off), and why
     the TakoformHosts could not be listed (None: they were). A user who may not list them gets
-    the implicit host only, and a warning saying so."""
+    the implicit host only, and a warning saying so. `wanted`: the host the command reaches
+    (None: the default one); `host_url`: --host-url."""
     namespace = operator_namespace or settings.operator_namespace or DEFAULT_OPERATOR_NAMESPACE
-    pool = HostPool(
-        _ClusterSecrets(cluster, namespace),
-        read_retries=settings.host_read_retries,
-        implicit=implicit_endpoint(settings) if settings.implicit_host else None,
-        implicit_refusal=implicit_host_refusal(settings.host_url, settings.host_insecure),
-    )
+    reader = _ClusterSecrets(cluster, namespace)
+    dial = dialled_url(host_url)
     unlisted = None
     try:
         bodies = cluster.takoform_hosts()
     except Forbidden as exc:
         warn(f"{exc}; only the implicit host `default` (TAKOFORM_HOST_URL) is known")
         bodies, unlisted = [], str(exc)
+    configs = []
     for body in bodies:
         try:
-            pool.observe(host_config_from_body(body))
+            configs.append(host_config_from_body(body))
         except InvalidPolicy:
             continue  # the operator ignores it too
+    implicit, found = None, None
+    refusal = implicit_host_refusal(settings.host_url, settings.host_insecure)
+    if settings.implicit_host:
+        implicit = implicit_endpoint(settings)
+        if (
+            wanted in (None, DEFAULT_HOST)
+            and unlisted is None  # else a TakoformHost `default` may be hidden from the user
+            and not configured_in_shell(settings)
+            and all(config.name != DEFAULT_HOST for config in configs)
+        ):
+            found = cluster_implicit(cluster, reader, settings, warn)
+    if found is not None:
+        implicit, url = found
+        where = f"the implicit host {DEFAULT_HOST!r} at {url} (its credential Secret's URL)"
+        refusal = url_refusal(url, settings.host_insecure, where, "TAKOFORM_HOST_INSECURE")
+        if refusal is not None:
+            refusal += " Or connect through a port-forward: --host-url http://127.0.0.1:PORT."
+    if dial is not None:
+        refusal = None  # dialled_url: https, or plain http to this machine only
+    retries = settings.host_read_retries
+    if dial is None:
+        pool = HostPool(reader, read_retries=retries, implicit=implicit, implicit_refusal=refusal)
+    else:
+        pool = DialledPool(
+            reader, dial, read_retries=retries, implicit=implicit, implicit_refusal=refusal
+        )
+    for config in configs:
+        pool.observe(config)
     return pool, unlisted
 
 
@@ -107,3 +156,18 @@ def chosen_host(pool: HostPool, name: str | None, unlisted: str | None = None) -
             f"no TakoformHost named {name!r}{implicit}; known hosts: {', '.join(known) or 'none'}"
         )
     return name
+
+
+def host_problem(host: str, exc: HostError) -> str:
+    """What a command says about a host read that failed."""
+    if isinstance(exc, SecretNotFound):
+        return str(exc)
+    if isinstance(exc, HostUnavailable):
+        return f"cannot reach host {host}: {exc}"
+    if isinstance(exc, HostRejected):
+        return f"host {host} refused: {exc}"
+    return f"host {host}: {exc}"
+
+
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
