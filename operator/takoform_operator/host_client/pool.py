@@ -212,11 +212,15 @@ class HostPool:
         retire_after: float = RETIRE_AFTER_SECONDS,
         observe: HostObserver | None = None,
         budget: HostBudget | None = None,
+        dial: str | None = None,
     ) -> None:
         """`observe(host, verb, code, seconds)` hears of every request a client built here
         sends (host_client.client.HostClient's `observe`, with the TakoformHost's name).
         `budget`: the requests each namespace may send to each host (None: no budget).
-        `implicit`: host `default` where no TakoformHost of that name is known."""
+        `implicit`: host `default` where no TakoformHost of that name is known. `dial`: the
+        address every client connects to whatever its host's URL (the plugin's port-forward);
+        each host's Secrets stay bound to its own URL."""
+        self._dial = dial
         self._reader = reader
         self._budget = budget
         self._observe = observe
@@ -393,7 +397,7 @@ class HostPool:
 
     def _client(self, name: str, endpoint: Endpoint) -> HostClient:
         return HostClient(
-            endpoint.url,
+            self._dial or endpoint.url,
             endpoint.token,
             timeout=endpoint.timeout,
             read_retries=self._read_retries,

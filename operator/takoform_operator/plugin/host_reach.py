@@ -17,14 +17,11 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
-from dataclasses import replace
-from typing import Any
 from urllib.parse import urlsplit
 
 from takoform_operator.core.state import DEFAULT_HOST
 from takoform_operator.core.tenancy import SecretKeyRef, credential_entries
-from takoform_operator.host_client.client import HostClient
-from takoform_operator.host_client.pool import Endpoint, HostPool, SecretReader, SecretToken
+from takoform_operator.host_client.pool import Endpoint, SecretReader, SecretToken
 from takoform_operator.plugin.cluster import Cluster, Forbidden, PluginError
 from takoform_operator.plugin.render import UsageError
 from takoform_operator.settings import Settings
@@ -67,18 +64,6 @@ def dialled_url(flag: str | None) -> str | None:
         f"--host-url {url!r}: a host's token is sent over https, or over plain http to this "
         "machine only (127.0.0.1, ::1, localhost: a port-forward)"
     )
-
-
-class DialledPool(HostPool):
-    """A HostPool whose clients connect to `dial` whatever the host's URL: the Secrets a host
-    names are read and checked against its own URL before any client is built."""
-
-    def __init__(self, reader: SecretReader | None, dial: str, **options: Any) -> None:
-        self._dial = dial  # read by _client, which HostPool.__init__ already calls
-        super().__init__(reader, **options)
-
-    def _client(self, name: str, endpoint: Endpoint) -> HostClient:
-        return super()._client(name, replace(endpoint, url=self._dial))
 
 
 def secret_forbidden(namespace: str, name: str, exc: Forbidden) -> PluginError:

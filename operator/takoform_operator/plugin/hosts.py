@@ -31,7 +31,6 @@ from takoform_operator.host_port import (
 )
 from takoform_operator.plugin.cluster import Cluster, Forbidden, PluginError
 from takoform_operator.plugin.host_reach import (
-    DialledPool,
     cluster_implicit,
     configured_in_shell,
     dialled_url,
@@ -115,13 +114,13 @@ def host_pool(
             refusal += " Or connect through a port-forward: --host-url http://127.0.0.1:PORT."
     if dial is not None:
         refusal = None  # dialled_url: https, or plain http to this machine only
-    retries = settings.host_read_retries
-    if dial is None:
-        pool = HostPool(reader, read_retries=retries, implicit=implicit, implicit_refusal=refusal)
-    else:
-        pool = DialledPool(
-            reader, dial, read_retries=retries, implicit=implicit, implicit_refusal=refusal
-        )
+    pool = HostPool(
+        reader,
+        read_retries=settings.host_read_retries,
+        implicit=implicit,
+        implicit_refusal=refusal,
+        dial=dial,
+    )
     for config in configs:
         pool.observe(config)
     return pool, unlisted
