@@ -83,8 +83,12 @@ def test_a_quiet_namespace_is_served_beside_a_busy_one_on_a_rate_limited_host(
             f"{ready}/{BUSY}"
         )
         # Without the budget (measured on 2 cores): 88 s, and 974 answers 429 by then. With
-        # it, 3 to 12 over runs here, all within the first second of the busy namespace.
+        # it, none in every run here (the budget is below the host's rate): a request takes its
+        # token once its client and token are ready, right before it goes out. When the token
+        # was taken before the token Secret was read, the requests let go during the read went
+        # out together after it: 3 to 12 answers 429 per run. A little room for an event loop
+        # that stalls between a token and its request.
         assert to_ready < 20
-        assert answered(host, 429) <= 20
+        assert answered(host, 429) <= 2
         assert process.poll() is None
         assert "Traceback" not in log.read_text(errors="replace")

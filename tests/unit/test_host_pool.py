@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import httpx
 import pytest
 
+from takoform_operator.core.host_budget import HostBudget
 from takoform_operator.core.state import DEFAULT_HOST
 from takoform_operator.core.tenancy import (
     CREDENTIAL_ANNOTATION,
@@ -41,6 +42,7 @@ class FakeSecrets:
 
     async def read(self, name: str) -> StoredSecret | None:
         self.reads.append(name)
+        await asyncio.sleep(0)  # as the API server's answer: others run meanwhile
         if name not in self.data:
             return None
         return StoredSecret(self.data[name], self.annotations.get(name, OPTED_IN))
@@ -94,6 +96,38 @@ def test_the_token_is_re_read_on_its_interval() -> None:
 
     assert asyncio.run(scenario()) == ["a", "a", "b"]
     assert secrets.reads == ["tok", "tok"]
+
+
+def test_requests_waiting_for_the_first_token_share_one_read_of_its_secret() -> None:
+    # A start sends a request for each reconcile slot at once: one Secret read serves them
+    # all, not one read each, one after the other (each request waiting for every read before
+    # it, then all sent together).
+    secrets = FakeSecrets({"tok": {"token": b"a"}})
+    source = SecretToken(secrets, SecretKeyRef("tok", "token"), "h", "https://h", 30)
+
+    async def scenario() -> list[str | None]:
+        return list(await asyncio.gather(*(source.token() for _ in range(16))))
+
+    assert asyncio.run(scenario()) == ["a"] * 16
+    assert secrets.reads == ["tok"]
+
+
+def test_a_request_takes_its_namespace_budget_only_once_its_client_is_built() -> None:
+    # A client that cannot be built (its CA bundle Secret is missing) sends nothing, so it
+    # spends no token: the namespace's next request names the Secret again, not a spent
+    # budget; and a request is admitted right before it goes out, not before a slow build.
+    secrets = FakeSecrets({})
+    pool = HostPool(secrets, budget=HostBudget(rate=1, burst=1))
+    pool.observe(HostConfig("prod", "https://h", None, ca_bundle=SecretKeyRef("ops-ca", "ca")))
+    port = pool.port("prod", "team-a")
+
+    async def scenario() -> None:
+        for _ in range(3):
+            with pytest.raises(SecretNotFound, match="ops-ca"):
+                await port.list_forms()
+        await pool.aclose()
+
+    asyncio.run(scenario())
 
 
 def test_a_missing_secret_or_key_names_it_and_never_a_value() -> None:

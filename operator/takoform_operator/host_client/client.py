@@ -155,12 +155,19 @@ class HostClient:
             transport=transport
             or pooled_transport(verify=verify, cert=cert, max_connections=max_connections),
         )
+        self._source = source
         self._base = str(self._http.base_url).rstrip("/")
         self._urls = Urls()
         self._read_retries = read_retries
         self._sleep = sleep
         self._observe = observe
         self._clock = clock
+
+    async def ready(self) -> None:
+        """Have what a request needs before it is sent (the token, read once when due), so
+        that a request let go now goes out now."""
+        if self._source is not None:
+            await self._source.token()
 
     async def __aenter__(self) -> HostClient:
         return self

@@ -96,30 +96,40 @@ class SecretToken:
         self._lock = asyncio.Lock()
 
     async def token(self) -> str | None:
-        now = self._clock()
-        if self._read_at is None or now - self._read_at >= self._every:
-            return await self.refresh()
+        if self._due():
+            async with self._lock:
+                # Requests that waited here for the same read take its value: one read each
+                # time the token is due, however many requests wait for it.
+                if self._due():
+                    return await self._read()
         return self._value
 
     async def refresh(self) -> str | None:
+        """Read the Secret again now (the host refused the token: 401)."""
         async with self._lock:
-            where = f"host {self._host!r}"
-            raw = await _secret_value(self._reader, self._ref, self._host, self._url)
-            try:
-                value = raw.decode("utf-8").strip()
-            except UnicodeDecodeError:
-                raise SecretNotFound(
-                    f"{where}: Secret {self._ref.name!r} key {self._ref.key!r} is not UTF-8 text"
-                ) from None
-            if self._value is not None and value != self._value:
-                logger.info(
-                    "host %s: token Secret %s changed",
-                    self._host,
-                    self._ref.name,
-                    extra={"host": self._host},
-                )
-            self._value, self._read_at = value, self._clock()
-            return value
+            return await self._read()
+
+    def _due(self) -> bool:
+        return self._read_at is None or self._clock() - self._read_at >= self._every
+
+    async def _read(self) -> str | None:
+        where = f"host {self._host!r}"
+        raw = await _secret_value(self._reader, self._ref, self._host, self._url)
+        try:
+            value = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise SecretNotFound(
+                f"{where}: Secret {self._ref.name!r} key {self._ref.key!r} is not UTF-8 text"
+            ) from None
+        if self._value is not None and value != self._value:
+            logger.info(
+                "host %s: token Secret %s changed",
+                self._host,
+                self._ref.name,
+                extra={"host": self._host},
+            )
+        self._value, self._read_at = value, self._clock()
+        return value
 
 
 #: A replaced client (new URL, token Secret reference or TLS material) is closed this long after
@@ -458,31 +468,44 @@ class PooledPort:
     def __init__(self, pool: HostPool, name: str, namespace: str | None = None) -> None:
         self._pool, self._name, self._namespace = pool, name, namespace
 
-    async def _port(self) -> HostClientPort:
-        return HostClientPort(await self._pool.client(self._name))
-
     async def get_operation(self, operation_id: str) -> OperationView:
+        port = await self._port()
         with self._guarded():
-            return await (await self._port()).get_operation(operation_id)
+            return await port.get_operation(operation_id)
 
     async def read(self, target: Target) -> ResourceView | None:
+        port = await self._port()
         with self._guarded():
-            return await (await self._port()).read(target)
+            return await port.read(target)
 
     async def list_operations(self, target: Target) -> list[tuple[str, OperationView]]:
+        port = await self._port()
         with self._guarded():
-            return await (await self._port()).list_operations(target)
+            return await port.list_operations(target)
 
     async def execute(self, action: Action) -> tuple[str, OperationView]:
+        port = await self._port()
         with self._guarded():
-            return await (await self._port()).execute(action)
+            return await port.execute(action)
 
     async def list_forms(self) -> list[FormRef]:
+        client = await self._client()
         with self._guarded():
-            return await (await self._pool.client(self._name)).list_forms()
+            return await client.list_forms()
+
+    async def _client(self) -> HostClient:
+        client = await self._pool.client(self._name)
+        await client.ready()
+        return client
+
+    async def _port(self) -> HostClientPort:
+        return HostClientPort(await self._client())
 
     @contextlib.contextmanager
     def _guarded(self) -> Iterator[None]:
+        """One request of the namespace's budget, taken once its client is built and its token
+        read: right before it goes out, so a slow read of Secrets (at a start) cannot gather
+        the requests admitted meanwhile into one burst."""
         self._pool.admit(self._name, self._namespace)
         try:
             yield
