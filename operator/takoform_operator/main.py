@@ -31,6 +31,7 @@ from takoform_operator.kube.handlers import Runtime, cr_trimmer, register, wake_
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
 from takoform_operator.kube.index_readiness import install as install_index_readiness
 from takoform_operator.kube.json_seam import install as install_json_seam
+from takoform_operator.kube.kopf_memories import Memories
 from takoform_operator.kube.leader import (
     LeaderElector,
     LeaseConfig,
@@ -183,6 +184,11 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         implicit,
     )
 
+    lines = {(line.api_version, line.kind) for line in registry.lines()}
+
+    def form_cr(body: Any) -> bool:
+        return (body.get("apiVersion"), body.get("kind")) in lines
+
     binding_watch = BindingWatch(
         runtime.bindings,
         writer.client,
@@ -213,6 +219,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
                 clusterwide=settings.namespace is None,
                 namespaces=[settings.namespace] if settings.namespace else (),
                 stop_flag=stop_flag,
+                memories=Memories(form_cr),
             )
         finally:
             bindings.cancel()
