@@ -490,3 +490,21 @@ async def test_a_change_is_taken_once_by_the_look_after_it() -> None:
     assert loops.take_change("u-1"), "a watched annotation"
     assert loops.take_change("u-unknown"), "no loop: nothing says it did not change"
     await loops.close()
+
+
+async def test_ready_crs_at_one_generation_share_one_trigger_and_their_namespace() -> None:
+    # What thousands of CRs hold alike is held once: their Trigger (no watched annotation
+    # set), and their namespace's name, however many decodes made a copy of it.
+    loops = _loops(_Recorder())
+    for uid in ("u-1", "u-2"):
+        body = _ready(uid)
+        body["metadata"]["namespace"] = "".join(["te", "am"])  # a string of its own, as decoded
+        loops.seen(uid, body)
+    first, second = loops._loops["u-1"], loops._loops["u-2"]
+    assert loops._triggers["u-1"] is loops._triggers["u-2"]
+    assert first.namespace is second.namespace
+    accepting = _ready("u-3")
+    accepting["metadata"]["annotations"] = {ACCEPT: "h-9"}
+    loops.seen("u-3", accepting)
+    assert loops._triggers["u-3"] != loops._triggers["u-1"]
+    await loops.close()
