@@ -10,6 +10,11 @@ For each size N and mode it prints one row:
   operator starts and, once the churn is under way, a quiet namespace's one CR is applied: its
   time to Ready with the fair scheduler and with FIFO slots (TAKOFORM_RECONCILE_SCHEDULING),
   side by side, with the busy namespace's p50 (printed as a table of its own);
+- throttled: the same two tenants against a host that answers 429 above `--host-rate`
+  requests per second (its rateLimitPerSecond fault), with the per-namespace budget
+  (TAKOFORM_HOST_REQUESTS_PER_SECOND at the host's rate) and without it, side by side: the
+  quiet CR's time to Ready and its looks, the busy namespace's all-Ready time and the host's
+  429s (in the tenants table);
 - idle: N Ready CRs, a fresh operator; once every CR had its first look, the host's reads and the
   operator's CPU over `--window` seconds, with the idle poll off (TAKOFORM_POLL_IDLE_MAX_SECONDS
   at the ready poll: a fixed poll) and on (ten times the ready poll, as 600 s is to 60 s), side
@@ -38,7 +43,7 @@ bound token, as the installed operator does (`--credentials certificate`: the ad
 certificate instead).
 
     .venv/bin/python hack/bench_operator.py [--sizes 100,1000,5000]
-        [--modes backlog,bloated,stream,tenants,idle,restart]
+        [--modes backlog,bloated,stream,tenants,throttled,idle,restart]
 
 Figures are printed, never asserted: these machines are noisy. docs/performance.md has the
 method and the figures measured.
@@ -80,7 +85,11 @@ import localcluster  # noqa: E402
 
 SPACE = "bench"
 TOKEN = "bench-token"
+ADMIN_TOKEN = "bench-admin-token"
 CONCURRENCY = 16
+#: The restart and throttled rows' ready poll: the default (the restart's first minute then
+#: holds first looks only; the throttled rows' host rate goes to the CRs not Ready yet).
+RESTART_POLL = 60.0
 #: One CR of each of several Form lines, cycled: kind, plural, parameters.
 LINES = [
     ("Bucket", "buckets", "storage.takoform.io/v1", {"region": "eu-west-1", "sizeGiB": 10}),
@@ -236,7 +245,10 @@ class Host:
                 "--commit-delay", "0.05", "--access-log", "--log-level", "info",
                 "--space", SPACE,
             ],
-            env={**os.environ, "TAKOFORM_HOST_TOKENS": TOKEN},
+            env={
+                **os.environ, "TAKOFORM_HOST_TOKENS": TOKEN,
+                "TAKOFORM_HOST_ADMIN_TOKEN": ADMIN_TOKEN,
+            },
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -269,6 +281,19 @@ class Host:
             counts[f"{verb} {what}"] += 1
         return counts
 
+    def answered(self, code: int) -> int:
+        """Requests to the API (/v1alpha3) answered `code` so far, from the access log."""
+        lines = self.log.read_text(errors="replace").splitlines()
+        return sum("/v1alpha3/" in line and line.rstrip().endswith(f" {code}") for line in lines)
+
+    def set_faults(self, **faults: float) -> None:
+        """Set the host's faults (its admin API), e.g. rateLimitPerSecond=50; 0 clears one."""
+        answer = httpx.put(
+            self.url + "/admin/v1/faults", json=faults,
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=10,
+        )  # fmt: skip
+        answer.raise_for_status()
+
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=15)
@@ -284,11 +309,12 @@ class OperatorProcess:
         poll: float,
         *,
         selector: str | None = None,
-        scheduling: str = "fair",
         settings: dict[str, str] | None = None,
+        command: tuple[str, ...] = ("-m", "takoform_operator.cli"),
     ) -> None:
         """The operator for `namespace` (None: every namespace, the CRs matching `selector`);
-        `settings`: more TAKOFORM_* settings, by name without the prefix."""
+        `settings`: more TAKOFORM_* settings, by name without the prefix; `command`: what
+        the interpreter runs (with `run` and its arguments after it)."""
         self.metrics_port = free_port()
         env = {
             **os.environ,
@@ -300,7 +326,6 @@ class OperatorProcess:
             "TAKOFORM_METRICS_AUTH": "none",  # scraped without a token
             "TAKOFORM_POLL_READY_SECONDS": str(poll),
             "TAKOFORM_MAX_CONCURRENT_RECONCILES": str(CONCURRENCY),
-            "TAKOFORM_RECONCILE_SCHEDULING": scheduling,
         }
         env.update({f"TAKOFORM_{name}": value for name, value in (settings or {}).items()})
         if selector:
@@ -309,7 +334,7 @@ class OperatorProcess:
         self.log = workdir / f"operator-{name}.log"
         where = ["--namespace", namespace] if namespace else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "takoform_operator.cli", "run", *where],
+            [sys.executable, *command, "run", *where],
             env=env,
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
@@ -335,9 +360,12 @@ class OperatorProcess:
         match = re.search(r"^takoform_event_loop_lag_max_seconds (\S+)$", self._metrics(), re.M)
         return float(match.group(1)) if match else float("nan")
 
-    def reconciles(self) -> float:
-        """Its looks so far, every CR's (takoform_reconciles_total)."""
-        found = re.findall(r"^takoform_reconciles_total\{[^}]*\} (\S+)$", self._metrics(), re.M)
+    def reconciles(self, kind: str = "") -> float:
+        """Its looks so far, every CR's or those of `kind` (takoform_reconciles_total)."""
+        of_kind = f'[^}}]*kind="{kind}"' if kind else ""
+        found = re.findall(
+            rf"^takoform_reconciles_total\{{{of_kind}[^}}]*\}} (\S+)$", self._metrics(), re.M
+        )
         return sum(float(value) for value in found)
 
     def stop(self) -> None:
@@ -370,12 +398,14 @@ def create_namespace(kube: Kube, namespace: str) -> None:
         )  # fmt: skip
 
 
-def manifests(n: int, tag: str, bloated: bool = False) -> list[dict[str, Any]]:
-    """N CRs cycling over LINES; `tag` keeps host names apart between runs (one space);
-    `bloated`: each with about 100 KB of foreign labels and annotations."""
+def manifests(
+    n: int, tag: str, bloated: bool = False, lines: list[tuple[Any, ...]] = LINES
+) -> list[dict[str, Any]]:
+    """N CRs cycling over `lines` (of LINES); `tag` keeps host names apart between runs (one
+    space); `bloated`: each with about 100 KB of foreign labels and annotations."""
     items = []
     for i in range(n):
-        kind, _, api_version, parameters = LINES[i % len(LINES)]
+        kind, _, api_version, parameters = lines[i % len(lines)]
         metadata: dict[str, Any] = {"name": f"{tag}-{i:05d}"}
         if bloated:
             metadata["labels"] = {
@@ -408,10 +438,11 @@ def _path(item: dict[str, Any], namespace: str) -> str:
 async def patiently(client: httpx.AsyncClient, method: str, path: str, **kwargs: Any
                     ) -> httpx.Response:  # fmt: skip
     """A request that waits out the API server's 429s (flow control, or a kind's watch cache
-    still starting: "storage is (re)initializing") as client-go does, then must succeed."""
+    still starting: "storage is (re)initializing") as client-go does, and its 504s (a list
+    of large objects on a saturated machine), then must succeed."""
     for _ in range(60):
         answer = await client.request(method, path, **kwargs)
-        if answer.status_code != 429:
+        if answer.status_code not in (429, 504):
             break
         await asyncio.sleep(float(answer.headers.get("Retry-After") or 1))
     answer.raise_for_status()
@@ -667,11 +698,16 @@ def _profile(operator: OperatorProcess, output: Path) -> subprocess.Popen[bytes]
 
 @dataclass
 class TenantsRow:
-    scheduling: str
+    #: What the row varies: the scheduling, or the budget against a throttling host.
+    condition: str
     n: int
     quiet_seconds: float
+    #: The operator's looks at the quiet CR until it was Ready.
+    quiet_looks: float
     busy_p50: float
     busy_seconds: float
+    #: The host's 429s from the operator's start until the busy namespace was all Ready.
+    host_429: int
 
 
 async def _names(client: httpx.AsyncClient, namespace: str, ready: bool = True) -> set[str]:
@@ -685,26 +721,29 @@ async def _names(client: httpx.AsyncClient, namespace: str, ready: bool = True) 
     return found
 
 
-def measure_tenants(kube: Kube, host: Host, workdir: Path, n: int, scheduling: str,
-                    args: Any) -> TenantsRow:  # fmt: skip
-    """N busy CRs queued at the operator's start; the quiet namespace's one CR is created once
-    as many of them as there are slots have a status (their first look done: the churn is
-    under way, most of the N still queued). Its time to Ready from its creation, and the busy
-    CRs' from the operator's start."""
-    run = f"{scheduling}-{n}-{int(time.time())}"
+def measure_tenants(kube: Kube, host: Host, workdir: Path, n: int, condition: str,
+                    settings: dict[str, str], args: Any, poll: float) -> TenantsRow:  # fmt: skip
+    """N busy CRs (the Form lines but the last) queued at the operator's start (with
+    `settings`); the quiet namespace's one CR (of the last line, so that the operator's looks
+    at it are its kind's) is created once as many busy CRs as there are slots have a status
+    (their first look done: the churn is under way, most of the N still queued). Its time to
+    Ready from its creation and its looks, the busy CRs' time from the operator's start, and
+    the host's 429s."""
+    run = f"{condition.split()[0]}-{n}-{int(time.time())}"
     busy, quiet = f"bench-busy-{run}", f"bench-quiet-{run}"
     label = {"takoform.io/bench": run}
     for namespace in (busy, quiet):
         create_namespace(kube, namespace)
-    items = manifests(n, busy)
-    (quiet_item,) = manifests(1, quiet)
+    items = manifests(n, busy, lines=LINES[:-1])
+    (quiet_item,) = manifests(1, quiet, lines=LINES[-1:])
+    quiet_kind = quiet_item["kind"]
     for item in [*items, quiet_item]:
         item["metadata"]["labels"] = label
     asyncio.run(create_all(kube, busy, items, None, {}))
+    refused = host.answered(429)
     operator = OperatorProcess(
-        kube, host, None, workdir, args.poll, selector=f"takoform.io/bench={run}",
-        scheduling=scheduling,
-    )  # fmt: skip
+        kube, host, None, workdir, poll, selector=f"takoform.io/bench={run}", settings=settings
+    )
     start = time.monotonic()
     seen: dict[str, float] = {}
 
@@ -724,13 +763,41 @@ def measure_tenants(kube: Kube, host: Host, workdir: Path, n: int, scheduling: s
 
     try:
         quiet_seconds = asyncio.run(churn())
+        quiet_looks = operator.reconciles(quiet_kind)
         asyncio.run(watch_ready(kube, busy, n, seen, args.timeout))
         latencies = [t - start for t in seen.values()]
-        return TenantsRow(
-            scheduling, n, quiet_seconds, _percentile(latencies, 0.5), time.monotonic() - start
-        )
+        row = TenantsRow(
+            condition, n, quiet_seconds, quiet_looks, _percentile(latencies, 0.5),
+            time.monotonic() - start, host.answered(429) - refused,
+        )  # fmt: skip
+        print(f"    quiet CR Ready in {row.quiet_seconds:.2f} s after {row.quiet_looks:.0f} looks, "
+              f"busy all Ready in {row.busy_seconds:.1f} s, host 429s {row.host_429}",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return row
     finally:
         operator.stop()
+
+
+def measure_throttled(kube: Kube, host: Host, workdir: Path, n: int, args: Any
+                      ) -> list[TenantsRow]:  # fmt: skip
+    """The two tenants against a host that answers 429 above `args.host_rate` requests per
+    second: with the per-namespace budget at the host's rate, and without any budget. At the
+    default ready poll (RESTART_POLL): the benchmark's short one would spend the host's rate
+    on reading Ready CRs again."""
+    rate = args.host_rate
+    host.set_faults(rateLimitPerSecond=rate)
+    rows = []
+    try:
+        for budget in args.budgets.split(","):
+            condition = f"budget {budget}, host {rate:g}/s"
+            print(f"... tenants ({condition}) N={n}", file=sys.stderr, flush=True)
+            settings = {"HOST_REQUESTS_PER_SECOND": str(rate)} if budget == "on" else {}
+            rows.append(
+                measure_tenants(kube, host, workdir, n, condition, settings, args, RESTART_POLL)
+            )
+    finally:
+        host.set_faults(rateLimitPerSecond=0)
+    return rows
 
 
 def report_tenants(rows: list[TenantsRow]) -> None:
@@ -738,19 +805,16 @@ def report_tenants(rows: list[TenantsRow]) -> None:
         "\ntwo tenants: N busy CRs queued at start, one quiet CR created once as many have a "
         f"status as there are slots ({CONCURRENCY})"
     )
-    print(f"{'scheduling':10} {'N':>5} {'quiet CR to Ready s':>19} {'busy p50 s':>10} "
-          f"{'busy all Ready s':>16}")  # fmt: skip
+    print(f"{'condition':24} {'N':>5} {'quiet CR to Ready s':>19} {'quiet looks':>11} "
+          f"{'busy p50 s':>10} {'busy all Ready s':>16} {'host 429s':>9}")  # fmt: skip
     for row in rows:
         print(
-            f"{row.scheduling:10} {row.n:>5} {row.quiet_seconds:>19.2f} {row.busy_p50:>10.2f} "
-            f"{row.busy_seconds:>16.1f}"
+            f"{row.condition:24} {row.n:>5} {row.quiet_seconds:>19.2f} {row.quiet_looks:>11.0f} "
+            f"{row.busy_p50:>10.2f} {row.busy_seconds:>16.1f} {row.host_429:>9}"
         )
 
 
 # -- idle CRs, and a restart ------------------------------------------------------------------
-
-#: The restart rows' ready poll: the default, so that the first minute holds first looks only.
-RESTART_POLL = 60.0
 
 
 def ready_namespace(kube: Kube, host: Host, workdir: Path, n: int, args: Any) -> str:
@@ -956,10 +1020,18 @@ async def minimal(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="100,1000,5000")
-    parser.add_argument("--modes", default="backlog,bloated,stream,tenants")
+    parser.add_argument("--modes", default="backlog,bloated,stream,tenants,throttled")
     parser.add_argument(
         "--schedulings", default="fair,fifo", help="tenants mode: TAKOFORM_RECONCILE_SCHEDULING "
         "values to measure, in this order",
+    )  # fmt: skip
+    parser.add_argument(
+        "--host-rate", type=float, default=20.0,
+        help="throttled mode: requests per second the host takes (429 above)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--budgets", default="on,off", help="throttled mode: the per-namespace budget (at the "
+        "host's rate) on, off, in this order",
     )  # fmt: skip
     parser.add_argument("--rate", type=float, default=100.0, help="stream mode: CRs per second")
     parser.add_argument("--poll", type=float, default=5.0, help="the operator's ready poll (s)")
@@ -1005,7 +1077,7 @@ def main() -> int:
         idle: list[IdleRow] = []
         restarts: list[RestartRow] = []
         args.idle_rss_mib = float("nan")
-        if set(modes) - {"tenants", "idle", "restart"}:
+        if set(modes) - {"tenants", "throttled", "idle", "restart"}:
             args.idle_rss_mib = idle_rss(kube, host, workdir, args.poll)
             print(f"... idle operator: RSS {args.idle_rss_mib:.0f} MiB", file=sys.stderr)
         for n in sizes:
@@ -1013,7 +1085,13 @@ def main() -> int:
                 if mode == "tenants":
                     for scheduling in args.schedulings.split(","):
                         print(f"... tenants ({scheduling}) N={n}", file=sys.stderr, flush=True)
-                        tenants.append(measure_tenants(kube, host, workdir, n, scheduling, args))
+                        settings = {"RECONCILE_SCHEDULING": scheduling}
+                        tenants.append(measure_tenants(
+                            kube, host, workdir, n, scheduling, settings, args, args.poll
+                        ))  # fmt: skip
+                    continue
+                if mode == "throttled":
+                    tenants += measure_throttled(kube, host, workdir, n, args)
                     continue
                 if mode == "idle":
                     namespace = ready_namespace(kube, host, workdir, n, args)

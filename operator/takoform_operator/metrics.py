@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -101,11 +102,13 @@ class MetricsServer:
 
 
 def _labels(body: Any) -> dict[str, str]:
+    """A CR's per-resource labels; its namespace and kind interned: the series and the Ready
+    counts keep them for as long as the CR is managed, one copy for all CRs of a namespace."""
     metadata = body["metadata"]
     return {
-        "namespace": str(metadata.get("namespace", "")),
+        "namespace": sys.intern(str(metadata.get("namespace", ""))),
         "name": str(metadata.get("name", "")),
-        "kind": str(body.get("kind", "")),
+        "kind": sys.intern(str(body.get("kind", ""))),
     }
 
 

@@ -11,6 +11,7 @@ import kopf
 import pytest
 from kopf._cogs.structs import bodies, diffs
 
+from takoform_operator.kube.kopf_memories import Memories
 from takoform_operator.main import LIST_PAGE, kopf_settings
 
 
@@ -77,3 +78,15 @@ async def test_initial_lists_are_read_page_by_page(monkeypatch: pytest.MonkeyPat
     ]
     assert pages == [LIST_PAGE, LIST_PAGE, 7]
     assert [q["limit"] for q in asked] == [[str(LIST_PAGE)]] * 3
+
+
+async def test_kopf_keeps_no_record_of_a_form_cr_between_its_events() -> None:
+    # kopf's record of an object (memo, throttler, indexing and daemon state) lives as long as
+    # the object: a CR's is made per event and dropped, an indexed kind's is kept.
+    memories = Memories(lambda body: body.get("kind") == "Bucket")
+    cr = {"apiVersion": "storage.takoform.io/v1", "kind": "Bucket", "metadata": {"uid": "u-1"}}
+    host = {"apiVersion": "operator.takoform.io/v1alpha1", "kind": "TakoformHost",
+            "metadata": {"uid": "u-2"}}  # fmt: skip
+    assert await memories.recall(cr) is not await memories.recall(cr)
+    assert await memories.recall(host) is await memories.recall(host)
+    assert len(list(memories.iter_all_memories())) == 1

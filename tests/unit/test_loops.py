@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from takoform_operator.kube.loops import ReconcileLoops, Trigger
+from takoform_operator.kube.loops import ReconcileLoops, Trigger, pack, unpack
 
 FINALIZER = "takoform.io/finalizer"
 ACCEPT = "takoform.io/accept-uid"
@@ -355,7 +356,66 @@ async def test_a_loop_keeps_nothing_of_the_watch_event_that_started_it() -> None
     await loops.close()
 
 
-async def test_a_loop_holds_its_body_as_compact_json_and_gives_it_back_whole() -> None:
+def test_a_ready_cr_packs_to_what_is_its_own() -> None:
+    # A Ready Bucket as the API server answers the operator's status write, trimmed: 1.5 KB of
+    # compact JSON, of which most is what every CR holds (field names, common values).
+    digest = "sha256:" + "9c8caa2ad1af7c283aed03ab4289c727f40d98fc69c8c6f5a2ac024a129309b5"
+    name, uid = "census-2000-1796406210-00000", "76a8e4f5-9f03-4040-be9d-fa1d9b61bdfc"
+    ready = {"lastTransitionTime": "2026-12-04T17:44:42Z", "message": "host resource is up to "
+             "date", "observedGeneration": 1, "reason": "Available", "status": "True",
+             "type": "Ready"}  # fmt: skip
+    body = {
+        "apiVersion": "storage.takoform.io/v1",
+        "kind": "Bucket",
+        "metadata": {
+            "creationTimestamp": "2026-12-04T17:44:14Z",
+            "finalizers": [FINALIZER],
+            "generation": 1,
+            "name": name,
+            "namespace": "census-2000-1796406210",
+            "resourceVersion": "2325",
+            "uid": uid,
+        },
+        "spec": {
+            "deletionPolicy": "Delete",
+            "managementPolicy": "Full",
+            "space": "bench",
+            "parameters": {"region": "eu-west-1", "sizeGiB": 10},
+        },
+        "status": {
+            "attempt": 0,
+            "conditions": [
+                ready,
+                {**ready, "message": "", "status": "False", "type": "Reconciling"},
+            ],
+            "formRef": {
+                "apiVersion": "storage.takoform.io/v1",
+                "definitionVersion": "1.1.0",
+                "kind": "Bucket",
+                "schemaDigest": digest,
+            },
+            "generation": "1",
+            "host": "default",
+            "name": name,
+            "observedGeneration": 1,
+            "outputs": {
+                "arn": f"tko:storage.takoform.io:bench:bucket/{name}",
+                "endpoint": f"https://{name}.storage.takoform.example",
+                "versioningStatus": "Disabled",
+            },
+            "packageDigest": digest.replace("9c8c", "4bf7"),
+            "requested": {"name": name, "space": "bench"},
+            "revision": "1",
+            "space": "bench",
+            "uid": uid.replace("76a8", "e715"),
+        },
+    }
+    packed = pack(body)
+    assert unpack(packed) == body
+    assert len(json.dumps(body, separators=(",", ":"))) > 1400 and len(packed) < 500
+
+
+async def test_a_loop_holds_its_body_packed_and_gives_it_back_whole() -> None:
     recorder = _Recorder()
     loops = _loops(recorder)
     body = _body(
@@ -429,4 +489,22 @@ async def test_a_change_is_taken_once_by_the_look_after_it() -> None:
     loops.seen("u-1", _body(metadata={"annotations": {ACCEPT: "h-2"}}))
     assert loops.take_change("u-1"), "a watched annotation"
     assert loops.take_change("u-unknown"), "no loop: nothing says it did not change"
+    await loops.close()
+
+
+async def test_ready_crs_at_one_generation_share_one_trigger_and_their_namespace() -> None:
+    # What thousands of CRs hold alike is held once: their Trigger (no watched annotation
+    # set), and their namespace's name, however many decodes made a copy of it.
+    loops = _loops(_Recorder())
+    for uid in ("u-1", "u-2"):
+        body = _ready(uid)
+        body["metadata"]["namespace"] = "".join(["te", "am"])  # a string of its own, as decoded
+        loops.seen(uid, body)
+    first, second = loops._loops["u-1"], loops._loops["u-2"]
+    assert loops._triggers["u-1"] is loops._triggers["u-2"]
+    assert first.namespace is second.namespace
+    accepting = _ready("u-3")
+    accepting["metadata"]["annotations"] = {ACCEPT: "h-9"}
+    loops.seen("u-3", accepting)
+    assert loops._triggers["u-3"] != loops._triggers["u-1"]
     await loops.close()

@@ -17,6 +17,7 @@ import contextlib
 import functools
 import logging
 import re
+import sys
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import Any, TypeAlias
 
@@ -435,28 +436,42 @@ def _guard_of(body: Mapping[str, Any]) -> _Guard:
 
 
 def _pack(binding: Binding) -> _Record:
+    """A binding as nested tuples of strings; those a cluster has few of (spaces, Form lines,
+    hosts, namespaces, refs) are interned, shared by every record that names them rather than
+    one copy each, as every decode of a binding makes them."""
     identity, ref, requested = binding.identity, binding.form_ref, binding.requested
     return (
-        (identity.space, identity.line.api_version, identity.line.kind, identity.name),
-        identity.host,
+        (
+            _shared(identity.space),
+            _shared(identity.line.api_version),
+            _shared(identity.line.kind),
+            identity.name,
+        ),
+        _shared(identity.host),
         binding.phase.value,
         _pack_claim(binding.claim),
-        None
-        if ref is None
-        else (ref.api_version, ref.kind, ref.definition_version, ref.schema_digest),
+        None if ref is None else tuple(map(_shared, _ref_fields(ref))),
         None
         if requested is None
         else (
-            requested.space,
+            _shared(requested.space),
             requested.name,
             requested.pin,
             requested.import_id,
-            requested.host_ref,
+            _shared(requested.host_ref),
         ),
         binding.uid,
         _pack_claim(binding.last_owner),
         binding.resource_version,
     )
+
+
+def _shared(text: str | None) -> str | None:
+    return None if text is None else sys.intern(text)
+
+
+def _ref_fields(ref: FormRef) -> tuple[str, str, str, str]:
+    return ref.api_version, ref.kind, ref.definition_version, ref.schema_digest
 
 
 def _unpack(record: _Record) -> Binding:
@@ -475,7 +490,9 @@ def _unpack(record: _Record) -> Binding:
 
 
 def _pack_claim(claim: ClaimRef | None) -> tuple[str, str, str, str] | None:
-    return None if claim is None else (claim.namespace, claim.name, claim.uid, claim.namespace_uid)
+    if claim is None:
+        return None
+    return (sys.intern(claim.namespace), claim.name, claim.uid, sys.intern(claim.namespace_uid))
 
 
 def _unpack_claim(packed: tuple[str, str, str, str] | None) -> ClaimRef | None:

@@ -27,6 +27,8 @@ import functools
 import json
 import logging
 import random
+import sys
+import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -41,6 +43,9 @@ logger = logging.getLogger("takoform_operator")
 #: When a step ends on an unexpected exception (a defect), its CR is looked at again this late.
 FAILED_STEP_DELAY = 30.0
 
+#: Distinct Trigger values kept for sharing (kube.loops.ReconcileLoops._trigger): generations.
+COMMON_TRIGGERS = 256
+
 #: What a loop runs: one reconcile of this body; returns seconds until the next one, or None to
 #: stop the loop (the CR is being deleted: the delete handler takes over).
 Run = Callable[[Mapping[str, Any]], Awaitable[float | None]]
@@ -51,7 +56,8 @@ class Trigger:
     """The facts of a CR body that call for a reconcile when they change."""
 
     generation: int
-    annotations: tuple[tuple[str, str], ...]
+    #: The watched annotations' values, in their order; () when none is set.
+    annotations: tuple[str, ...]
     observed_generation: int | None
     has_finalizer: bool
     deleting: bool
@@ -62,9 +68,10 @@ class Trigger:
         annotations = metadata.get("annotations") or {}
         status = body.get("status") or {}
         observed = status.get("observedGeneration")
+        values = tuple(str(annotations.get(k, "")) for k in watched)
         return cls(
             generation=int(metadata.get("generation") or 0),
-            annotations=tuple((k, str(annotations.get(k, ""))) for k in watched),
+            annotations=values if any(values) else (),
             observed_generation=int(observed) if observed is not None else None,
             has_finalizer=finalizer in (metadata.get("finalizers") or ()),
             deleting=metadata.get("deletionTimestamp") is not None,
@@ -88,13 +95,92 @@ def host_named(body: Mapping[str, Any]) -> str | None:
     return _member(body, "status", "host") or _member(body, "spec", "hostRef")
 
 
+#: What most kept CR bodies hold (core.trim: the fields' names, and the values many CRs share),
+#: in the API server's key order: the preset dictionary of a packed body, which then costs what
+#: is particular to its CR. It decides only how small a body packs, never what it unpacks to.
+_COMMON_BODY = json.dumps(
+    {
+        "apiVersion": "",
+        "kind": "",
+        "metadata": {
+            "creationTimestamp": "",
+            "deletionTimestamp": "",
+            "finalizers": ["takoform.io/finalizer"],
+            "generation": 1,
+            "name": "",
+            "namespace": "",
+            "resourceVersion": "",
+            "uid": "",
+        },
+        "spec": {
+            "deletionPolicy": "Delete",
+            "managementPolicy": "Full",
+            "parameters": {},
+            "space": "",
+        },
+        "status": {
+            "attempt": 0,
+            "conditions": [
+                {
+                    "lastTransitionTime": "",
+                    "message": "host resource is up to date",
+                    "observedGeneration": 1,
+                    "reason": "Available",
+                    "status": "True",
+                    "type": "Ready",
+                },
+                {
+                    "lastTransitionTime": "",
+                    "message": "",
+                    "observedGeneration": 1,
+                    "reason": "Available",
+                    "status": "False",
+                    "type": "Reconciling",
+                },
+            ],
+            "formRef": {"apiVersion": "", "definitionVersion": "", "kind": "", "schemaDigest": ""},
+            "generation": "1",
+            "host": "default",
+            "name": "",
+            "observedGeneration": 1,
+            "outputs": {},
+            "packageDigest": "sha256:",
+            "pendingOperationId": "",
+            "pendingOperationVerb": "",
+            "remedies": [],
+            "requested": {"name": "", "space": ""},
+            "revision": "1",
+            "space": "",
+            "uid": "",
+        },
+    },
+    separators=(",", ":"),
+).encode()
+#: Raw deflate with a 4 KiB window (a body is a few KB), primed with the dictionary once: each
+#: body is packed and unpacked by a copy, which skips priming it again.
+_WINDOW = -12
+_PACKER = zlib.compressobj(6, zlib.DEFLATED, _WINDOW, 2, zlib.Z_DEFAULT_STRATEGY, _COMMON_BODY)
+_UNPACKER = zlib.decompressobj(_WINDOW, _COMMON_BODY)
+
+
+def pack(body: Mapping[str, Any]) -> bytes:
+    """A body as compact JSON, deflated against the common body."""
+    packer = _PACKER.copy()
+    return packer.compress(json.dumps(body, separators=(",", ":")).encode()) + packer.flush()
+
+
+def unpack(packed: bytes) -> Mapping[str, Any]:
+    return cast(Mapping[str, Any], json.loads(_UNPACKER.copy().decompress(packed)))
+
+
 class _Loop:
     """A CR's loop. Between two reconciles it holds no task, only a timer, and while it waits for
     a slot only an entry in the slots' queue: thousands of CRs idle or due at once cost a timer or
-    an entry each, not a task, coroutines and a waiter each. Its body is held as compact JSON
-    (about 1.4 KB for a Ready CR, against 6.4 KB as dicts and strings, none of it tracked by
-    the collector) and decoded for each reconcile, a few microseconds against milliseconds;
-    what is read between reconciles (namespace, host, resourceVersion) is kept beside it."""
+    an entry each, not a task, coroutines and a waiter each. Its body is held packed (`pack`:
+    about 400 bytes for a Ready CR, against 1.5 KB as compact JSON and 6.4 KB as dicts and
+    strings, none of it tracked by the collector) and unpacked for each reconcile, tens of
+    microseconds against milliseconds; what is read between reconciles (namespace, host,
+    resourceVersion) is kept beside it."""
 
     __slots__ = (
         "changed", "host", "kicked", "namespace", "packed", "queued", "task", "timer", "version"
@@ -110,13 +196,15 @@ class _Loop:
 
     @property
     def body(self) -> Mapping[str, Any]:
-        return cast(Mapping[str, Any], json.loads(self.packed))
+        return unpack(self.packed)
 
     @body.setter
     def body(self, body: Mapping[str, Any]) -> None:
-        self.packed = json.dumps(body, separators=(",", ":")).encode("ascii")
-        self.namespace = namespace_of(body)
-        self.host = host_named(body)
+        self.packed = pack(body)
+        # One copy of a namespace's or host's name for all their CRs, not one per decode.
+        self.namespace = sys.intern(namespace_of(body))
+        host = host_named(body)
+        self.host = None if host is None else sys.intern(host)
         self.version = resource_version(body)
 
 
@@ -157,12 +245,17 @@ class ReconcileLoops:
         self._finalizer = finalizer
         self._loops: dict[str, _Loop] = {}
         self._triggers: dict[str, Trigger] = {}
+        #: One Trigger object for the many CRs whose triggers are equal (a Ready CR's at the
+        #: same generation, no watched annotation set), rather than one each.
+        self._common: dict[Trigger, Trigger] = {}
         # The context the reconciles run in: the first one a body arrives in (kopf's settings
         # and Event queue, which Events need). A task or timer keeps the context it starts in
         # for its whole life, and kopf runs each handler in a context holding that event's
         # cause (its body, patch, logger): taken afresh per event, a loop would keep its CR's
         # first event alive for as long as the CR is managed.
         self._context: contextvars.Context | None = None
+        #: `_start`, bound once: each timer holds this one, not a bound method of its own.
+        self._start_later = self._start
 
     def __len__(self) -> int:
         return len(self._loops)
@@ -177,7 +270,7 @@ class ReconcileLoops:
         if loop is not None and older(resource_version(body), loop.version):
             return
         body = self._keep(body)
-        trigger = Trigger.of(body, self._watched, self._finalizer)
+        trigger = self._trigger(body)
         changed = self._triggers.get(uid) != trigger
         self._triggers[uid] = trigger
         if loop is None:
@@ -189,12 +282,20 @@ class ReconcileLoops:
             loop.changed = True
             self._start(uid, loop)
 
+    def _trigger(self, body: Mapping[str, Any]) -> Trigger:
+        trigger = Trigger.of(body, self._watched, self._finalizer)
+        if trigger.annotations:
+            return trigger  # an annotation's value (a uid) is the CR's own
+        if len(self._common) >= COMMON_TRIGGERS:
+            self._common.clear()
+        return self._common.setdefault(trigger, trigger)
+
     def _first_look(self, uid: str, loop: _Loop, body: Mapping[str, Any]) -> None:
         delay = first_look_delay(
             body, finalizer=self._finalizer, spread=self._start_spread, random=self._jitter
         )
         if delay > 0:
-            loop.timer = asyncio.get_running_loop().call_later(delay, self._start, uid, loop)
+            self._later(delay, uid, loop)
         else:
             self._start(uid, loop)
 
@@ -207,7 +308,7 @@ class ReconcileLoops:
         answer differs from the expectation in what calls for a reconcile, someone else's
         write landed just before ours (a spec edit): that wakes the loop now, since its own
         watch event, older than the body now held, no longer will."""
-        trigger = Trigger.of(body, self._watched, self._finalizer)
+        trigger = self._trigger(body)
         self._triggers[uid] = trigger
         loop = self._loops.get(uid)
         if loop is None:
@@ -328,7 +429,15 @@ class ReconcileLoops:
         elif loop.kicked:
             self._start(uid, loop)
         else:
-            loop.timer = asyncio.get_running_loop().call_later(delay, self._start, uid, loop)
+            self._later(delay, uid, loop)
+
+    def _later(self, delay: float, uid: str, loop: _Loop) -> None:
+        """The loop's next look in `delay` seconds. Its timer runs in the loops' own context,
+        not in a copy of the one that sets it (a reconcile's, or kopf's handler's holding the
+        event): thousands of idle timers then hold no context, nor what it holds, each."""
+        loop.timer = asyncio.get_running_loop().call_later(
+            delay, self._start_later, uid, loop, context=self._context
+        )
 
     def stop_many(self, uids: list[str]) -> list[asyncio.Task[None]]:
         """Stop these loops at once; returns their reconciles in flight, which go on to their
