@@ -88,7 +88,7 @@ class HeldStatus:
         return self.resource_version == resource_version(body)
 
 
-@dataclass
+@dataclass(slots=True)
 class CrMemory:
     """What this process remembers of one CR between its looks. Memory only: a restart loses
     it, and nothing of it is needed for correctness."""
