@@ -19,13 +19,18 @@ operators' CPU seconds (summed and each) and each process's peak RSS, and for th
 each replica's CPU and peak RSS against the `one` row's. The pieces (control plane, host,
 operator process, CR manifests, the Ready watcher) are hack/bench_operator.py's.
 
+`--restart` adds, for `one` and the hash modes, a row of the same processes restarted once
+every CR is Ready (SIGTERM, then started again): the steady state, where each hash replica
+lists and keeps only its share (before it, in backlog mode, every replica is sent every CR not
+labelled yet). It measures from the start until every CR has had a look (the start spread).
+
 `--before REV` runs every mode a second time with the operator of git revision REV (its
 `operator/` tree, taken with git archive, first on PYTHONPATH), in the same run: before and
 after side by side.
 
     .venv/bin/python hack/bench_shards.py [--sizes 300,1000] [--modes one,ns2,sel2]
     .venv/bin/python hack/bench_shards.py --sizes 10000 --modes hash1,hash2,hash4,rebalance
-    .venv/bin/python hack/bench_shards.py --sizes 3000 --modes one,hash3 --before main
+    .venv/bin/python hack/bench_shards.py --sizes 3000 --modes one,hash3 --restart --before main
 
 Figures are printed, never asserted. docs/scaling.md has the method and the figures measured.
 """
@@ -129,7 +134,7 @@ _ACCEPTED = re.compile(
 )
 
 
-def measure(kube: Any, host: Any, workdir: Path, mode: str, n: int, args: Any) -> Result:
+def measure(kube: Any, host: Any, workdir: Path, mode: str, n: int, args: Any) -> list[Result]:
     stamp = f"{mode}-{n}-{int(time.time())}"
     if mode == "ns2":
         namespaces = [f"shard-{stamp}-a", f"shard-{stamp}-b"]
@@ -157,15 +162,19 @@ def measure(kube: Any, host: Any, workdir: Path, mode: str, n: int, args: Any) -
         bench.create_namespace(kube, namespace)
         asyncio.run(bench.create_all(kube, namespace, items, None, {}))
 
-    operators = []
-    for i, (namespace, settings) in enumerate(selectors):
-        logdir = workdir / f"{stamp}-{i}"
-        logdir.mkdir()
-        operators.append(_operator(kube, host, namespace, logdir, args.poll, settings))
+    def started(life: str) -> list[Any]:
+        found = []
+        for i, (namespace, settings) in enumerate(selectors):
+            logdir = workdir / f"{stamp}-{i}{life}"
+            logdir.mkdir()
+            found.append(_operator(kube, host, namespace, logdir, args.poll, settings))
+        return found
+
+    operators = started("")
     start = time.monotonic()
     try:
         if mode == "rebalance":
-            return _rebalance(kube, host, namespace, items, operators, selectors, start, n, args)
+            return [_rebalance(kube, host, namespace, items, operators, selectors, start, n, args)]
 
         async def all_ready() -> None:
             await asyncio.gather(
@@ -176,21 +185,45 @@ def measure(kube: Any, host: Any, workdir: Path, mode: str, n: int, args: Any) -
             )
 
         asyncio.run(all_ready())
-        seconds = time.monotonic() - start
-        cpu_each = [op.cpu_seconds() for op in operators]
-        return Result(
-            mode,
-            n,
-            len(operators),
-            seconds,
-            sum(cpu_each),
-            [op.peak_rss_mib() for op in operators],
-            cpu_each,
-        )
+        results = [_result(mode, n, operators, time.monotonic() - start)]
+        if args.restart and (mode == "one" or mode.startswith("hash")):
+            for op in operators:
+                op.stop()
+            operators = started("-restart")
+            start = time.monotonic()
+            _await_looks(operators, n, args.timeout)
+            results.append(_result(f"{mode}-rs", n, operators, time.monotonic() - start))
+        return results
     finally:
         for op in operators:
             if op.proc.poll() is None:
                 op.stop()
+
+
+def _result(mode: str, n: int, operators: list[Any], seconds: float) -> Result:
+    cpu_each = [op.cpu_seconds() for op in operators]
+    rss_each = [op.peak_rss_mib() for op in operators]
+    return Result(mode, n, len(operators), seconds, sum(cpu_each), rss_each, cpu_each)
+
+
+def _await_looks(operators: list[Any], n: int, timeout: float) -> None:
+    """Until the operators together have looked at `n` CRs (takoform_reconciles_total)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        looked = 0.0
+        for op in operators:
+            with contextlib.suppress(OSError):
+                url = f"http://127.0.0.1:{op.metrics_port}/metrics"
+                text = httpx.get(url, timeout=5).text
+                looked += sum(
+                    float(v)
+                    for v in re.findall(r"^takoform_reconciles_total\{.*\} (\S+)$", text, re.M)
+                )
+        if looked >= n:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{looked:.0f} of {n} CRs looked at after the restart")
+        time.sleep(1)
 
 
 def _rebalance(kube: Any, host: Any, namespace: str, items: list[dict[str, Any]],
@@ -242,6 +275,7 @@ def main() -> int:
     parser.add_argument("--poll", type=float, default=60.0, help="the operators' ready poll (s)")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--before", help="a git revision to run every mode with as well")
+    parser.add_argument("--restart", action="store_true", help="add a row after a restart")
     args = parser.parse_args()
 
     localcluster = bench.localcluster
@@ -262,12 +296,14 @@ def main() -> int:
             for mode, (source, path) in [(m, s) for m in args.modes.split(",") for s in sources]:
                 print(f"... {mode} {source} N={n}", file=sys.stderr, flush=True)
                 with _pythonpath(path):
-                    results.append(measure(kube, host, workdir, mode, n, args))
-                r = results[-1]
-                r.source = source
-                print(f"    all Ready in {r.seconds:.1f} s ({r.n / r.seconds:.1f} CRs/s), CPU "
-                      f"{r.cpu_seconds:.1f} s; handover {r.handover}, duplicates {r.duplicates}",
-                      file=sys.stderr, flush=True)  # fmt: skip
+                    measured = measure(kube, host, workdir, mode, n, args)
+                for r in measured:
+                    r.source = source
+                    print(f"    {r.mode}: {r.seconds:.1f} s ({r.n / r.seconds:.1f} CRs/s), CPU "
+                          f"{r.cpu_seconds:.1f} s {r.cpu_each}, peak RSS {r.rss_mib}; handover "
+                          f"{r.handover}, duplicates {r.duplicates}",
+                          file=sys.stderr, flush=True)  # fmt: skip
+                results.extend(measured)
     finally:
         if host is not None:
             host.stop()
@@ -275,9 +311,11 @@ def main() -> int:
     print(f"{'mode':9} {'N':>5} {'procs':>5} {'all Ready s':>11} {'CRs/s':>7} {'speed-up':>8} "
           f"{'CPU s':>7} {'peak RSS MiB (each)':>20}")  # fmt: skip
     for r in results:
+        restarted = r.mode.endswith("-rs")
         base = next(
             (b for b in results
-             if b.n == r.n and b.mode in ("one", "hash1") and b.source == r.source), None
+             if b.n == r.n and b.mode.removesuffix("-rs") in ("one", "hash1")
+             and b.mode.endswith("-rs") == restarted and b.source == r.source), None
         )  # fmt: skip
         speedup = base.seconds / r.seconds if base else float("nan")
         rss = "/".join(f"{m:.0f}" for m in r.rss_mib)

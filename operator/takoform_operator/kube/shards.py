@@ -111,11 +111,11 @@ class ShardMembership:
     bodies: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     #: The slots our watch delivers (None: not chosen yet, every CR comes).
     watching: frozenset[int] | None = None
-    #: Where the watch selector goes: kopf's label selectors of the Form CRs, and the watches
-    #: to end when it changes (`steer`).
-    _selectors: list[MutableMapping[Any, str]] = field(default_factory=list)
+    #: Where the watch selector goes (`steer`): kopf's label selectors of the Form CRs
+    #: (None: not steered, every CR comes), and the watches to end when it changes.
+    _selectors: MutableMapping[Any, str] | None = None
     _resources: tuple[tuple[str, str], ...] = ()
-    restarts: WatchRestarts | None = None
+    _restarts: WatchRestarts | None = None
     #: Writes a CR's slot label (kube.cr_api.ApiCr.set_slot_label); None: never written here.
     relabel: Callable[[Mapping[str, Any], str], Awaitable[Mapping[str, Any]]] | None = None
     #: The resourceVersion our slot label write made of each CR: not written again before.
@@ -158,9 +158,7 @@ class ShardMembership:
         """Watch the Form CRs of `resources` ((group, plural) each) with our selector from now
         on: `selectors` is kopf's settings.watching.label_selectors, read at each list and
         watch; `restarts` ends a watch whose selector is not the current one."""
-        self._selectors.append(selectors)
-        self._resources = tuple(resources)
-        self.restarts = restarts
+        self._selectors, self._resources, self._restarts = selectors, tuple(resources), restarts
         self.watching = None
         self._watch()
 
@@ -173,17 +171,15 @@ class ShardMembership:
         """Bring the watch in line with the slots we may come to serve; forget the CRs it no
         longer delivers."""
         watched = self.member.watched()
-        if watched == self.watching or not self._selectors:
+        if self._selectors is None or self._restarts is None or watched == self.watching:
             return
         self.watching = watched
         for uid in self.member.unwatched(watched):
             self.gone(uid)
         text = self.selector_text()
-        for selectors in self._selectors:
-            for resource in self._resources:
-                selectors[resource] = text
-        if self.restarts is not None:
-            self.restarts.change(text)
+        for resource in self._resources:
+            self._selectors[resource] = text
+        self._restarts.change(text)
 
     # -- what the watch asks -------------------------------------------------------------------
 
