@@ -218,11 +218,15 @@ def test_a_cr_labelled_out_of_the_watch_is_dropped_but_one_of_ours_stays() -> No
     assert membership.watching is not None
     theirs, their_slot = _named("b", AB)
     mine, my_slot = _named("a", AB)
-    assert membership.admit("t", _cr(theirs, "t")) is Verdict.STOP  # new: unlabelled
-    assert "t" in membership.bodies
+    assert membership.admit("t", _cr(theirs, "t")) is Verdict.STOP  # new: every watch has it
+    assert "t" not in membership.bodies  # of a slot we do not watch: not kept
     labelled = _cr(theirs, "t", **{SLOT_LABEL: str(their_slot)})
     assert membership.left(labelled)
     assert membership.admit("t", labelled) is Verdict.STOP and "t" not in membership.bodies
+    handing = _settled("a", ("a",), b=AB)  # b joined: a still claims every slot
+    handing.steer({}, [], WatchRestarts([]))
+    assert handing.admit("t", _cr(theirs, "t")) is Verdict.STOP  # claimed by both for now
+    assert "t" in handing.bodies  # of a slot a may serve: kept
     assert membership.admit("m", _cr(mine, "m", **{SLOT_LABEL: str(my_slot)})) is Verdict.SERVE
     moved = _cr(mine, "m", **{SLOT_LABEL: str(their_slot)})  # edited by hand
     assert membership.left(moved)

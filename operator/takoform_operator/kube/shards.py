@@ -198,6 +198,12 @@ class ShardMembership:
         slot = slot_label_of(_label_of(body))
         return self.watching is None or slot is None or slot in self.watching
 
+    def _kept(self, body: Mapping[str, Any], slot: int) -> bool:
+        """Whether we keep the body of a CR we do not serve: our watch delivers it and its slot
+        is one we may come to serve. A new CR (not labelled yet) of another slot is not kept:
+        should its slot come to us, our watch changes and lists it again."""
+        return self._watched(body) and (self.watching is None or slot in self.watching)
+
     def admit(self, uid: str, body: Mapping[str, Any]) -> Verdict:
         """SERVE: this replica acts on the CR now (the caller gives the body to its loop).
         STOP: another replica's; a loop it had is stopped here. DROP: not the selector's. The
@@ -218,8 +224,8 @@ class ShardMembership:
             _note("serving", body)
         elif verdict is Verdict.STOP and served:
             self._stop([uid])
-        if verdict is Verdict.STOP and not self._watched(body):
-            self.gone(uid)  # left our watch (its label written): not ours to keep
+        if verdict is Verdict.STOP and not self._kept(body, slot):
+            self.gone(uid)  # left our watch (its label written), or never ours to keep
         if _label_of(body) != str(slot) and self._corrects(verdict, body):
             self._write_label(uid, body, str(slot))
         return verdict
