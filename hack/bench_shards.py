@@ -212,7 +212,7 @@ def _await_looks(operators: list[Any], n: int, timeout: float) -> None:
     while True:
         looked = 0.0
         for op in operators:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(httpx.HTTPError):  # not serving its metrics yet
                 url = f"http://127.0.0.1:{op.metrics_port}/metrics"
                 text = httpx.get(url, timeout=5).text
                 looked += sum(
