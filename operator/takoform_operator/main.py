@@ -216,7 +216,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         if shards is not None and restarts is not None:
             # The Form CRs are listed and watched by the slots this replica may serve.
             forms = [(line.group, line.plural) for line in registry.lines()]
-            shards.steer(operator_settings.watching.label_selectors, forms, restarts)
+            await shards.steer(operator_settings.watching.label_selectors, forms, restarts)
         try:
             await kopf.operator(
                 registry=kopf_registry,

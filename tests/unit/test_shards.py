@@ -204,7 +204,8 @@ def test_the_watch_selector_follows_the_slots_a_member_may_serve() -> None:
     membership.selector = BySelector(parse_selector("shard=a"))
     selectors: dict[Any, str] = {}
     restarts = WatchRestarts([("storage.takoform.io", "v1", "buckets")])
-    membership.steer(selectors, [("storage.takoform.io", "buckets")], restarts)
+    membership.steady.set()  # a read found the members its Lease publishes, twice
+    asyncio.run(membership.steer(selectors, [("storage.takoform.io", "buckets")], restarts))
     expected = "shard=a," + watch_selector(slots_claimed("a", (AB,)))
     assert selectors == {("storage.takoform.io", "buckets"): expected}
     assert restarts.selector == expected
@@ -214,7 +215,8 @@ def test_a_cr_labelled_out_of_the_watch_is_dropped_but_one_of_ours_stays() -> No
     """A DELETED event whose CR is labelled with a slot we do not watch is a CR that left the
     watch, not one that is gone: another replica's is forgotten, ours is still served."""
     membership = _settled("a", AB, b=AB)
-    membership.steer({}, [], WatchRestarts([]))
+    membership.steady.set()
+    asyncio.run(membership.steer({}, [], WatchRestarts([])))
     assert membership.watching is not None
     theirs, their_slot = _named("b", AB)
     mine, my_slot = _named("a", AB)
@@ -224,7 +226,8 @@ def test_a_cr_labelled_out_of_the_watch_is_dropped_but_one_of_ours_stays() -> No
     assert membership.left(labelled)
     assert membership.admit("t", labelled) is Verdict.STOP and "t" not in membership.bodies
     handing = _settled("a", ("a",), b=AB)  # b joined: a still claims every slot
-    handing.steer({}, [], WatchRestarts([]))
+    handing.steady.set()
+    asyncio.run(handing.steer({}, [], WatchRestarts([])))
     assert handing.admit("t", _cr(theirs, "t")) is Verdict.STOP  # claimed by both for now
     assert "t" in handing.bodies  # of a slot a may serve: kept
     assert membership.admit("m", _cr(mine, "m", **{SLOT_LABEL: str(my_slot)})) is Verdict.SERVE

@@ -29,6 +29,7 @@ has been expired for another lease duration (conditioned on its resourceVersion)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import datetime as dt
 import logging
@@ -116,6 +117,11 @@ class ShardMembership:
     _selectors: MutableMapping[Any, str] | None = None
     _resources: tuple[tuple[str, str], ...] = ()
     _restarts: WatchRestarts | None = None
+    #: Set once a read found the members our Lease publishes, as the read before it did: what
+    #: the first watch waits for (`steer`), so that a replica that starts beside others lists
+    #: its share, not every CR.
+    steady: asyncio.Event = field(default_factory=asyncio.Event)
+    _members_read: View | None = None
     #: Writes a CR's slot label (kube.cr_api.ApiCr.set_slot_label); None: never written here.
     relabel: Callable[[Mapping[str, Any], str], Awaitable[Mapping[str, Any]]] | None = None
     #: The resourceVersion our slot label write made of each CR: not written again before.
@@ -149,7 +155,7 @@ class ShardMembership:
         self.selector, self.loops, self.forget, self.relabel = selector, loops, forget, relabel
         return self
 
-    def steer(
+    async def steer(
         self,
         selectors: MutableMapping[Any, str],
         resources: Iterable[tuple[str, str]],
@@ -157,7 +163,12 @@ class ShardMembership:
     ) -> None:
         """Watch the Form CRs of `resources` ((group, plural) each) with our selector from now
         on: `selectors` is kopf's settings.watching.label_selectors, read at each list and
-        watch; `restarts` ends a watch whose selector is not the current one."""
+        watch; `restarts` ends a watch whose selector is not the current one. Returns once the
+        ring looks steady (at most a lease duration): a replica starting alone watches every
+        slot, and one starting beside others its share."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.leases.config.timing.lease_seconds):
+                await self.steady.wait()
         self._selectors, self._resources, self._restarts = selectors, tuple(resources), restarts
         self.watching = None
         self._watch()
@@ -364,6 +375,9 @@ class ShardMembership:
             self._watch()
             return wrote
         stale = member.read(leases, self.clock())
+        if member.members == self._members_read and member.published == member.members:
+            self.steady.set()
+        self._members_read = member.members
         if stale:
             await asyncio.to_thread(self.leases.delete_expired, stale)
         if member.claims != member.settled:
