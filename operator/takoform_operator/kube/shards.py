@@ -56,6 +56,8 @@ from takoform_operator.kube.selector import LabelSelector
 from takoform_operator.kube.shard_leases import ShardLeases
 
 logger = logging.getLogger("takoform_operator.shards")
+#: Reads in a row that find the same members before the first watch (`steer`).
+STEADY_READS = 3
 
 
 class Admission(Protocol):
@@ -117,11 +119,11 @@ class ShardMembership:
     _selectors: MutableMapping[Any, str] | None = None
     _resources: tuple[tuple[str, str], ...] = ()
     _restarts: WatchRestarts | None = None
-    #: Set once a read found the members our Lease publishes, as the read before it did: what
-    #: the first watch waits for (`steer`), so that a replica that starts beside others lists
-    #: its share, not every CR.
+    #: Set once STEADY_READS reads in a row found the same members, those our Lease publishes:
+    #: what the first watch waits for (`steer`), so that a replica that starts beside others
+    #: (a replica writes its first Lease a round or two after it starts) lists its share.
     steady: asyncio.Event = field(default_factory=asyncio.Event)
-    _members_read: View | None = None
+    _members_read: tuple[View, int] = ((), 0)
     #: Writes a CR's slot label (kube.cr_api.ApiCr.set_slot_label); None: never written here.
     relabel: Callable[[Mapping[str, Any], str], Awaitable[Mapping[str, Any]]] | None = None
     #: The resourceVersion our slot label write made of each CR: not written again before.
@@ -375,9 +377,10 @@ class ShardMembership:
             self._watch()
             return wrote
         stale = member.read(leases, self.clock())
-        if member.members == self._members_read and member.published == member.members:
+        same = member.members == self._members_read[0] and member.published == member.members
+        self._members_read = (member.members, self._members_read[1] + 1 if same else 0)
+        if self._members_read[1] + 1 >= STEADY_READS:
             self.steady.set()
-        self._members_read = member.members
         if stale:
             await asyncio.to_thread(self.leases.delete_expired, stale)
         if member.claims != member.settled:
