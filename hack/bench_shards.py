@@ -15,11 +15,22 @@ same reference host, same N CRs (backlog mode: the CRs exist before the operator
          creates replayed under their idempotency key (answered with the original operation).
 
 For each it prints the time until all N are Ready, CRs/s, the speed-up over `one`, the
-operators' CPU seconds (summed) and each process's peak RSS. The pieces (control plane, host,
+operators' CPU seconds (summed and each) and each process's peak RSS, and for the hash rows
+each replica's CPU and peak RSS against the `one` row's. The pieces (control plane, host,
 operator process, CR manifests, the Ready watcher) are hack/bench_operator.py's.
+
+`--restart` adds, for `one` and the hash modes, a row of the same processes restarted once
+every CR is Ready (SIGTERM, then started again): the steady state, where each hash replica
+lists and keeps only its share (before it, in backlog mode, every replica is sent every CR not
+labelled yet). It measures from the start until every CR has had a look (the start spread).
+
+`--before REV` runs every mode a second time with the operator of git revision REV (its
+`operator/` tree, taken with git archive, first on PYTHONPATH), in the same run: before and
+after side by side.
 
     .venv/bin/python hack/bench_shards.py [--sizes 300,1000] [--modes one,ns2,sel2]
     .venv/bin/python hack/bench_shards.py --sizes 10000 --modes hash1,hash2,hash4,rebalance
+    .venv/bin/python hack/bench_shards.py --sizes 3000 --modes one,hash3 --restart --before main
 
 Figures are printed, never asserted. docs/scaling.md has the method and the figures measured.
 """
@@ -28,14 +39,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +68,10 @@ class Result:
     seconds: float
     cpu_seconds: float
     rss_mib: list[float]
+    #: Each process's CPU seconds.
+    cpu_each: list[float] = field(default_factory=list)
+    #: "before" / "after" with --before, else "".
+    source: str = ""
     #: rebalance only: seconds from the kill to the first and the last of the victim's CRs Ready
     #: (of those not Ready at the kill), operations the host holds beyond the first for one
     #: resource, and creates replayed under their key (the original operation answered again).
@@ -117,7 +134,7 @@ _ACCEPTED = re.compile(
 )
 
 
-def measure(kube: Any, host: Any, workdir: Path, mode: str, n: int, args: Any) -> Result:
+def measure(kube: Any, host: Any, workdir: Path, mode: str, n: int, args: Any) -> list[Result]:
     stamp = f"{mode}-{n}-{int(time.time())}"
     if mode == "ns2":
         namespaces = [f"shard-{stamp}-a", f"shard-{stamp}-b"]
@@ -145,15 +162,19 @@ def measure(kube: Any, host: Any, workdir: Path, mode: str, n: int, args: Any) -
         bench.create_namespace(kube, namespace)
         asyncio.run(bench.create_all(kube, namespace, items, None, {}))
 
-    operators = []
-    for i, (namespace, settings) in enumerate(selectors):
-        logdir = workdir / f"{stamp}-{i}"
-        logdir.mkdir()
-        operators.append(_operator(kube, host, namespace, logdir, args.poll, settings))
+    def started(life: str) -> list[Any]:
+        found = []
+        for i, (namespace, settings) in enumerate(selectors):
+            logdir = workdir / f"{stamp}-{i}{life}"
+            logdir.mkdir()
+            found.append(_operator(kube, host, namespace, logdir, args.poll, settings))
+        return found
+
+    operators = started("")
     start = time.monotonic()
     try:
         if mode == "rebalance":
-            return _rebalance(kube, host, namespace, items, operators, selectors, start, n, args)
+            return [_rebalance(kube, host, namespace, items, operators, selectors, start, n, args)]
 
         async def all_ready() -> None:
             await asyncio.gather(
@@ -164,26 +185,52 @@ def measure(kube: Any, host: Any, workdir: Path, mode: str, n: int, args: Any) -
             )
 
         asyncio.run(all_ready())
-        seconds = time.monotonic() - start
-        return Result(
-            mode,
-            n,
-            len(operators),
-            seconds,
-            sum(op.cpu_seconds() for op in operators),
-            [op.peak_rss_mib() for op in operators],
-        )
+        results = [_result(mode, n, operators, time.monotonic() - start)]
+        if args.restart and (mode == "one" or mode.startswith("hash")):
+            for op in operators:
+                op.stop()
+            operators = started("-restart")
+            start = time.monotonic()
+            _await_looks(operators, n, args.timeout)
+            results.append(_result(f"{mode}-rs", n, operators, time.monotonic() - start))
+        return results
     finally:
         for op in operators:
             if op.proc.poll() is None:
                 op.stop()
 
 
+def _result(mode: str, n: int, operators: list[Any], seconds: float) -> Result:
+    cpu_each = [op.cpu_seconds() for op in operators]
+    rss_each = [op.peak_rss_mib() for op in operators]
+    return Result(mode, n, len(operators), seconds, sum(cpu_each), rss_each, cpu_each)
+
+
+def _await_looks(operators: list[Any], n: int, timeout: float) -> None:
+    """Until the operators together have looked at `n` CRs (takoform_reconciles_total)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        looked = 0.0
+        for op in operators:
+            with contextlib.suppress(httpx.HTTPError):  # not serving its metrics yet
+                url = f"http://127.0.0.1:{op.metrics_port}/metrics"
+                text = httpx.get(url, timeout=5).text
+                looked += sum(
+                    float(v)
+                    for v in re.findall(r"^takoform_reconciles_total\{.*\} (\S+)$", text, re.M)
+                )
+        if looked >= n:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{looked:.0f} of {n} CRs looked at after the restart")
+        time.sleep(1)
+
+
 def _rebalance(kube: Any, host: Any, namespace: str, items: list[dict[str, Any]],
                operators: list[Any], selectors: list[tuple[str, dict[str, str]]], start: float,
                n: int, args: Any) -> Result:  # fmt: skip
     """Kill one of three replicas once half the CRs are Ready; time its CRs' handover."""
-    from takoform_operator.core.shard_ring import owner, shard_key, view_of
+    from takoform_operator.core.shard_ring import owner, shard_key, slot_key, slot_of, view_of
 
     seen: dict[str, float] = {}
     asyncio.run(bench.watch_ready(kube, namespace, n // 2, seen, args.timeout))
@@ -200,7 +247,8 @@ def _rebalance(kube: Any, host: Any, namespace: str, items: list[dict[str, Any]]
     orphaned = {
         f"{item['kind']}/{item['metadata']['name']}"
         for item in items
-        if owner(shard_key(namespace, item["metadata"]["name"]), view) == members[0]
+        if owner(slot_key(slot_of(shard_key(namespace, item["metadata"]["name"]))), view)
+        == members[0]
     } - set(seen)
     asyncio.run(bench.watch_ready(kube, namespace, n, seen, args.timeout))
     seconds = time.monotonic() - start
@@ -226,10 +274,15 @@ def main() -> int:
     parser.add_argument("--modes", default="one,ns2,sel2")
     parser.add_argument("--poll", type=float, default=60.0, help="the operators' ready poll (s)")
     parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--before", help="a git revision to run every mode with as well")
+    parser.add_argument("--restart", action="store_true", help="add a row after a restart")
     args = parser.parse_args()
 
     localcluster = bench.localcluster
     workdir = Path(tempfile.mkdtemp(prefix="takoform-bench-shards-"))
+    sources: list[tuple[str, str | None]] = [("", None)]
+    if args.before:
+        sources = [("before", _checkout(args.before, workdir)), ("after", None)]
     cluster = localcluster.LocalCluster(workdir / "cluster", die_with_parent=True)
     cluster.start()
     host = None
@@ -240,13 +293,17 @@ def main() -> int:
         kube.run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         host = bench.Host(workdir)
         for n in [int(s) for s in args.sizes.split(",")]:
-            for mode in args.modes.split(","):
-                print(f"... {mode} N={n}", file=sys.stderr, flush=True)
-                results.append(measure(kube, host, workdir, mode, n, args))
-                r = results[-1]
-                print(f"    all Ready in {r.seconds:.1f} s ({r.n / r.seconds:.1f} CRs/s), CPU "
-                      f"{r.cpu_seconds:.1f} s; handover {r.handover}, duplicates {r.duplicates}",
-                      file=sys.stderr, flush=True)  # fmt: skip
+            for mode, (source, path) in [(m, s) for m in args.modes.split(",") for s in sources]:
+                print(f"... {mode} {source} N={n}", file=sys.stderr, flush=True)
+                with _pythonpath(path):
+                    measured = measure(kube, host, workdir, mode, n, args)
+                for r in measured:
+                    r.source = source
+                    print(f"    {r.mode}: {r.seconds:.1f} s ({r.n / r.seconds:.1f} CRs/s), CPU "
+                          f"{r.cpu_seconds:.1f} s {r.cpu_each}, peak RSS {r.rss_mib}; handover "
+                          f"{r.handover}, duplicates {r.duplicates}",
+                          file=sys.stderr, flush=True)  # fmt: skip
+                results.extend(measured)
     finally:
         if host is not None:
             host.stop()
@@ -254,12 +311,24 @@ def main() -> int:
     print(f"{'mode':9} {'N':>5} {'procs':>5} {'all Ready s':>11} {'CRs/s':>7} {'speed-up':>8} "
           f"{'CPU s':>7} {'peak RSS MiB (each)':>20}")  # fmt: skip
     for r in results:
-        base = next((b for b in results if b.n == r.n and b.mode in ("one", "hash1")), None)
+        restarted = r.mode.endswith("-rs")
+        base = next(
+            (b for b in results
+             if b.n == r.n and b.mode.removesuffix("-rs") in ("one", "hash1")
+             and b.mode.endswith("-rs") == restarted and b.source == r.source), None
+        )  # fmt: skip
         speedup = base.seconds / r.seconds if base else float("nan")
         rss = "/".join(f"{m:.0f}" for m in r.rss_mib)
-        print(f"{r.mode:9} {r.n:>5} {r.processes:>5} {r.seconds:>11.1f} {r.n / r.seconds:>7.1f} "
+        print(f"{r.mode + (' ' + r.source if r.source else ''):9} {r.n:>5} {r.processes:>5} "
+              f"{r.seconds:>11.1f} {r.n / r.seconds:>7.1f} "
               f"{speedup:>8.2f} {r.cpu_seconds:>7.1f} {rss:>20}  "
               f"{r.n / r.seconds / r.processes:>6.1f} CRs/s per replica")  # fmt: skip
+        if base is not None and base is not r and r.cpu_each:
+            cpu = "/".join(f"{c:.1f}" for c in r.cpu_each)
+            print(f"{'':9} each replica: CPU {cpu} s, "
+                  f"{max(r.cpu_each) / base.cpu_seconds:.0%} of `{base.mode}`'s at most; "
+                  f"peak RSS {max(r.rss_mib) / max(base.rss_mib):.0%} of `{base.mode}`'s "
+                  f"at most")  # fmt: skip
         if r.handover is not None:
             print(f"{'':9} one of 3 SIGKILLed at N/2 Ready: its CRs Ready again "
                   f"{r.handover[0]:.1f} s (first) to {r.handover[1]:.1f} s (last) after the kill; "
@@ -270,6 +339,31 @@ def main() -> int:
         f"{args.poll:.0f} s; {bench.CONCURRENCY} concurrent reconciles per process."
     )
     return 0
+
+
+def _checkout(revision: str, workdir: Path) -> str:
+    """The `operator/` tree of `revision`, unpacked under `workdir`: its path."""
+    target = workdir / f"operator-{re.sub(r'[^A-Za-z0-9._-]', '_', revision)}"
+    target.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", revision, "operator"],
+                             check=True, capture_output=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return str(target / "operator")
+
+
+@contextlib.contextmanager
+def _pythonpath(path: str | None) -> Any:
+    """The operator processes started inside import takoform_operator from `path` first."""
+    previous = os.environ.get("PYTHONPATH")
+    if path is not None:
+        os.environ["PYTHONPATH"] = path + (os.pathsep + previous if previous else "")
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = previous
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from takoform_operator.kube.echoes import OwnWrites
 from takoform_operator.kube.handlers import Runtime, cr_trimmer, register, wake_contenders
 from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
 from takoform_operator.kube.index_readiness import install as install_index_readiness
+from takoform_operator.kube.json_seam import WatchRestarts
 from takoform_operator.kube.json_seam import install as install_json_seam
 from takoform_operator.kube.kopf_memories import Memories
 from takoform_operator.kube.leader import (
@@ -126,12 +127,19 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         )
     health = Health(watch_failure_seconds=settings.watch_failure_seconds)
     echoes = OwnWrites()
+    shards = _membership(settings, metrics) if settings.sharding == "hash" else None
+    restarts = (
+        WatchRestarts((line.group, line.version, line.plural) for line in registry.lines())
+        if shards is not None
+        else None
+    )
     install_json_seam(
         functools.partial(_unreadable, metrics),
         health.requested,
         echoes.echo,
         # A Form CR is cut to what the operator reads as soon as it is decoded (core.trim).
         cr_trimmer(registry, settings),
+        restarts,
     )
     install_index_readiness()
     if settings.health_port:
@@ -165,7 +173,6 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     )
     kopf_registry = kopf.OperatorRegistry()
     kopf.on.login(registry=kopf_registry)(functools.partial(_login, writer))
-    shards = _membership(settings, metrics) if settings.sharding == "hash" else None
     register(runtime, kopf_registry, shards)
     refresher = asyncio.create_task(
         refresh_forever(
@@ -212,10 +219,15 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         # kopf resolves the watched kinds once: none may be missing for a moment (kube.discovery).
         await asyncio.to_thread(wait_until_served, watched_kinds(registry))
         bindings = asyncio.create_task(watch_bindings(), name="binding watch")
+        operator_settings = kopf_settings(settings.namespace, _identity(settings)[1])
+        if shards is not None and restarts is not None:
+            # The Form CRs are listed and watched by the slots this replica may serve.
+            forms = [(line.group, line.plural) for line in registry.lines()]
+            await shards.steer(operator_settings.watching.label_selectors, forms, restarts)
         try:
             await kopf.operator(
                 registry=kopf_registry,
-                settings=kopf_settings(settings.namespace, _identity(settings)[1]),
+                settings=operator_settings,
                 standalone=True,
                 clusterwide=settings.namespace is None,
                 namespaces=[settings.namespace] if settings.namespace else (),
@@ -328,6 +340,7 @@ def _membership(settings: Settings, metrics: Metrics) -> ShardMembership:
         metrics.shard_members.set(len(member.members))
         metrics.shard_unclaimed.set(member.unclaimed())
         metrics.shard_serving.set(len(member.serving))
+        metrics.shard_watched.set(len(membership.bodies))
 
     config = ShardConfig(
         namespace=namespace,

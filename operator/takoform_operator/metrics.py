@@ -200,6 +200,11 @@ class Metrics:
             "takoform_shard_serving_crs",
             "With sharding `hash`: CRs this replica reconciles (its share of the ring).",
         )
+        self.shard_watched = gauge(
+            "takoform_shard_watched_crs",
+            "With sharding `hash`: CRs this replica's watch delivers and it keeps, served or "
+            "not (its share, and CRs about to be labelled or handed over).",
+        )
         self.loop_lag = histogram(
             "takoform_event_loop_lag_seconds",
             "How late the event loop woke a 0.1 s timer: time the process could not respond.",

@@ -7,6 +7,7 @@ import asyncio
 import json
 from typing import Any
 
+import aiohttp
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,9 +23,11 @@ from takoform_operator.core.depth import (
 from takoform_operator.health import RETRIED_WITHIN, Health
 from takoform_operator.kube.json_seam import (
     LIST_LIMIT,
+    RELIST_LINE,
     UNREADABLE_EVENT,
     WATCH_LIMIT,
     ListReader,
+    WatchRestarts,
     identity,
     install,
     list_loads,
@@ -318,3 +321,53 @@ def test_each_item_of_a_page_read_in_chunks_is_trimmed_as_it_arrives() -> None:
     assert decoded == {"kind": "BucketList", "items": ["a", "b"]}
     with pytest.raises(ValueError):
         _read_in_chunks('{"items": [{"a": 1},', [5])
+
+
+class _Stream:
+    """An answer to a GET whose body yields one watch line, then waits until it is closed."""
+
+    def __init__(self) -> None:
+        self.content = self
+        self.closed = asyncio.Event()
+
+    def close(self) -> None:
+        self.closed.set()
+
+    async def iter_chunked(self, size: int) -> Any:
+        yield b'{"type": "ADDED", "object": {}}\n'
+        await self.closed.wait()
+        raise aiohttp.ClientConnectionError("closed")
+
+
+def test_a_watch_whose_label_selector_changed_ends_so_that_kopf_lists_again() -> None:
+    from kopf._cogs.clients import api
+
+    restarts = WatchRestarts([("storage.takoform.io", "v1", "buckets")])
+    path = "/apis/storage.takoform.io/v1/namespaces/ns/buckets"
+    restarts.change("s notin (1)")
+
+    async def scenario() -> None:
+        restarts.requested(f"{path}?limit=500&labelSelector=s+notin+%281%29", _Stream())
+        watch = _Stream()
+        restarts.requested(f"{path}?watch=true&labelSelector=s+notin+%281%29", watch)
+        lines = api.iter_jsonlines(watch.content)
+        assert await anext(lines) == b'{"type": "ADDED", "object": {}}'
+        restarts.change("s notin (2)")  # ends it, idle as it is
+        assert watch.closed.is_set()
+        assert [line async for line in lines] == [RELIST_LINE]
+        # Opened with the new selector, but continuing a list made with the old one.
+        late = _Stream()
+        restarts.requested(f"{path}?watch=true&labelSelector=s+notin+%282%29", late)
+        assert [line async for line in api.iter_jsonlines(late.content)] == [RELIST_LINE]
+        # Another resource's watch is not ended.
+        other = _Stream()
+        restarts.requested("/apis/storage.takoform.io/v1/others?watch=true", other)
+        restarts.change("s notin (3)")
+        assert not other.closed.is_set()
+
+    install(lambda found, why: None, lambda path, ok: None, restarts=restarts)
+    try:
+        asyncio.run(scenario())
+    finally:
+        uninstall()
+    assert json.loads(RELIST_LINE)["object"]["code"] == 410  # what kopf lists again after

@@ -5,21 +5,28 @@ from __future__ import annotations
 import itertools
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from takoform_operator.core.shard_ring import (
+    SLOT_LABEL,
+    SLOTS,
     Claims,
     Liveness,
     Ring,
     claims,
     owner,
     shard_key,
+    slot_label_of,
+    slot_of,
+    slots_claimed,
     stable_hash,
     taken_away,
     view_of,
+    watch_selector,
 )
 
 KEYS = [shard_key(f"ns-{i % 7}", f"cr-{i}") for i in range(6000)]
@@ -163,3 +170,66 @@ def test_liveness_is_on_the_observers_clock() -> None:
 def test_views_are_sorted_sets() -> None:
     assert view_of(["b", "a", "b"]) == ("a", "b")
     assert list(itertools.islice(iter(view_of([])), 1)) == []
+
+
+def test_a_slot_is_a_pure_function_of_the_key_spread_over_every_slot() -> None:
+    slots = Counter(slot_of(key) for key in KEYS)
+    assert set(slots) == set(range(SLOTS))
+    assert slot_of("ns-1/cr-1") == slot_of(shard_key("ns-1", "cr-1"))
+    assert max(slots.values()) < 3 * len(KEYS) / SLOTS
+
+
+@pytest.mark.parametrize(
+    ("value", "slot"),
+    [
+        ("0", 0),
+        ("255", 255),
+        (None, None),  # a new CR: no label yet
+        ("256", None),  # past the last slot
+        ("007", None),  # not as a slot is written
+        ("-1", None),
+        ("", None),
+        ("²", None),  # a digit, but not an ASCII one
+        ("slot-3", None),
+    ],
+)
+def test_the_slot_a_label_names(value: str | None, slot: int | None) -> None:
+    assert slot_label_of(value) == slot
+
+
+@pytest.mark.parametrize(
+    ("labels", "watched"),
+    [
+        ({}, True),  # a new CR: seen until its owner labels it
+        ({SLOT_LABEL: "3"}, True),  # a slot watched
+        ({SLOT_LABEL: "4"}, False),  # a slot not watched
+        ({SLOT_LABEL: "300"}, True),  # no slot at all: never hidden from its owner
+        ({SLOT_LABEL: "a"}, True),
+        ({"other": "4"}, True),
+    ],
+)
+def test_the_watch_selector_hides_only_the_slots_not_watched(
+    labels: dict[str, str], watched: bool
+) -> None:
+    from takoform_operator.kube.selector import parse_selector
+
+    text = watch_selector(frozenset({1, 2, 3}))
+    assert text.startswith(f"{SLOT_LABEL} notin (0,4,5,")
+    assert parse_selector(text).matches(labels) is watched
+
+
+def test_watching_every_slot_needs_no_selector() -> None:
+    assert watch_selector(frozenset(range(SLOTS))) == ""
+
+
+@pytest.mark.parametrize("view", [("a",), ("a", "b"), ("a", "b", "c"), ("a", "b", "c", "d")])
+def test_each_slot_is_claimed_by_one_member_of_a_view(view: tuple[str, ...]) -> None:
+    shares = [slots_claimed(member, (view,)) for member in view]
+    assert sorted(slot for share in shares for slot in share) == list(range(SLOTS))
+    if len(view) >= 3:  # even enough that a share stays under 45 % of the whole
+        assert all(len(share) < 0.45 * SLOTS for share in shares), [len(s) for s in shares]
+
+
+def test_the_slots_claimed_under_several_views_are_their_union() -> None:
+    both = slots_claimed("a", (("a", "b"), ("a", "b", "c")))
+    assert both == slots_claimed("a", (("a", "b"),)) | slots_claimed("a", (("a", "b", "c"),))

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from takoform_operator.core.shard_ring import owner, shard_key
+from takoform_operator.core.shard_ring import SLOTS, owner, slot_key, slots_claimed
 from takoform_operator.core.shard_round import Member, Plan, SeenLease, Verdict
 
-KEYS = [shard_key("ns", f"cr-{i}") for i in range(200)]
+#: The ring places slots: the keys a member admits are slot keys.
+KEYS = [slot_key(slot) for slot in range(SLOTS)]
 AB = ("a", "b")
 
 
@@ -159,3 +160,43 @@ def test_the_unclaimed_count_follows_the_claims_and_the_crs() -> None:
     assert member.unclaimed() == 1
     member.read([lease("b", "1", ())], now=0.0)  # b's view now claims nothing
     assert member.unclaimed() == 0
+
+
+def test_a_live_member_that_places_otherwise_stops_every_act_until_it_is_gone() -> None:
+    """A rolling upgrade: a replica of another placement (or of none said) may act on any CR
+    by its own; while it is live this one acts on nothing, and counts every CR unclaimed."""
+    member = published("a", AB, b=AB)
+    member.admit("a1", A_KEY)
+    assert member.settle() == Plan()
+    old = SeenLease("r-shard-b", "b", "2", duration=10.0, view=AB, placement="")
+    member.read([old], now=1.0)
+    assert member.foreign == ("b",)
+    assert member.settle() == Plan(stop=("a1",))
+    assert member.admit("a1", A_KEY) is Verdict.STOP and member.unclaimed() == 1
+    member.read([old], now=11.0)  # its Lease ran out: gone
+    assert member.foreign == ()
+    member.head_for(member.next_view() or ())
+    member.written(("a",))
+    member.read([], now=12.0)
+    assert member.settle() == Plan(start=("a1",))
+
+
+def test_the_watch_covers_every_slot_we_may_come_to_serve() -> None:
+    """The slots of the view published and of the one we head for (the live members): a CR
+    handed to us is delivered before its claim is settled."""
+    member = published("a", AB, b=AB)
+    assert member.watched() == slots_claimed("a", (AB,))
+    member.read([lease("b", "1"), lease("c", "1", ())], now=0.0)  # c joins: a heads for ABC
+    assert member.watched() == slots_claimed("a", (AB, ABC))
+    member.head_for(ABC)
+    member.written(ABC)
+    member.read([lease("b", "2", ABC), lease("c", "2", ABC)], now=1.0)
+    assert member.watched() == slots_claimed("a", (ABC,))
+
+
+def test_what_the_watch_no_longer_delivers_is_what_we_do_not_serve() -> None:
+    member = published("a", AB, b=AB)
+    member.admit("mine", A_KEY)
+    member.admit("theirs", B_KEY)
+    assert member.unwatched(frozenset()) == ["theirs"]  # a served CR is never dropped so
+    assert member.unwatched(member.watched()) == ["theirs"]

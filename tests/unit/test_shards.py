@@ -14,7 +14,19 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from takoform_operator.core.shard_round import Verdict
+from takoform_operator.core.shard_ring import (
+    SLOT_LABEL,
+    SLOTS,
+    owner,
+    shard_key,
+    slot_key,
+    slot_of,
+    slots_claimed,
+    watch_selector,
+)
+from takoform_operator.core.shard_round import SeenLease, Verdict
+from takoform_operator.kube.cr_step import FINALIZER
+from takoform_operator.kube.json_seam import WatchRestarts
 from takoform_operator.kube.leader import LeaseTiming, LostLease
 from takoform_operator.kube.loops import ReconcileLoops
 from takoform_operator.kube.selector import parse_selector
@@ -127,6 +139,9 @@ def test_a_published_view_says_when_its_write_was_sent(caplog: pytest.LogCapture
     assert sent <= reached[0] <= line.created
 
 
+AB = ("a", "b")
+
+
 def body_labelled(**labels: str) -> dict[str, Any]:
     return {"metadata": {"namespace": "ops", "name": "cr", "uid": "u", "labels": labels}}
 
@@ -154,3 +169,112 @@ def test_with_sharding_a_cr_the_selector_leaves_is_forgotten() -> None:
     assert member.admit("u", body_labelled(shard="b")) is Verdict.DROP
     assert member.member.unclaimed() == 0 and member.bodies == {}
     assert not member.gone("u")  # never served here
+
+
+def _settled(identity: str, view: tuple[str, ...], **others: tuple[str, ...]) -> ShardMembership:
+    """A membership whose Lease holds `view`, after a read that found `others` live."""
+    found = ShardMembership(ShardLeases(ShardConfig(namespace="ops", ring="r", identity=identity),
+                                        k8s.CoordinationV1Api()))  # fmt: skip
+    found.member.written(view)
+    found.member.read(
+        [SeenLease(f"r-shard-{m}", m, "1", 10.0, seen) for m, seen in others.items()], now=0.0
+    )
+    found.member.settle()
+    return found
+
+
+def _named(slot_owner: str, view: tuple[str, ...]) -> tuple[str, int]:
+    """A CR name in namespace ops whose slot `slot_owner` owns under `view`, and its slot."""
+    for i in range(1000):
+        slot = slot_of(shard_key("ops", f"cr-{i}"))
+        if owner(slot_key(slot), view) == slot_owner:
+            return f"cr-{i}", slot
+    raise AssertionError("no such name")
+
+
+def _cr(name: str, uid: str, version: str = "5", **labels: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ops", "name": name, "uid": uid, "labels": labels,
+                         "resourceVersion": version, "finalizers": [FINALIZER]}}  # fmt: skip
+
+
+def test_the_watch_selector_follows_the_slots_a_member_may_serve() -> None:
+    """kopf's label selector of each Form CR resource is the user's selector and the slots
+    not watched; a watch opened with another one ends."""
+    membership = _settled("a", AB, b=AB)
+    membership.selector = BySelector(parse_selector("shard=a"))
+    selectors: dict[Any, str] = {}
+    restarts = WatchRestarts([("storage.takoform.io", "v1", "buckets")])
+    membership.steady.set()  # a read found the members its Lease publishes, twice
+    asyncio.run(membership.steer(selectors, [("storage.takoform.io", "buckets")], restarts))
+    expected = "shard=a," + watch_selector(slots_claimed("a", (AB,)))
+    assert selectors == {("storage.takoform.io", "buckets"): expected}
+    assert restarts.selector == expected
+
+
+def test_a_cr_labelled_out_of_the_watch_is_dropped_but_one_of_ours_stays() -> None:
+    """A DELETED event whose CR is labelled with a slot we do not watch is a CR that left the
+    watch, not one that is gone: another replica's is forgotten, ours is still served."""
+    membership = _settled("a", AB, b=AB)
+    membership.steady.set()
+    asyncio.run(membership.steer({}, [], WatchRestarts([])))
+    assert membership.watching is not None
+    theirs, their_slot = _named("b", AB)
+    mine, my_slot = _named("a", AB)
+    assert membership.admit("t", _cr(theirs, "t")) is Verdict.STOP  # new: every watch has it
+    assert "t" not in membership.bodies  # of a slot we do not watch: not kept
+    labelled = _cr(theirs, "t", **{SLOT_LABEL: str(their_slot)})
+    assert membership.left(labelled)
+    assert membership.admit("t", labelled) is Verdict.STOP and "t" not in membership.bodies
+    handing = _settled("a", ("a",), b=AB)  # b joined: a still claims every slot
+    handing.steady.set()
+    asyncio.run(handing.steer({}, [], WatchRestarts([])))
+    assert handing.admit("t", _cr(theirs, "t")) is Verdict.STOP  # claimed by both for now
+    assert "t" in handing.bodies  # of a slot a may serve: kept
+    assert membership.admit("m", _cr(mine, "m", **{SLOT_LABEL: str(my_slot)})) is Verdict.SERVE
+    moved = _cr(mine, "m", **{SLOT_LABEL: str(their_slot)})  # edited by hand
+    assert membership.left(moved)
+    assert membership.admit("m", moved) is Verdict.SERVE and "m" in membership.member.serving
+
+
+@pytest.mark.parametrize(
+    ("whose", "label", "finalized", "written"),
+    [
+        ("a", None, True, True),  # ours, finalized before labels existed
+        ("a", "wrong-slot", True, True),  # ours, edited by hand
+        ("a", "anything", True, True),
+        ("a", None, False, False),  # ours, new: the finalizer's write carries the label
+        ("a", "right", True, False),
+        ("b", "wrong-slot", True, True),  # theirs, labelled with a slot b may not watch
+        ("b", None, True, False),  # theirs, unlabelled: b sees it too and writes it
+        ("b", "anything", True, False),
+    ],
+)
+def test_who_puts_a_slot_label_right(
+    whose: str, label: str | None, finalized: bool, written: bool
+) -> None:
+    membership = _settled("a", AB, b=AB)
+    name, slot = _named(whose, AB)
+    value = {"wrong-slot": str((slot + 1) % SLOTS), "right": str(slot)}.get(label or "", label)
+    body = _cr(name, "u", **({SLOT_LABEL: value} if value is not None else {}))
+    if not finalized:
+        body["metadata"]["finalizers"] = []
+    calls: list[str] = []
+
+    async def relabel(found: Any, value: str) -> dict[str, Any]:
+        calls.append(value)
+        return {"metadata": {"resourceVersion": "6"}}
+
+    async def look(found: Any) -> float:
+        return 60.0
+
+    async def scenario() -> None:
+        loops = ReconcileLoops(look, concurrency=1, watched_annotations=(), finalizer=FINALIZER)
+        membership.attach(BySelector(), loops, lambda body: None, relabel)
+        membership.admit("u", body)
+        membership.admit("u", body)  # the same version again: written once
+        await asyncio.gather(*membership._writes)
+        membership.admit("u", body)  # older than our write: not again
+        await loops.close()
+
+    asyncio.run(scenario())
+    assert calls == ([str(slot)] if written else [])

@@ -65,6 +65,14 @@ from typing import Literal
 ShardKey = Literal["name", "namespace"]
 #: Points per member on the ring: enough for an even spread at a handful of members.
 VIRTUAL_NODES = 128
+#: Slots the ring places: enough for an even spread at a handful of members, few enough that a
+#: label selector naming those a member cannot own stays short.
+SLOTS = 256
+#: The label carrying a CR's slot, written by its owner with the finalizer.
+SLOT_LABEL = "takoform.io/shard-slot"
+#: How CRs are placed on the ring, published in each member's Lease: members that place
+#: differently (a rolling upgrade) must never act side by side (core.shard_round.Member.read).
+PLACEMENT = f"slots/{SLOTS}"
 
 
 def stable_hash(text: str) -> int:
@@ -76,6 +84,16 @@ def shard_key(namespace: str, name: str, by: ShardKey = "name") -> str:
     """The key a CR is placed by: `namespace/name`, or its namespace (all of a namespace's CRs
     on one member)."""
     return namespace if by == "namespace" else f"{namespace}/{name}"
+
+
+def slot_of(key: str) -> int:
+    """The slot of a CR's key: a pure function of it, never changed by a rebalance."""
+    return stable_hash(key) % SLOTS
+
+
+def slot_key(slot: int) -> str:
+    """The key the ring places a slot (and every CR of it) by."""
+    return f"slot-{slot}"
 
 
 def view_of(members: Iterable[str]) -> tuple[str, ...]:
@@ -117,6 +135,31 @@ def owner(key: str, view: tuple[str, ...]) -> str | None:
 def claims(member: str, view: tuple[str, ...], key: str) -> bool:
     """`member` claims `key` under its published `view`."""
     return owner(key, view) == member
+
+
+@functools.lru_cache(maxsize=64)
+def slots_claimed(member: str, views: tuple[tuple[str, ...], ...]) -> frozenset[int]:
+    """The slots `member` claims under any of `views`."""
+    return frozenset(
+        slot for slot in range(SLOTS) if any(claims(member, view, slot_key(slot)) for view in views)
+    )
+
+
+def watch_selector(watched: frozenset[int]) -> str:
+    """The label selector of the CRs a member watches: every CR but those labelled with a slot
+    it does not watch. `notin` matches a CR without the label (a new one) and any value that is
+    not a slot, so a CR is never hidden from its owner by what its label says. Empty when every
+    slot is watched."""
+    excluded = [str(slot) for slot in range(SLOTS) if slot not in watched]
+    return f"{SLOT_LABEL} notin ({','.join(excluded)})" if excluded else ""
+
+
+def slot_label_of(value: str | None) -> int | None:
+    """The slot a label value names; None when it names none (absent, or not a slot)."""
+    if value is None or not (value.isascii() and value.isdigit()) or str(int(value)) != value:
+        return None
+    slot = int(value)
+    return slot if slot < SLOTS else None
 
 
 @dataclass(frozen=True)

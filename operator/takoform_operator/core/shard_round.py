@@ -13,9 +13,20 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from takoform_operator.core.shard_ring import NOBODY, Claims, Liveness, view_of
+from takoform_operator.core.shard_ring import (
+    NOBODY,
+    PLACEMENT,
+    SLOTS,
+    Claims,
+    Liveness,
+    slot_key,
+    slots_claimed,
+    view_of,
+)
 
 View = tuple[str, ...]
+#: The slot of each slot key (core.shard_ring.slot_key): what Member.keys hold.
+_SLOT_OF_KEY = {slot_key(slot): slot for slot in range(SLOTS)}
 
 
 class Verdict(enum.Enum):
@@ -39,6 +50,8 @@ class SeenLease:
     version: str
     duration: float
     view: View
+    #: How its member places CRs on the ring (core.shard_ring.PLACEMENT; "" when unsaid).
+    placement: str = PLACEMENT
 
 
 @dataclass(frozen=True)
@@ -66,7 +79,10 @@ class Member:
     liveness: Liveness = field(default_factory=Liveness)
     #: Our Lease could not be renewed in time, or we are stopping: we act on nothing.
     stopped: bool = False
-    #: CRs of the selector this replica knows of (uid -> key), served or not.
+    #: Live members that place CRs otherwise (a rolling upgrade): while one is, we act on
+    #: nothing (it may act on any CR by its own placement; it counts ours as its claims).
+    foreign: View = ()
+    #: CRs this replica's watch delivers (uid -> the key of their slot), served or not.
     keys: dict[str, str] = field(default_factory=dict)
     #: CRs this replica has a loop for.
     serving: set[str] = field(default_factory=set)
@@ -94,7 +110,7 @@ class Member:
         return Verdict.STOP
 
     def drop(self, uid: str) -> bool:
-        """The CR is gone or left the selector; True when this replica served it."""
+        """The CR is gone or left the watch; True when this replica served it."""
         if self.keys.pop(uid, None) is not None:
             self._keys_version += 1
         served = uid in self.serving
@@ -117,11 +133,29 @@ class Member:
 
     def unclaimed(self) -> int:
         """CRs of the selector that no live member may act on (none claims it, or two do)."""
+        if self.foreign:
+            return len(self.keys)
         known = self._unclaimed
         if known is None or known[0] != self.claims or known[1] != self._keys_version:
             count = sum(1 for key in self.keys.values() if self.claims.unclaimed(key))
             known = self._unclaimed = (self.claims, self._keys_version, count)
         return known[2]
+
+    def watched(self) -> frozenset[int]:
+        """The slots whose CRs our watch must deliver: those we claim under a view our Lease
+        holds, one we may have published, or the one we head for (the live members). Any CR we
+        may act on is among them, and so is any we are about to take."""
+        views = (*self.claims.mine, *self.pending, self.members or (self.me,))
+        return slots_claimed(self.me, tuple(dict.fromkeys(views)))
+
+    def unwatched(self, watched: frozenset[int]) -> list[str]:
+        """The CRs we know of, serve not, and whose slot is not `watched`: the watch no longer
+        delivers them (dropped by the caller)."""
+        return [
+            uid
+            for uid, key in self.keys.items()
+            if _SLOT_OF_KEY.get(key) not in watched and uid not in self.serving
+        ]
 
     # -- the views ------------------------------------------------------------------------------
 
@@ -129,7 +163,7 @@ class Member:
         """Liveness and the others' views from one read of every Lease of the ring; returns
         the Leases expired for more than another lease duration, to delete."""
         views: dict[str, View] = {}
-        present, stale = [], []
+        present, stale, foreign = [], [], []
         for lease in leases:
             if not lease.member or lease.member == self.me:
                 continue
@@ -137,9 +171,12 @@ class Member:
             self.liveness.observe(lease.member, lease.version, now)
             if self.liveness.live(lease.member, lease.duration, now):
                 views[lease.member] = lease.view
+                if lease.placement != PLACEMENT:
+                    foreign.append(lease.member)
             elif self.liveness.expired_for(lease.member, lease.duration, now) > lease.duration:
                 stale.append(lease)
         self.liveness.forget_absent(present)
+        self.foreign = view_of(foreign)
         self.members = view_of([self.me, *views])
         self.claims = Claims(self.me, self.claims.mine, views)
         self.restrict()
@@ -147,8 +184,10 @@ class Member:
 
     def restrict(self) -> None:
         """What we act on: claimed under our Lease's view and under every pending view; nothing
-        before our Lease holds a view."""
+        before our Lease holds a view, nor while a live member places CRs otherwise."""
         mine = [*self.pending, self.published] if self.published is not None else []
+        if self.foreign:
+            mine = []
         self.claims = Claims(self.me, tuple(dict.fromkeys(mine)), self.claims.others)
 
     def next_view(self) -> View | None:

@@ -15,6 +15,7 @@ from takoform_operator.core.connection import ConnectionSecret, has_connection_s
 from takoform_operator.core.outcome import Event
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.remedies import Remedy
+from takoform_operator.core.shard_ring import SLOT_LABEL, shard_key, slot_of
 from takoform_operator.core.state import DeletionPolicy
 from takoform_operator.core.tenancy import connection_secret_refusal
 from takoform_operator.kube import events
@@ -74,20 +75,44 @@ class ApiCr:
         return answer
 
     async def set_finalizer(self, body: Mapping[str, Any], present: bool) -> Mapping[str, Any]:
+        """With sharding `hash`, putting the finalizer on writes the CR's slot label too (one
+        write: kube.shards watches by it)."""
         metadata = body["metadata"]
         seen = list(metadata.get("finalizers") or ())
         resource_version = str(metadata.get("resourceVersion", ""))
+        labels = self._slot_label(body) if present else {}
         answer = await self.writer.set_finalizer(
-            where(body), FINALIZER, present, seen, resource_version
+            where(body), FINALIZER, present, seen, resource_version, labels
         )
         finalizers = [f for f in seen if f != FINALIZER] + ([FINALIZER] if present else [])
         version = (answer.get("metadata") or {}).get("resourceVersion")
         expected = {
             **body,
-            "metadata": {**metadata, "finalizers": finalizers, "resourceVersion": version},
+            "metadata": {
+                **metadata,
+                "finalizers": finalizers,
+                "resourceVersion": version,
+                **({"labels": {**(metadata.get("labels") or {}), **labels}} if labels else {}),
+            },
         }
         self.loops.wrote(str(metadata["uid"]), answer, expected)
         return answer
+
+    async def set_slot_label(self, body: Mapping[str, Any], slot: str) -> Mapping[str, Any]:
+        """Correct the CR's slot label (kube.shards): a write of its own, which its loop (if it
+        has one here) is told of like any other."""
+        answer = await self.writer.set_labels(where(body), {SLOT_LABEL: slot})
+        uid = str(body["metadata"]["uid"])
+        if self.loops.body_of(uid) is not None:
+            self.loops.wrote(uid, answer)
+        return answer
+
+    def _slot_label(self, body: Mapping[str, Any]) -> dict[str, str]:
+        if self.settings.sharding != "hash":
+            return {}
+        metadata = body["metadata"]
+        key = shard_key(str(metadata["namespace"]), str(metadata["name"]), self.settings.shard_key)
+        return {SLOT_LABEL: str(slot_of(key))}
 
     def post(self, body: Mapping[str, Any], event: Event) -> None:
         events.post(body, event)

@@ -21,6 +21,7 @@ import kopf
 from takoform_operator.binding_port import BindingError
 from takoform_operator.core.policy import PAUSED_ANNOTATION
 from takoform_operator.core.registry import Registry
+from takoform_operator.core.shard_ring import SLOT_LABEL
 from takoform_operator.core.shard_round import Verdict
 from takoform_operator.core.tenancy import (
     GRANT_PLURAL,
@@ -109,9 +110,12 @@ async def _loop_step(runtime: Runtime, steps: CrSteps, body: Mapping[str, Any]) 
 
 def kept_of(settings: Settings) -> Kept:
     """The annotations and labels of a CR this process keeps: those it acts on, and those its
-    shard selector reads."""
+    shard selector reads (with sharding `hash`, the slot label too)."""
     selector = parse_selector(settings.shard_selector)
-    return Kept(frozenset(WATCHED_ANNOTATIONS), frozenset(r.key for r in selector.requirements))
+    labels = {r.key for r in selector.requirements}
+    if settings.sharding == "hash":
+        labels.add(SLOT_LABEL)
+    return Kept(frozenset(WATCHED_ANNOTATIONS), frozenset(labels))
 
 
 def cr_trimmer(registry: Registry, settings: Settings) -> Callable[[Any], Any]:
@@ -175,12 +179,15 @@ def register(
 
     selector = BySelector(parse_selector(runtime.settings.shard_selector))
     # A replica stops (and drains) the loops it gives away itself, then forgets each CR.
-    admission: Admission = selector if shards is None else shards.attach(selector, loops, forget)
+    admission: Admission = (
+        selector if shards is None else shards.attach(selector, loops, forget, api.set_slot_label)
+    )
 
     async def watch(type: str | None, body: kopf.Body, **_: Any) -> None:
         uid = str(body.metadata.uid)
-        if type == "DELETED":
-            # Only the replica serving the CR notes its binding Lost.
+        # A CR that left this replica's watch (its slot label written) is not gone: admitted
+        # as it now is. Only the replica serving a CR that is gone notes its binding Lost.
+        if type == "DELETED" and not admission.left(body):
             ours = admission.gone(uid)
             held = leave(body)  # gone without our finalize (removed by hand)
             if ours:

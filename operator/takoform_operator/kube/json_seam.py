@@ -30,6 +30,11 @@ keeping kopf's contract (same arguments, same results), nothing else of kopf is 
   after kopf's own retries, or succeeds, is reported to the health check (health.Health): a
   list or watch that keeps failing makes /healthz fail.
 
+With sharding `hash`, the label selector kopf lists and watches the Form CRs with changes as
+the ring does (kube.shards); a watch opened with another selector than the current one, or
+than the list it continues was made with, ends with an ERROR line of code 410, after which
+kopf lists again (`WatchRestarts`, fed by `api.request`, applied in `api.iter_jsonlines`).
+
 Each object decoded by the first two (a watch event's object, each item of a list page) goes
 through `trim` as soon as it is decoded: a Form CR leaves with only what the operator reads
 (core.trim), before kopf queues it or any loop keeps it, whatever its metadata carries.
@@ -49,9 +54,12 @@ import json
 import logging
 import re
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
+
+import aiohttp
 
 from takoform_operator.core.depth import MAX_DEPTH, deeper_than, safe_loads
 
@@ -316,6 +324,68 @@ def trim_answer(answer: Any, trim: Trim) -> Any:
     return trim(answer)
 
 
+#: What ends a watch so that kopf lists again: kopf re-lists after an ERROR event of code 410
+#: (kopf._cogs.clients.watching.continuous_watch), as after an expired resourceVersion.
+RELIST_LINE = json.dumps({"type": "ERROR", "object": {
+    "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410, "reason": "Expired",
+    "message": "the label selector of the watch changed",
+}}).encode()  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Watch:
+    path: str
+    selector: str
+    response: Any
+
+
+class WatchRestarts:
+    """The watches of `resources` ((group, version, plural) each) end when the label selector
+    they were opened with is not `selector` any more, or differs from the one their list was
+    made with (kopf continues a watch from its list's resourceVersion): kopf then lists again
+    with the current one, and sees every object it now matches. An idle watch ends too: its
+    response is closed at the change."""
+
+    def __init__(self, resources: Iterable[tuple[str, str, str]]) -> None:
+        alternatives = "|".join(
+            rf"/apis/{re.escape(group)}/{re.escape(version)}(?:/namespaces/[^/]+)?/"
+            rf"{re.escape(plural)}"
+            for group, version, plural in resources
+        )
+        self._paths = re.compile(alternatives or r"(?!)")
+        self.selector = ""
+        #: The selector of the last list of each path (the pages of one list share it).
+        self._listed: dict[str, str] = {}
+        self._open: dict[int, _Watch] = {}
+
+    def change(self, selector: str) -> None:
+        self.selector = selector
+        for watch in list(self._open.values()):
+            if self.ended(watch):
+                watch.response.close()
+
+    def requested(self, url: str, response: Any) -> None:
+        """kopf's GET of `url` was answered with `response`."""
+        parts = urlsplit(url)
+        if not self._paths.fullmatch(parts.path):
+            return
+        query = parse_qs(parts.query)
+        selector = query.get("labelSelector", [""])[0]
+        if query.get("watch") == ["true"]:
+            self._open[id(response.content)] = _Watch(parts.path, selector, response)
+        else:
+            self._listed[parts.path] = selector
+
+    def ended(self, watch: _Watch) -> bool:
+        return watch.selector != self.selector or watch.selector != self._listed.get(watch.path)
+
+    def opened(self, content: Any) -> _Watch | None:
+        return self._open.get(id(content))
+
+    def closed(self, content: Any) -> None:
+        self._open.pop(id(content), None)
+
+
 #: The attributes of kopf._cogs.clients.api the seam replaces.
 _REPLACED = ("json", "get", "request", "iter_jsonlines")
 
@@ -329,13 +399,14 @@ def install(
     requested: Callable[[str, bool], None],
     skip: Callable[[bytes], bool] | None = None,
     trim: Trim = _same,
+    restarts: WatchRestarts | None = None,
 ) -> None:
     """Install the seam in kopf's API client (idempotent: a second call replaces the hooks).
     `report(identity, why)` is told of each watch line that cannot be read; `requested(path,
     ok)` of each GET (list or watch) that succeeded or failed after kopf's own retries;
     `skip(line)` says which watch lines kopf is not given at all (kube.echoes: the echo of
     the operator's own writes), before they are decoded; `trim(object)` what each object
-    decoded from a watch line or a GET becomes."""
+    decoded from a watch line or a GET becomes; `restarts` which watches end (WatchRestarts)."""
     from kopf._cogs.clients import api
 
     if _Installed.originals is None:
@@ -353,6 +424,8 @@ def install(
             raise
         if watched:
             requested(urlsplit(url).path, True)
+            if restarts is not None:
+                restarts.requested(url, response)
         return response
 
     async def get(url: str, **kwargs: Any) -> Any:
@@ -367,6 +440,26 @@ def install(
         # kopf decodes each line as UTF-8 before json.loads sees it: a line that is not valid
         # UTF-8 gets U+FFFD where it is not (as the API server's own encoder does) instead of
         # a UnicodeDecodeError out of the watcher.
+        watch = restarts.opened(content) if restarts is not None else None
+        if watch is None:
+            async for line in lines(content, *args, **kwargs):
+                yield line
+            return
+        assert restarts is not None
+        try:
+            if not restarts.ended(watch):
+                try:
+                    async for line in lines(content, *args, **kwargs):
+                        yield line
+                except aiohttp.ClientError:
+                    if not restarts.ended(watch):
+                        raise
+            if restarts.ended(watch):
+                yield RELIST_LINE
+        finally:
+            restarts.closed(content)
+
+    async def lines(content: Any, *args: Any, **kwargs: Any) -> Any:
         async for line in original_lines(content, *args, **kwargs):
             try:
                 line.decode("utf-8")

@@ -2,7 +2,8 @@
 
 A member's Lease is `<ring>-shard-<identity>` in the operator's namespace, labelled
 `takoform.io/shard-ring=<ring>` so that the members find each other, and carries the member's
-published view in the annotation `takoform.io/shard-view`. What the claim rule makes of them is
+published view in the annotation `takoform.io/shard-view`, and how it places CRs on the ring in
+`takoform.io/shard-placement` (core.shard_ring.PLACEMENT). What the claim rule makes of them is
 core.shard_round's; when to call what is kube.shards'.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from takoform_operator.core.shard_ring import ShardKey, view_of
+from takoform_operator.core.shard_ring import PLACEMENT, ShardKey, view_of
 from takoform_operator.core.shard_round import SeenLease, View
 from takoform_operator.kube.leader import LeaseTiming
 
@@ -27,6 +28,7 @@ logger = logging.getLogger("takoform_operator.shards")
 
 RING_LABEL = "takoform.io/shard-ring"
 VIEW_ANNOTATION = "takoform.io/shard-view"
+PLACEMENT_ANNOTATION = "takoform.io/shard-placement"
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,10 @@ class ShardLeases:
                 name=c.lease_name,
                 namespace=c.namespace,
                 labels={RING_LABEL: c.ring},
-                annotations={VIEW_ANNOTATION: json.dumps(list(view))},
+                annotations={
+                    VIEW_ANNOTATION: json.dumps(list(view)),
+                    PLACEMENT_ANNOTATION: PLACEMENT,
+                },
                 # A replace is conditioned on the version we wrote last: a write of ours that
                 # timed out and lands late can never overwrite a later one.
                 resource_version=self._version,
@@ -122,6 +127,7 @@ class ShardLeases:
                     version=str(metadata.resource_version),
                     duration=float(spec.lease_duration_seconds or c.timing.lease_seconds),
                     view=_view_in(metadata.annotations),
+                    placement=(metadata.annotations or {}).get(PLACEMENT_ANNOTATION, ""),
                 )
             )
         return found

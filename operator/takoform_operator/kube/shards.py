@@ -8,8 +8,16 @@ period it writes its Lease (a renewal carrying its published view in the annotat
 and from that read decides which CRs it may act on (core.shard_ring, the claim rule). When the
 live members differ from its published view it first stops and drains the CRs the new view
 takes away from it, then publishes the new view. CRs that became its own get a loop at once,
-from the last body the watch delivered (kept here for every CR of the selector, served or
-not), without waiting for their next watch event.
+from the last body the watch delivered, without waiting for their next watch event.
+
+Each replica watches only the slots it may come to serve (core.shard_ring.watch_selector,
+given to kopf as the label selector of the Form CRs, `steer`): the owner of a CR writes its
+slot label with its finalizer (kube.cr_api), so a labelled CR reaches only the replicas that
+may own its slot, and a new one every replica until then. When the watched slots change, the
+watches end and kopf lists again (kube.json_seam.WatchRestarts). The bodies kept here are
+those the watch delivers; a CR that leaves the watch (its label set, or a view change) is
+dropped, never taken for a CR that is gone. A label that names the wrong slot is corrected by
+the owner, or by the replica whose watch it reaches (the owner may not see it).
 
 A replica whose Lease writes have failed for its renew deadline raises LostLease: the process
 stops acting on everything at once and exits (the kubelet restarts it), before any other
@@ -21,29 +29,46 @@ has been expired for another lease duration (conditioned on its resourceVersion)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from takoform_operator.core.shard_ring import shard_key
+from takoform_operator.core.shard_ring import (
+    SLOT_LABEL,
+    shard_key,
+    slot_key,
+    slot_label_of,
+    slot_of,
+    watch_selector,
+)
 from takoform_operator.core.shard_round import Member, Verdict, View
+from takoform_operator.kube.cr_step import FINALIZER
 from takoform_operator.kube.crs import log_fields
 from takoform_operator.kube.freshness import older, resource_version
+from takoform_operator.kube.json_seam import WatchRestarts
 from takoform_operator.kube.leader import LostLease
 from takoform_operator.kube.selector import LabelSelector
 from takoform_operator.kube.shard_leases import ShardLeases
 
 logger = logging.getLogger("takoform_operator.shards")
+#: Reads in a row that find the same members before the first watch (`steer`).
+STEADY_READS = 3
 
 
 class Admission(Protocol):
     """What the watch asks about each event of a CR."""
 
     def admit(self, uid: str, body: Mapping[str, Any]) -> Verdict: ...
+
+    def left(self, body: Mapping[str, Any]) -> bool:
+        """A DELETED event of a CR that only left this replica's watch (it is not gone): it
+        is admitted as it now is."""
+        ...
 
     def gone(self, uid: str) -> bool:
         """The CR went: True when this replica served it (it notes a binding left Lost)."""
@@ -60,6 +85,9 @@ class BySelector:
     def admit(self, uid: str, body: Mapping[str, Any]) -> Verdict:
         labels = (body.get("metadata") or {}).get("labels")
         return Verdict.SERVE if self.selector.matches(labels) else Verdict.DROP
+
+    def left(self, body: Mapping[str, Any]) -> bool:
+        return False
 
     def gone(self, uid: str) -> bool:
         return True
@@ -82,8 +110,25 @@ class ShardMembership:
     #: Called after each round (metrics).
     observe: Callable[[ShardMembership], None] = lambda membership: None
     member: Member = field(init=False)
-    #: The last body the watch delivered of each CR of the selector, served or not.
+    #: The last body the watch delivered of each CR it delivers, served or not.
     bodies: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The slots our watch delivers (None: not chosen yet, every CR comes).
+    watching: frozenset[int] | None = None
+    #: Where the watch selector goes (`steer`): kopf's label selectors of the Form CRs
+    #: (None: not steered, every CR comes), and the watches to end when it changes.
+    _selectors: MutableMapping[Any, str] | None = None
+    _resources: tuple[tuple[str, str], ...] = ()
+    _restarts: WatchRestarts | None = None
+    #: Set once STEADY_READS reads in a row found the same members, those our Lease publishes:
+    #: what the first watch waits for (`steer`), so that a replica that starts beside others
+    #: (a replica writes its first Lease a round or two after it starts) lists its share.
+    steady: asyncio.Event = field(default_factory=asyncio.Event)
+    _members_read: tuple[View, int] = ((), 0)
+    #: Writes a CR's slot label (kube.cr_api.ApiCr.set_slot_label); None: never written here.
+    relabel: Callable[[Mapping[str, Any], str], Awaitable[Mapping[str, Any]]] | None = None
+    #: The resourceVersion our slot label write made of each CR: not written again before.
+    _labelled: dict[str, str] = field(default_factory=dict)
+    _writes: set[asyncio.Task[None]] = field(default_factory=set)
     #: Which CRs are ours to share out at all.
     selector: BySelector = field(default_factory=BySelector)
     loops: Loops | None = None
@@ -101,27 +146,82 @@ class ShardMembership:
         self.member = Member(self.leases.config.identity)
 
     def attach(
-        self, selector: BySelector, loops: Loops, forget: Callable[[Mapping[str, Any]], object]
+        self,
+        selector: BySelector,
+        loops: Loops,
+        forget: Callable[[Mapping[str, Any]], object],
+        relabel: Callable[[Mapping[str, Any], str], Awaitable[Mapping[str, Any]]] | None = None,
     ) -> ShardMembership:
-        """Share out the CRs `selector` admits, serving ours with `loops`; the watch's
-        admission."""
-        self.selector, self.loops, self.forget = selector, loops, forget
+        """Share out the CRs `selector` admits, serving ours with `loops` and correcting slot
+        labels with `relabel`; the watch's admission."""
+        self.selector, self.loops, self.forget, self.relabel = selector, loops, forget, relabel
         return self
+
+    async def steer(
+        self,
+        selectors: MutableMapping[Any, str],
+        resources: Iterable[tuple[str, str]],
+        restarts: WatchRestarts,
+    ) -> None:
+        """Watch the Form CRs of `resources` ((group, plural) each) with our selector from now
+        on: `selectors` is kopf's settings.watching.label_selectors, read at each list and
+        watch; `restarts` ends a watch whose selector is not the current one. Returns once the
+        ring looks steady (at most a lease duration): a replica starting alone watches every
+        slot, and one starting beside others its share."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.leases.config.timing.lease_seconds):
+                await self.steady.wait()
+        self._selectors, self._resources, self._restarts = selectors, tuple(resources), restarts
+        self.watching = None
+        self._watch()
+
+    def selector_text(self) -> str:
+        """The label selector of our watch: the user's selector and the slots we watch."""
+        slots = watch_selector(self.watching) if self.watching is not None else ""
+        return ",".join(text for text in (self.selector.selector.text, slots) if text)
+
+    def _watch(self) -> None:
+        """Bring the watch in line with the slots we may come to serve; forget the CRs it no
+        longer delivers."""
+        watched = self.member.watched()
+        if self._selectors is None or self._restarts is None or watched == self.watching:
+            return
+        self.watching = watched
+        for uid in self.member.unwatched(watched):
+            self.gone(uid)
+        text = self.selector_text()
+        for resource in self._resources:
+            self._selectors[resource] = text
+        self._restarts.change(text)
 
     # -- what the watch asks -------------------------------------------------------------------
 
-    def key_of(self, body: Mapping[str, Any]) -> str:
+    def slot_of(self, body: Mapping[str, Any]) -> int:
         metadata = body.get("metadata") or {}
-        return shard_key(
-            str(metadata.get("namespace") or ""),
-            str(metadata.get("name") or ""),
-            self.leases.config.key,
+        return slot_of(
+            shard_key(
+                str(metadata.get("namespace") or ""),
+                str(metadata.get("name") or ""),
+                self.leases.config.key,
+            )
         )
+
+    def _watched(self, body: Mapping[str, Any]) -> bool:
+        """Whether our watch delivers the CR as `body` is labelled."""
+        slot = slot_label_of(_label_of(body))
+        return self.watching is None or slot is None or slot in self.watching
+
+    def _kept(self, body: Mapping[str, Any], slot: int) -> bool:
+        """Whether we keep the body of a CR we do not serve: our watch delivers it and its slot
+        is one we may come to serve. A new CR (not labelled yet) of another slot is not kept:
+        should its slot come to us, our watch changes and lists it again."""
+        return self._watched(body) and (self.watching is None or slot in self.watching)
 
     def admit(self, uid: str, body: Mapping[str, Any]) -> Verdict:
         """SERVE: this replica acts on the CR now (the caller gives the body to its loop).
         STOP: another replica's; a loop it had is stopped here. DROP: not the selector's. The
-        body of a CR of the selector is kept, for the view change that makes it ours."""
+        body of a CR our watch delivers is kept, for the view change that makes it ours; one
+        it no longer delivers is forgotten."""
         if self.selector.admit(uid, body) is Verdict.DROP:
             self.gone(uid)
             return Verdict.DROP
@@ -131,16 +231,61 @@ class ShardMembership:
             self._context = contextvars.copy_context()
         self.bodies[uid] = dict(body)  # trimmed as it was decoded (kube.json_seam)
         served = uid in self.member.serving
-        verdict = self.member.admit(uid, self.key_of(body))
+        slot = self.slot_of(body)
+        verdict = self.member.admit(uid, slot_key(slot))
         if verdict is Verdict.SERVE and not served:
             _note("serving", body)
         elif verdict is Verdict.STOP and served:
             self._stop([uid])
+        if verdict is Verdict.STOP and not self._kept(body, slot):
+            self.gone(uid)  # left our watch (its label written), or never ours to keep
+        if _label_of(body) != str(slot) and self._corrects(verdict, body):
+            self._write_label(uid, body, str(slot))
         return verdict
 
+    def left(self, body: Mapping[str, Any]) -> bool:
+        """A DELETED event of a CR whose slot label our watch does not deliver: it left the
+        watch (a label written, by its owner or by hand), it is not gone."""
+        return not self._watched(body)
+
+    def _corrects(self, verdict: Verdict, body: Mapping[str, Any]) -> bool:
+        """Whether we write the right slot label on a CR whose label is not it: its owner does
+        (once it has our finalizer: until then the finalizer's write carries the label), and so
+        does a replica that sees it labelled with another slot (its owner may not watch that
+        slot)."""
+        if self.relabel is None:
+            return False
+        if verdict is Verdict.SERVE:
+            return FINALIZER in ((body.get("metadata") or {}).get("finalizers") or ())
+        return slot_label_of(_label_of(body)) is not None
+
+    def _write_label(self, uid: str, body: Mapping[str, Any], slot: str) -> None:
+        """One write of the CR's slot label, unless ours is in flight or landed after `body`."""
+        written = self._labelled.get(uid)
+        if written is not None and (written == "" or not older(written, resource_version(body))):
+            return
+        relabel = self.relabel
+        assert relabel is not None
+        self._labelled[uid] = ""  # in flight
+
+        async def write() -> None:
+            try:
+                answer = await relabel(body, slot)
+            except Exception as exc:
+                self._labelled.pop(uid, None)
+                logger.warning("slot label of %s not written: %s", _where(body), exc)
+                return
+            self._labelled[uid] = resource_version(answer)
+            logger.info("slot label of %s set to %s", _where(body), slot)
+
+        task = asyncio.get_running_loop().create_task(write())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
     def gone(self, uid: str) -> bool:
-        """The CR is gone, or no longer matches the selector (the caller stops its loop)."""
+        """The CR is gone, or our watch no longer delivers it (the caller stops its loop)."""
         self.bodies.pop(uid, None)
+        self._labelled.pop(uid, None)
         return self.member.drop(uid)
 
     def _stop(self, uids: Sequence[str]) -> None:
@@ -191,6 +336,7 @@ class ShardMembership:
         reconciles in flight end) in the background while the Lease keeps being renewed."""
         self.member.head_for(target)
         self._apply()
+        self._watch()
         waiting = set(self._in_flight)
         previous = self._drain
 
@@ -228,13 +374,19 @@ class ShardMembership:
             logger.warning("shard leases of ring %s: %s", self.leases.config.ring, exc)
             member.restrict()
             self._apply()
+            self._watch()
             return wrote
         stale = member.read(leases, self.clock())
+        same = member.members == self._members_read[0] and member.published == member.members
+        self._members_read = (member.members, self._members_read[1] + 1 if same else 0)
+        if self._members_read[1] + 1 >= STEADY_READS:
+            self.steady.set()
         if stale:
             await asyncio.to_thread(self.leases.delete_expired, stale)
         if member.claims != member.settled:
             # Unchanged claims: the watch keeps the loops in line (admit) between changes.
             self._apply()
+        self._watch()
         self.observe(self)
         return wrote
 
@@ -292,6 +444,16 @@ class ShardMembership:
         """Stop every loop at once (reconciles in flight end with the process)."""
         self.member.stopped = True
         self._apply()
+
+
+def _label_of(body: Mapping[str, Any]) -> str | None:
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    return labels.get(SLOT_LABEL) if isinstance(labels, Mapping) else None
+
+
+def _where(body: Mapping[str, Any]) -> str:
+    metadata = body.get("metadata") or {}
+    return f"{metadata.get('namespace')}/{metadata.get('name')}"
 
 
 def _note(what: str, body: Mapping[str, Any]) -> None:

@@ -89,9 +89,11 @@ class CrWriter:
         present: bool,
         seen: Sequence[str],
         resource_version: str,
+        labels: Mapping[str, str] | None = None,
     ) -> Mapping[str, Any]:
         """Add (`present`) or remove `finalizer`, given the finalizers `seen` at
-        `resource_version`; should the CR have moved on since, from what it holds now."""
+        `resource_version`; should the CR have moved on since, from what it holds now. `labels`
+        are set in the same write."""
         # resourceVersion in a merge-patch is a precondition: a concurrent change is a 409,
         # after which the list is recomputed from the CR as it is now (once; then it is retried
         # by the loop like any write that did not land).
@@ -99,7 +101,10 @@ class CrWriter:
         path = _path(group, version, plural, namespace, name)
         try:
             return await self._patch(
-                path, _finalizers_patch(seen, finalizer, present, resource_version), namespace, name
+                path,
+                _finalizers_patch(seen, finalizer, present, resource_version, labels),
+                namespace,
+                name,
             )
         except _Conflict:
             current = await self._http().get(path)
@@ -109,9 +114,21 @@ class CrWriter:
                 ) from None
             metadata = safe_loads(current.content, OBJECT_LIMIT)["metadata"]
             patch = _finalizers_patch(
-                metadata.get("finalizers") or (), finalizer, present, metadata["resourceVersion"]
+                metadata.get("finalizers") or (),
+                finalizer,
+                present,
+                metadata["resourceVersion"],
+                labels,
             )
             return await self._patch(path, patch, namespace, name)
+
+    async def set_labels(
+        self, where: tuple[str, str, str, str, str], labels: Mapping[str, str]
+    ) -> Mapping[str, Any]:
+        """Set `labels` whatever the CR holds now (values that never depend on it)."""
+        group, version, plural, namespace, name = where
+        path = _path(group, version, plural, namespace, name)
+        return await self._patch(path, {"metadata": {"labels": dict(labels)}}, namespace, name)
 
     async def _patch(
         self, path: str, body: dict[str, Any], namespace: str, name: str
@@ -195,10 +212,17 @@ class _Conflict(StatusWriteFailed):
 
 
 def _finalizers_patch(
-    seen: Sequence[str], finalizer: str, present: bool, resource_version: str
+    seen: Sequence[str],
+    finalizer: str,
+    present: bool,
+    resource_version: str,
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     finalizers = [f for f in seen if f != finalizer] + ([finalizer] if present else [])
-    return {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}}
+    metadata: dict[str, Any] = {"finalizers": finalizers, "resourceVersion": resource_version}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {"metadata": metadata}
 
 
 def _path(group: str, version: str, plural: str, namespace: str, name: str) -> str:
