@@ -150,7 +150,14 @@ def release_notes(chart: dict[str, str], version: str, files: list[str], image: 
         f"| package `takoform-operator` (operator, plugin, reference host) | {version} |",
     ]
     if image:
-        lines.append(f"| image `{image['reference']}` | digest `{image['digest']}` |")
+        # Named as the chart pulls it (what the release workflow publishes), not as the local
+        # build tagged it.
+        values = yaml.safe_load((CHART / "values.yaml").read_text())
+        published = f"{values['image']['repository']}:{chart['appVersion']}"
+        lines.append(
+            f"| image `{published}` (archived as `{image['reference']}`) "
+            f"| digest `{image['digest']}` |"
+        )
     lines += ["", "Files:", ""] + [f"- `{name}`" for name in files] + [""]
     if image:
         lines += [

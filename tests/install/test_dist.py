@@ -50,6 +50,9 @@ def test_release_notes_name_the_versions_and_the_image_digest(dist: Path) -> Non
     assert f"{CHART['version']} (appVersion {CHART['appVersion']})" in notes
     if IMAGE.is_file():
         assert "digest `sha256:" in notes
+        # As the chart's default pulls it, not as the local build tagged it.
+        values = yaml.safe_load((REPO / "charts/takoform-operator/values.yaml").read_text())
+        assert f"| image `{values['image']['repository']}:{CHART['appVersion']}` (" in notes
     else:
         assert "No image archive" in notes
 
