@@ -302,10 +302,17 @@ def test_a_hostile_tenant_starves_no_one_bloats_nothing_and_a_stranger_sees_no_n
             reader = service_account_token(kube_cluster, ops, "scraper")
             policy(cluster_role(f"{run}-metrics-reader"))
             policy(cluster_role_binding(f"{run}-metrics-reader", ops, "scraper"))
-            wait_until(
-                lambda: 'name="contender-' in scrape(running.metrics_url, reader).text,
-                "the contenders' series, for a granted scraper",
-            )
+            client = kube_cluster.http()
+            assert client is not None
+
+            def contenders_seen() -> bool:
+                # The storm may end just after deleting every contender: each is created again
+                # once gone (409 while it still exists or is being finalized).
+                for i in range(CONTENDERS):
+                    create(client, hostile, contender(i, run, host_name))
+                return 'name="contender-' in scrape(running.metrics_url, reader).text
+
+            wait_until(contenders_seen, "the contenders' series, for a granted scraper")
             # ...a ServiceAccount of a namespace granted nothing sees no name anywhere.
             token = service_account_token(kube_cluster, stranger, "stranger")
             health = f"http://127.0.0.1:{health_port}"
