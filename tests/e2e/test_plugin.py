@@ -424,7 +424,7 @@ def test_errors_are_one_line_with_an_exit_status(
         (["import", some_id, "--host", dead_host, *ops], 1, f"cannot reach host {dead_host}"),
         (["import", some_id, "--host", "nope", *ops], 1, "no TakoformHost named 'nope'"),
         (
-            ["import", some_id, *ops, "--host-url", "http://10.0.0.7:8787"],
+            ["import", some_id, *ops, "--host-url", "http://host.example:8787"],
             2,
             "over plain http to this machine only",
         ),
