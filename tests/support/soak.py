@@ -427,11 +427,15 @@ def conditions(item: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def is_ready(item: dict[str, Any]) -> bool:
+    """Ready for the current generation, as `kubectl wait --for=condition=Ready` and kstatus
+    read it: the condition's own observedGeneration and the status's both."""
     ready = conditions(item).get("Ready", {})
     status = item.get("status") or {}
+    generation = item["metadata"].get("generation")
     return (
         ready.get("status") == "True"
-        and status.get("observedGeneration") == item["metadata"].get("generation")
+        and ready.get("observedGeneration") == generation
+        and status.get("observedGeneration") == generation
         and not status.get("pendingOperationId")
     )
 

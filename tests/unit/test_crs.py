@@ -10,7 +10,7 @@ from builders import BUCKET_REF, cr_body
 from prometheus_client import CollectorRegistry
 
 from takoform_operator.core.conditions import Condition, ConditionType, Reason
-from takoform_operator.core.outcome import NextLook, Outcome
+from takoform_operator.core.outcome import NextLook, Outcome, unavailable
 from takoform_operator.core.state import DeletionPolicy, Pending, Requested, State, Verb
 from takoform_operator.kube.crs import (
     InvalidCustomResource,
@@ -90,6 +90,30 @@ def test_status_patch_clears_with_nulls_and_carries_conditions() -> None:
     assert patch["observedGeneration"] == 3
     assert patch["conditions"][0]["type"] == "Ready"
     assert patch["conditions"][0]["observedGeneration"] == 3
+
+
+def test_an_outage_does_not_claim_the_generation_it_could_not_apply() -> None:
+    # An Update whose answer was lost (or a host that could not be read) keeps Ready as last
+    # known; claiming the new generation beside it would tell kstatus, Flux, Argo CD and the
+    # restart spread (core.backoff.settled) that the new spec is applied.
+    previous = merged_status(
+        None,
+        status_patch(
+            Outcome(State(uid="u"), (Condition(ConditionType.READY, True, Reason.AVAILABLE),),
+                    NextLook.POLL),
+            None, now="T0", cr_generation=2,
+        ),
+    )  # fmt: skip
+    lost = unavailable(State(uid="u"), "Update answer lost (503); it will be replayed", None)
+    patch = status_patch(lost, previous, now="T1", cr_generation=3)
+    after = merged_status(previous, json.loads(json.dumps(patch)))
+    assert after["observedGeneration"] == 2, "the status still reflects generation 2 only"
+    by_type = {c["type"]: c for c in after["conditions"]}
+    assert (by_type["Ready"]["status"], by_type["Ready"]["observedGeneration"]) == ("True", 2)
+    assert (by_type["Degraded"]["reason"], by_type["Degraded"]["observedGeneration"]) == (
+        "HostUnavailable",
+        3,
+    )
 
 
 @pytest.mark.parametrize(

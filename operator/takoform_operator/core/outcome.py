@@ -55,7 +55,8 @@ class Outcome:
     #: Seconds the host asked to wait (Retry-After), honoured by the back-off up to its cap.
     retry_after: float | None = None
     #: The host could not be asked: conditions this outcome does not set keep their last known
-    #: value (an outage does not make a Ready resource not Ready).
+    #: value (an outage does not make a Ready resource not Ready), and the status does not claim
+    #: the current generation (a lost Update is not an applied one).
     keeps_last_known: bool = False
     #: All this outcome has to record is an operation the host just accepted, running, under
     #: our idempotency key as the host's own record of it says: a status lost with it costs a

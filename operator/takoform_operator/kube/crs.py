@@ -300,7 +300,9 @@ def status_patch(
     """The merge-patch body that turns the CR's `previous` status into the outcome's. Cleared
     values are nulls, so the patch removes them; the condition list is replaced whole, and so are
     the outputs (a key the host no longer reports is removed, not merged over). An outcome that
-    observed nothing (`holds_conditions`: a paused CR) leaves observedGeneration where it was."""
+    observed nothing (`holds_conditions`: a paused CR) or could not ask the host
+    (`keeps_last_known`: the conditions it keeps belong to the generation they were set for)
+    leaves observedGeneration where it was."""
     previous = previous or {}
     patch = {
         **state_to_status(outcome.state),
@@ -316,7 +318,6 @@ def status_patch(
     if not (outcome.holds_conditions or outcome.keeps_last_known):
         # The remedies belong to the conditions: kept while those are kept, else replaced.
         patch["remedies"] = [remedy.to_json() for remedy in outcome.remedies] or None
-    if not outcome.holds_conditions:
         patch["observedGeneration"] = cr_generation
     return patch
 
