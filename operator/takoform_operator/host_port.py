@@ -8,6 +8,7 @@ Implementations (takoform_operator.host_client) translate HTTP answers into this
     │   ├── SecretNotFound       a Secret the host names is missing (SecretNotOptedIn: not
     │   │                        opted in as its credential; ...ForUrl: not at its URL)
     │   ├── HostThrottled        429 (HostUnavailable as well)
+    │   ├── BudgetSpent          nothing sent: the namespace's share of the host's budget is spent
     │   ├── HostInsecure         plain http without `insecure`: nothing is sent
     │   └── HostCertificateUntrusted
     ├── HostProtocolError        an answer outside the contract (not JSON, unknown code, wrong ref)
@@ -94,6 +95,14 @@ class HostThrottled(HostUnavailable):
     core.host_budget); retry_after is its Retry-After, when it gave one."""
 
     code = "throttled"
+
+
+class BudgetSpent(HostUnavailable):
+    """Nothing was sent: the namespace's share of the operator's own budget for the host is
+    spent (core.host_budget); retry_after is the wait until its next token. The operator pacing
+    itself, not a host outage: the look is put off quietly (core.outcome.put_off)."""
+
+    code = "budget_spent"
 
 
 class HostInsecure(HostUnavailable):

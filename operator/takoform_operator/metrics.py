@@ -29,7 +29,7 @@ from prometheus_client.exposition import choose_encoder
 
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.metrics_access import METRICS_PATH, Verdict
-from takoform_operator.core.outcome import Outcome
+from takoform_operator.core.outcome import NextLook, Outcome
 from takoform_operator.core.state import DEFAULT_HOST
 from takoform_operator.version import build_info
 
@@ -146,7 +146,7 @@ class Metrics:
         self.reconciles = counter(
             "takoform_reconciles",
             "Reconciles run, by kind and result (ready, pending, blocked, degraded, paused, "
-            "finalized).",
+            "put_off: the host budget's share spent, nothing sent; finalized).",
             ("kind", "result"),
         )
         self.duration = histogram(
@@ -353,6 +353,8 @@ def _host(body: Any, outcome: Outcome) -> str:
 def _result(outcome: Outcome, true: dict[ConditionType, Reason]) -> str:
     if outcome.finalized:
         return "finalized"
+    if outcome.next_look is NextLook.LATER:
+        return "put_off"
     if outcome.holds_conditions:
         return "paused"
     if ConditionType.BLOCKED in true:

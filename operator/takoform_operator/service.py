@@ -54,6 +54,7 @@ from takoform_operator.core.outcome import (
     NextLook,
     Outcome,
     degraded,
+    put_off,
     refused,
     unavailable,
 )
@@ -78,6 +79,7 @@ from takoform_operator.core.scrub import known_secrets, scrub_outcome
 from takoform_operator.core.state import Desired, OperationView, ResourceView, State
 from takoform_operator.core.tenancy import SpaceGrant, access, resolve_host
 from takoform_operator.host_port import (
+    BudgetSpent,
     FormUnknown,
     HostPort,
     HostProtocolError,
@@ -190,8 +192,7 @@ async def _reconcile(
         )
         resource = await host.read(planned.target) if planned.target else None
     except HostUnavailable as exc:
-        message = f"host unavailable while reading: {exc}"
-        return Reconciled(unavailable(state, message, exc.retry_after), host.resource)
+        return Reconciled(_unavailable(state, "host unavailable while reading", exc), host.resource)
     except (FormUnknown, SpaceNotFound) as exc:
         # Never read as deletion: the host cannot serve this exact identity right now.
         message = f"the host refused the read: {exc}"
@@ -282,7 +283,7 @@ async def _waits_for_owner(
     try:
         resource = await port.read(target) if desired.import_id is not None else None
     except HostUnavailable as exc:
-        return unavailable(state, f"host unavailable while reading: {exc}", exc.retry_after)
+        return _unavailable(state, "host unavailable while reading", exc)
     except (FormUnknown, SpaceNotFound, HostRejected, HostProtocolError) as exc:
         return _trouble(state, Reason.HOST_REJECTED, f"the host refused the read: {exc}")
     creator = creator_to_weigh(desired, resource)
@@ -426,6 +427,8 @@ async def _act(desired: Desired, decision: Decision, host: HostPort) -> Outcome:
     assert decision.action is not None
     try:
         operation_id, operation = await host.execute(decision.action)
+    except BudgetSpent as exc:
+        return put_off(decision.outcome.state, exc.retry_after)  # nothing was sent
     except HostUnavailable as exc:
         # The outcome is unknown; the next reconcile replays the same key, never a blind re-send.
         message = f"{decision.action.verb} answer lost ({exc}); it will be replayed with its key"
@@ -443,6 +446,13 @@ async def _act(desired: Desired, decision: Decision, host: HostPort) -> Outcome:
     except HostProtocolError as exc:
         return _trouble(decision.outcome.state, Reason.HOST_REJECTED, str(exc))
     return accepted(decision, operation_id, operation, desired)
+
+
+def _unavailable(state: State, what: str, exc: HostUnavailable) -> Outcome:
+    """Degraded HostUnavailable, or the look put off when only the budget held it back."""
+    if isinstance(exc, BudgetSpent):
+        return put_off(state, exc.retry_after)
+    return unavailable(state, f"{what}: {exc}", exc.retry_after)
 
 
 def _trouble(state: State, reason: Reason, message: str) -> Outcome:

@@ -90,5 +90,19 @@ def test_a_quiet_namespace_is_served_beside_a_busy_one_on_a_rate_limited_host(
         # that stalls between a token and its request.
         assert to_ready < 20
         assert answered(host, 429) <= 2
+        # A spent share is the operator pacing itself, not a host outage: the look is put off
+        # quietly (no Degraded, no Warning, no status write), never reported to the user.
+        spent = [
+            (item["metadata"]["name"], condition.get("message", ""))
+            for item in kube_cluster.list_objects("buckets", namespace=busy)
+            for condition in (item.get("status") or {}).get("conditions") or ()
+            if "spent its share" in condition.get("message", "")
+        ]
+        warned = [
+            event["message"]
+            for event in kube_cluster.list_objects("events", namespace=busy)
+            if "spent its share" in event.get("message", "")
+        ]
+        assert (spent, warned) == ([], [])
         assert process.poll() is None
         assert "Traceback" not in log.read_text(errors="replace")

@@ -12,7 +12,7 @@ from fixtures_host import HostProcess
 from takoform_operator.core.host_budget import HostBudget
 from takoform_operator.core.tenancy import CREDENTIAL_ANNOTATION, HostConfig, SecretKeyRef
 from takoform_operator.host_client.pool import HostPool
-from takoform_operator.host_port import HostThrottled, HostUnavailable, StoredSecret
+from takoform_operator.host_port import BudgetSpent, HostThrottled, StoredSecret
 
 
 class Secrets:
@@ -44,7 +44,7 @@ async def test_a_spent_namespace_sends_nothing_and_a_429_holds_only_its_namespac
         before = sent(host)
         await busy.list_forms()
         await busy.list_forms()  # its burst, alone on the host
-        with pytest.raises(HostUnavailable, match="'busy' has spent its share") as caught:
+        with pytest.raises(BudgetSpent, match="'busy' has spent its share") as caught:
             await busy.list_forms()
         assert caught.value.retry_after == pytest.approx(1.0)
         assert sent(host) == before + 2  # nothing sent for the third
@@ -60,11 +60,11 @@ async def test_a_spent_namespace_sends_nothing_and_a_429_holds_only_its_namespac
         await quiet.list_forms()  # the 429 was busy's: quiet is not held
         now[0] += 1
         before = sent(host)
-        with pytest.raises(HostUnavailable, match=r"next request in 4\.00 s"):
+        with pytest.raises(BudgetSpent, match=r"next request in 4\.00 s"):
             await busy.list_forms()
         assert sent(host) == before  # held: nothing sent
         now[0] += 4  # the hold is over; its bucket fills from empty at its share (0.5/s)
-        with pytest.raises(HostUnavailable, match=r"next request in 2\.00 s"):
+        with pytest.raises(BudgetSpent, match=r"next request in 2\.00 s"):
             await busy.list_forms()
         now[0] += 2
         await busy.list_forms()

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from takoform_operator.core.backoff import backoff_delay, next_delay
 from takoform_operator.core.conditions import ConditionType, Reason
-from takoform_operator.core.outcome import NextLook, Outcome, degraded, unavailable
+from takoform_operator.core.outcome import NextLook, Outcome, degraded, put_off, unavailable
 from takoform_operator.core.state import State
 from takoform_operator.kube.cr_step import FINALIZER, CrSteps
 from takoform_operator.kube.handlers import WATCHED_ANNOTATIONS
@@ -103,6 +103,16 @@ def test_every_retry_path_backs_off() -> None:
         first, second = (runtime.next_look("cr", outcome) for _ in range(2))
         assert (first, second) == pytest.approx((_top(), 2 * _top())), outcome
     assert next_delay(refused, SETTINGS, failures=10, jitter=_top) == pytest.approx(40 * _top())
+
+
+def test_a_look_put_off_by_the_budget_backs_off_no_sooner_than_its_token() -> None:
+    # A busy namespace's looks come back ever later, not all at once for its next token.
+    runtime = _runtime()
+    put = put_off(State(), 3.0)
+    assert [runtime.next_look("cr", put) for _ in range(4)] == pytest.approx(
+        [3.0, 3.0, 4 * _top(), 8 * _top()]
+    )
+    assert next_delay(put_off(State(), 0.01), SETTINGS, jitter=lambda: 0.0) == 0.2
 
 
 def test_the_backoff_is_per_cr() -> None:

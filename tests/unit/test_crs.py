@@ -10,13 +10,14 @@ from builders import BUCKET_REF, cr_body
 from prometheus_client import CollectorRegistry
 
 from takoform_operator.core.conditions import Condition, ConditionType, Reason
-from takoform_operator.core.outcome import NextLook, Outcome, unavailable
+from takoform_operator.core.outcome import NextLook, Outcome, put_off, unavailable
 from takoform_operator.core.state import DeletionPolicy, Pending, Requested, State, Verb
 from takoform_operator.kube.crs import (
     InvalidCustomResource,
     desired_for_deletion,
     desired_from_cr,
     merged_status,
+    status_change,
     status_patch,
 )
 from takoform_operator.metrics import Metrics
@@ -114,6 +115,19 @@ def test_an_outage_does_not_claim_the_generation_it_could_not_apply() -> None:
         "HostUnavailable",
         3,
     )
+
+
+def test_a_look_put_off_by_the_budget_writes_nothing() -> None:
+    status = {
+        "uid": "u",
+        "attempt": 0,
+        "observedGeneration": 2,
+        "conditions": [
+            {"type": "Ready", "status": "True", "reason": "Available", "message": "",
+             "observedGeneration": 2, "lastTransitionTime": "T0"},
+        ],
+    }  # fmt: skip
+    assert status_change(status, None, put_off(State(uid="u"), 1.0), now="T1", generation=3) is None
 
 
 @pytest.mark.parametrize(

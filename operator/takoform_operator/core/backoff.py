@@ -62,10 +62,12 @@ def next_delay(
     0.25, 0.5, 1, 2, 4 s ... up to poll_pending_max_seconds (`pending_looks` is how many times
     in a row this CR was found waiting on one). POLL (and NEVER, should a finished CR still be
     around): poll_ready_seconds, longer for a CR idle `steady_looks` looks in a row
-    (`idle_delay`). A failure -- BACKOFF, or None: the look ended before an outcome was
-    written -- waits the exponential back-off of the `failures` that came right before it,
-    honouring the host's Retry-After, within [0.2 s, backoff_cap_seconds]. `jitter` returns a
-    float in [0, 1); the default is no jitter, the longest wait of each range."""
+    (`idle_delay`). A failure -- BACKOFF, LATER (put off by the host budget: a busy namespace's
+    looks then come back ever later, not all at its next token), or None: the look ended
+    before an outcome was written -- waits the exponential back-off of the `failures` that came
+    right before it, honouring the host's Retry-After, within [0.2 s, backoff_cap_seconds].
+    `jitter` returns a float in [0, 1); the default is no jitter, the longest wait of each
+    range."""
     if outcome is None or failed(outcome):
         delay = backoff_delay(
             failures,
@@ -89,8 +91,8 @@ def next_delay(
 
 
 def failed(outcome: Outcome) -> bool:
-    """The look failed and is retried with back-off."""
-    return outcome.next_look is NextLook.BACKOFF and not outcome.finalized
+    """The look failed (or was put off by the host budget) and is retried with back-off."""
+    return outcome.next_look in (NextLook.BACKOFF, NextLook.LATER) and not outcome.finalized
 
 
 def doubled(base: float, times: int, cap: float) -> float:

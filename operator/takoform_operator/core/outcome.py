@@ -25,6 +25,9 @@ class NextLook(Enum):
     POLL = "poll"
     #: The look failed: the CR's exponential back-off, honouring the host's Retry-After.
     BACKOFF = "backoff"
+    #: Put off by the operator's own pacing (a namespace's share of a host's budget spent):
+    #: nothing was sent or observed; backs off as BACKOFF does, no sooner than the next token.
+    LATER = "later"
     #: Finished (finalized): no further look.
     NEVER = "never"
 
@@ -139,6 +142,16 @@ def unavailable(state: State, message: str, retry_after: float | None) -> Outcom
         retry_after=retry_after,
         keeps_last_known=True,
     )
+
+
+def put_off(state: State, wait: float | None) -> Outcome:
+    """The namespace's share of the host's budget is spent and nothing was sent: nothing is
+    observed, written or told (no Degraded, no Event: the operator pacing itself is no host
+    outage); the CR backs off as after a failure, no sooner than `wait` seconds."""
+    return Outcome(
+        state=state, conditions=(), next_look=NextLook.LATER, holds_conditions=True,
+        retry_after=wait,
+    )  # fmt: skip
 
 
 def finalized(state: State, message: str) -> Outcome:

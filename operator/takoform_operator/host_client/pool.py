@@ -39,6 +39,7 @@ from takoform_operator.core.tenancy import (
 from takoform_operator.host_client.client import HostClient, RequestObserver, TokenSource
 from takoform_operator.host_client.port import HostClientPort
 from takoform_operator.host_port import (
+    BudgetSpent,
     HostCertificateUntrusted,
     HostInsecure,
     HostThrottled,
@@ -318,14 +319,14 @@ class HostPool:
         return entry.client
 
     def admit(self, name: str, namespace: str | None) -> None:
-        """Take one request of `namespace`'s budget on host `name`; raises HostUnavailable
-        (with the wait as retry_after, nothing sent) when its share is spent."""
+        """Take one request of `namespace`'s budget on host `name`; raises BudgetSpent (with
+        the wait as retry_after, nothing sent) when its share is spent."""
         if self._budget is None or namespace is None:
             return
         now = self._clock()
         wait = self._budget.take(name, namespace, now)
         if wait > 0:
-            raise HostUnavailable(
+            raise BudgetSpent(
                 f"namespace {namespace!r} has spent its share of host {name!r}'s request "
                 f"budget ({self._budget.share(name, now):.3g} requests/s, shared by "
                 f"{self._budget.active(name, now)} namespaces); nothing sent, its next request "
