@@ -53,7 +53,8 @@ class Settings(BaseSettings):
         description="Requests per second the CRs may send to each host, shared fairly among "
         "the namespaces that use it (a token bucket per host and namespace); a namespace "
         "whose share is spent sends nothing and backs off, and a 429 holds only the namespace "
-        "that drew it (docs/tenancy.md). Unset: no budget.",
+        "that drew it (docs/tenancy.md). The first looks after a start come at this rate too. "
+        "Unset: no budget.",
     )
     host_request_burst: float | None = Field(
         default=None,
@@ -77,7 +78,9 @@ class Settings(BaseSettings):
         ge=0,
         description="After a start (or a shard taking over CRs), a resource already Ready for "
         "its generation is first looked at within this many seconds, spread evenly, not all at "
-        "once; one that needs work at once (0: every one at once).",
+        "once; one that needs work at once (0: every one at once). With "
+        "host_requests_per_second set, those first looks come at that rate instead, one after "
+        "the other (N of them take N / rate seconds).",
     )
     poll_pending_max_seconds: float = Field(
         default=8.0,

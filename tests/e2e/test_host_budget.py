@@ -2,7 +2,8 @@
 reference host that answers 429 above a rate (its rateLimitPerSecond fault): a busy namespace's
 CRs keep the host at its limit, and a quiet namespace's CR still becomes Ready within a few of
 its own looks, none of them refused, once the operator budgets each namespace's share
-(TAKOFORM_HOST_REQUESTS_PER_SECOND, core.host_budget), while the host's 429s stay few."""
+(TAKOFORM_HOST_REQUESTS_PER_SECOND, core.host_budget), while the host's 429s stay few. A restart
+with a budget paces its first looks at it (core.backoff.FirstLooks)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ import pytest
 from fixtures_host import HostProcess
 from fixtures_kube import KubeCluster, wait_until
 from manifests import bucket
-from operator_process import is_ready, policy_operator
-from tenancy import grant_manifest, host_manifest, token_secret
+from operator_process import Operator, is_ready, operator_process, policy_operator, serving
+from processes import free_port
+from tenancy import grant_manifest, granted, host_manifest, token_secret
 
 pytestmark = [pytest.mark.kube, pytest.mark.usefixtures("kube_crds")]
 
@@ -105,4 +107,66 @@ def test_a_quiet_namespace_is_served_beside_a_busy_one_on_a_rate_limited_host(
         ]
         assert (spent, warned) == ([], [])
         assert process.poll() is None
+        assert "Traceback" not in log.read_text(errors="replace")
+
+
+RATE = 8  # the restart's budget: requests/s to the host
+RESTARTED = 32  # Ready CRs the restarted operator takes on
+
+
+def looks(operator: Operator, result: str | None = None) -> float:
+    """The operator's reconciles so far (of one `result`, else all)."""
+    total = 0.0
+    for line in operator.metrics().splitlines():
+        if line.startswith("takoform_reconciles_total{") and (
+            result is None or f'result="{result}"' in line
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_a_restart_with_a_budget_paces_its_first_looks_and_writes_nothing(
+    kube_cluster: KubeCluster, kube_namespace: str, host_factory: Any, tmp_path: Path
+) -> None:
+    # Spread over one second, 32 first looks would ask a host budgeted 8/s for 4 s worth at
+    # once: paced at the budget instead, each gets its token, none is put off, and a restart
+    # that finds every CR as it left it writes nothing.
+    namespace = kube_namespace
+    host = host_factory(extra_args=("--access-log",))
+    with host.api() as api:
+        api.put("/v1alpha3/spaces/team-a")
+    with granted(kube_cluster, namespace, ["team-a"]):
+        with operator_process(
+            kube_cluster.kubeconfig, host, namespace, tmp_path / "first.log", METRICS_PORT="0"
+        ):
+            for index in range(RESTARTED):
+                kube_cluster.apply(bucket(f"b-{index}"), namespace=namespace)
+            wait_until(
+                lambda: all(is_ready(kube_cluster, namespace, f"b-{i}") for i in range(RESTARTED)),
+                "every Bucket Ready",
+                timeout=120,
+            )
+        versions = {
+            item["metadata"]["name"]: item["metadata"]["resourceVersion"]
+            for item in kube_cluster.list_objects("buckets", namespace=namespace)
+        }
+        port, log = free_port(), tmp_path / "restarted.log"
+        with operator_process(
+            kube_cluster.kubeconfig,
+            host,
+            namespace,
+            log,
+            METRICS_PORT=str(port),
+            START_SPREAD_SECONDS="1",
+            HOST_REQUESTS_PER_SECOND=str(RATE),
+        ) as process:
+            restarted = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
+            wait_until(lambda: serving(restarted), "the operator's metrics", timeout=30)
+            wait_until(lambda: looks(restarted) >= RESTARTED, "every CR's first look", timeout=60)
+            assert (looks(restarted, "ready"), looks(restarted, "put_off")) == (RESTARTED, 0)
+        after = {
+            item["metadata"]["name"]: item["metadata"]["resourceVersion"]
+            for item in kube_cluster.list_objects("buckets", namespace=namespace)
+        }
+        assert after == versions, "a restart that finds every CR as it left it writes nothing"
         assert "Traceback" not in log.read_text(errors="replace")

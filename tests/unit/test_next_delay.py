@@ -1,5 +1,5 @@
 """The one place an outcome becomes the time of the next look (core.backoff.next_delay), and
-when a CR a process takes on is first looked at (core.backoff.first_look_delay)."""
+when a CR a process takes on is first looked at (core.backoff.FirstLooks)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from takoform_operator.core.backoff import first_look_delay, idle_delay, next_delay, settled
+from takoform_operator.core.backoff import FirstLooks, idle_delay, next_delay, settled
 from takoform_operator.core.outcome import NextLook, Outcome
 from takoform_operator.core.state import State
 from takoform_operator.settings import Settings
@@ -117,15 +117,28 @@ def _ready_body(**changes: Any) -> dict[str, Any]:
 )
 def test_a_cr_that_needs_work_is_looked_at_at_once(body: dict[str, Any], why: str) -> None:
     assert not settled(body, FINALIZER), why
-    assert first_look_delay(body, finalizer=FINALIZER, spread=30.0, random=lambda: 0.9) == 0.0
+    assert _first_looks(30.0, None, draw=0.9).delay(body, now=0.0) == 0.0
+    assert _first_looks(30.0, 4.0).delay(body, now=0.0) == 0.0, "never paced either"
 
 
 def test_a_ready_cr_is_spread_uniformly_over_the_window_and_zero_turns_the_spread_off() -> None:
     body = _ready_body()
     assert settled(body, FINALIZER)
-    spread = [
-        first_look_delay(body, finalizer=FINALIZER, spread=30.0, random=lambda d=d: d)
-        for d in (0.0, 0.5, 0.999999)
-    ]
+    spread = [_first_looks(30.0, None, draw=d).delay(body, now=0.0) for d in (0.0, 0.5, 0.999999)]
     assert spread == pytest.approx([0.0, 15.0, 30.0], abs=1e-4)
-    assert first_look_delay(body, finalizer=FINALIZER, spread=0.0, random=lambda: 0.5) == 0.0
+    assert _first_looks(0.0, None).delay(body, now=0.0) == 0.0
+
+
+def _first_looks(spread: float, rate: float | None, draw: float = 0.5) -> FirstLooks:
+    return FirstLooks(spread, rate, lambda: draw, FINALIZER)
+
+
+def test_first_looks_paced_at_the_budget_rate_come_one_after_the_other() -> None:
+    # Listed together, wherever the spread would have drawn them (or with none): a quarter of
+    # a second apart, in the order they came.
+    for spread in (30.0, 0.0):
+        pace = _first_looks(spread, rate=4.0, draw=0.9)
+        ready = _ready_body()
+        assert [pace.delay(ready, now=100.0) for _ in range(3)] == [0.0, 0.25, 0.5]
+        assert pace.delay(ready, now=100.5) == pytest.approx(0.25), "after the last one placed"
+        assert pace.delay(ready, now=200.0) == 0.0, "none due: at once"

@@ -5,7 +5,8 @@
 - A ready CR whose looks change nothing (idle): the poll grows from poll_ready_seconds, twice
   as late each time, up to poll_idle_max_seconds.
 - The first look of a CR a process takes on (at start, or from another shard): at once when it
-  needs work, else somewhere within start_spread_seconds (`first_look_delay`).
+  needs work, else somewhere within start_spread_seconds, or paced at the host budget's rate
+  when one is set (`FirstLooks`).
 
 The adapter (kube.cr_step.CrSteps.next_look) counts a CR's pending, failed and steady looks in
 a row.
@@ -136,14 +137,32 @@ def idle_delay(
     return max(base, longest * (1.0 - IDLE_JITTER + IDLE_JITTER * random()))
 
 
-def first_look_delay(
-    body: Mapping[str, Any], *, finalizer: str, spread: float, random: Callable[[], float]
-) -> float:
-    """Seconds until the first look of a CR a process just took on (its listing at start, or a
-    share handed over by another replica): uniform within `spread` for a CR that is `settled`,
-    so that a restart does not read every CR from the host in one burst; at once for any other
-    (it needs work). `random` returns a float in [0, 1)."""
-    return spread * random() if spread > 0 and settled(body, finalizer) else 0.0
+class FirstLooks:
+    """When the first look of a CR a process takes on comes (its listing at start, or a share
+    handed over by another replica): at once for one that needs work; for one that is `settled`
+    somewhere within `spread`, drawn uniformly (`random` returns a float in [0, 1)), so that a
+    restart does not read every CR from the host in one burst. With a `rate` (the host budget's)
+    the settled ones come at that rate instead, in the order they come, each 1/rate after the
+    one before (or at once when none is due): the budget would bound what the host sees anyway,
+    but a restart would first send most of them into it together, to be put off one by one.
+    Pure: the clock is passed in."""
+
+    def __init__(
+        self, spread: float, rate: float | None, random: Callable[[], float], finalizer: str
+    ) -> None:
+        self._spread, self._random, self._finalizer = spread, random, finalizer
+        self._gap = 1.0 / rate if rate else 0.0
+        self._next = float("-inf")
+
+    def delay(self, body: Mapping[str, Any], now: float) -> float:
+        """Seconds from `now` until the first look of the CR `body`."""
+        if not settled(body, self._finalizer):
+            return 0.0
+        if not self._gap:
+            return self._spread * self._random() if self._spread > 0 else 0.0
+        at = max(now, self._next)
+        self._next = at + self._gap
+        return at - now
 
 
 def settled(body: Mapping[str, Any], finalizer: str) -> bool:

@@ -153,6 +153,7 @@ def register(
         keep=cr_trimmer(runtime.registry, runtime.settings),
         finalizer=FINALIZER,
         start_spread=runtime.settings.start_spread_seconds,
+        start_rate=runtime.settings.host_requests_per_second,
     )
     loops = runtime.loops
     api = ApiCr(runtime.registry, runtime.settings, runtime.writer, loops, runtime.secrets)

@@ -12,8 +12,9 @@ the write, which the loop holds from then on, is the same object.
 
 Nothing here is persisted in the CR: after a restart every CR is reconciled once from the
 initial listing, whatever kopf's annotations say. That first look is at once for a CR that needs
-work, and spread over start_spread_seconds for one already Ready (core.backoff.first_look_delay),
-so a restart or a failover is not a burst of host reads. Each loop also notes whether its CR
+work, and spread over start_spread_seconds for one already Ready (core.backoff.FirstLooks),
+or paced at the host budget's rate when one is set, so a restart or a failover is not a burst of
+host reads. Each loop also notes whether its CR
 changed since its last look (`take_change`): a look that changed nothing lets the next poll come
 later (core.backoff.idle_delay). No kopf and no API calls in this module.
 """
@@ -33,7 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from takoform_operator.core.backoff import first_look_delay
+from takoform_operator.core.backoff import FirstLooks
 from takoform_operator.kube.crs import log_fields
 from takoform_operator.kube.freshness import older, resource_version
 from takoform_operator.kube.slots import FairSlots
@@ -225,16 +226,18 @@ class ReconcileLoops:
         hosts: Callable[[], int] = lambda: 2,
         keep: Callable[[Mapping[str, Any]], Mapping[str, Any]] = dict,
         start_spread: float = 0.0,
+        start_rate: float | None = None,
         jitter: Callable[[], float] = random.random,
     ) -> None:
         """`per_host`: the slots the CRs of one host may hold while `hosts()` (how many hosts
         there are) is above one; `default_host`: the host of a CR whose body names none;
         `keep`: what a loop holds of a body it is given (core.trim: only what the operator
         reads; thousands of CRs are held at once); `start_spread`: the window the first looks
-        of Ready CRs are spread over (core.backoff.first_look_delay), `jitter` their spread."""
+        of Ready CRs are spread over, `jitter` their spread; `start_rate`: those first looks at
+        this rate instead (the host budget's), None: as the spread draws them
+        (core.backoff.FirstLooks)."""
         self._keep = keep
-        self._start_spread = start_spread
-        self._jitter = jitter
+        self._first_looks = FirstLooks(start_spread, start_rate, jitter, finalizer)
         self._run = run
         self._failed_step_delay = failed_step_delay
         self.slots = FairSlots(
@@ -291,9 +294,7 @@ class ReconcileLoops:
         return self._common.setdefault(trigger, trigger)
 
     def _first_look(self, uid: str, loop: _Loop, body: Mapping[str, Any]) -> None:
-        delay = first_look_delay(
-            body, finalizer=self._finalizer, spread=self._start_spread, random=self._jitter
-        )
+        delay = self._first_looks.delay(body, asyncio.get_running_loop().time())
         if delay > 0:
             self._later(delay, uid, loop)
         else:
