@@ -21,7 +21,9 @@ For each size N and mode it prints one row:
   by side (a table of its own);
 - restart: N Ready CRs, a fresh operator at the default ready poll: the time until every CR had
   its first look and the host's requests per second over the first minute, with
-  TAKOFORM_START_SPREAD_SECONDS 0 and at its default, side by side (a table of its own);
+  TAKOFORM_START_SPREAD_SECONDS 0 and at its default, and with a host budget
+  (TAKOFORM_HOST_REQUESTS_PER_SECOND at `--restart-rates`: the first looks paced at it), side by
+  side (a table of its own);
 
 with the time until all are Ready, CRs/s, p50/p99 time to Ready per CR, host requests per CR by
 verb (from the host's access log), Kubernetes API writes per CR by verb (from the API server's
@@ -876,17 +878,20 @@ def report_idle(rows: list[IdleRow], poll: float) -> None:
 @dataclass
 class RestartRow:
     spread: float
+    rate: float | None  # the host budget, requests/s (None: none)
     n: int
     first_looks_seconds: float
     per_second: list[int]
 
 
 def measure_restart(kube: Kube, host: Host, workdir: Path, namespace: str, n: int, spread: float,
-                    args: Any) -> RestartRow:  # fmt: skip
-    """A fresh operator on N Ready CRs, its start spread at `spread`: the time from its start
-    until every CR had its first look, and the host's requests in each second of the first
-    minute."""
+                    rate: float | None, args: Any) -> RestartRow:  # fmt: skip
+    """A fresh operator on N Ready CRs, its start spread at `spread` and its host budget at
+    `rate`: the time from its start until every CR had its first look, and the host's requests
+    in each second of the first minute."""
     settings = {"START_SPREAD_SECONDS": str(spread)}
+    if rate is not None:
+        settings["HOST_REQUESTS_PER_SECOND"] = str(rate)
     started = datetime.datetime.now()
     start = time.monotonic()
     operator = OperatorProcess(kube, host, namespace, workdir, RESTART_POLL, settings=settings)
@@ -901,21 +906,25 @@ def measure_restart(kube: Kube, host: Host, workdir: Path, namespace: str, n: in
         second = int((stamp - started).total_seconds())
         if second < 60:
             per_second[second] += 1
-    return RestartRow(spread, n, seconds, per_second)
+    return RestartRow(spread, rate, n, seconds, per_second)
 
 
 def report_restart(rows: list[RestartRow]) -> None:
     print(f"\nrestart: N Ready CRs, a fresh operator (ready poll {RESTART_POLL:g} s)")
-    print(f"{'start spread s':>14} {'N':>5} {'all first looks s':>17} {'host req/s peak':>15} "
-          f"{'busiest 5 s, mean':>17} {'first minute, mean':>18}")  # fmt: skip
+    print(
+        f"{'start spread s':>14} {'budget req/s':>12} {'N':>5} {'all first looks s':>17} "
+        f"{'host req/s peak':>15} {'busiest 5 s, mean':>17} {'first minute, mean':>18}"
+    )
     for row in rows:
         busiest = max(sum(row.per_second[i : i + 5]) for i in range(56)) / 5
+        budget = f"{row.rate:g}" if row.rate is not None else "-"
         print(
-            f"{row.spread:>14g} {row.n:>5} {row.first_looks_seconds:>17.1f} "
+            f"{row.spread:>14g} {budget:>12} {row.n:>5} {row.first_looks_seconds:>17.1f} "
             f"{max(row.per_second):>15} {busiest:>17.1f} {sum(row.per_second) / 60:>18.1f}"
         )
     for row in rows:
-        print(f"spread {row.spread:g} N={row.n}: host requests per second: {row.per_second}")
+        print(f"spread {row.spread:g} budget {row.rate} N={row.n}: host requests per second: "
+              f"{row.per_second}")  # fmt: skip
 
 
 # -- the minimal script ------------------------------------------------------------------------
@@ -1043,6 +1052,11 @@ def main() -> int:
         "--spreads", default="0,30", help="restart mode: TAKOFORM_START_SPREAD_SECONDS values"
     )
     parser.add_argument(
+        "--restart-rates", default="200",
+        help="restart mode: TAKOFORM_HOST_REQUESTS_PER_SECOND values, each a row at the default "
+        "spread ('' for none)",
+    )  # fmt: skip
+    parser.add_argument(
         "--timeout", type=float, default=None,
         help="seconds for all to be Ready (default 1,800, or 0.3 s per CR above 6,000)",
     )  # fmt: skip
@@ -1102,11 +1116,14 @@ def main() -> int:
                     continue
                 if mode == "restart":
                     namespace = ready_namespace(kube, host, workdir, n, args)
-                    for spread in (float(s) for s in args.spreads.split(",")):
-                        print(f"... restart (spread {spread:g} s) N={n}", file=sys.stderr,
-                              flush=True)  # fmt: skip
+                    plans: list[tuple[float, float | None]] = [
+                        (float(s), None) for s in args.spreads.split(",")
+                    ] + [(30.0, float(r)) for r in args.restart_rates.split(",") if r]
+                    for spread, rate in plans:
+                        print(f"... restart (spread {spread:g} s, budget {rate}) N={n}",
+                              file=sys.stderr, flush=True)  # fmt: skip
                         restarts.append(
-                            measure_restart(kube, host, workdir, namespace, n, spread, args)
+                            measure_restart(kube, host, workdir, namespace, n, spread, rate, args)
                         )
                     continue
                 print(f"... {mode} N={n}", file=sys.stderr, flush=True)
