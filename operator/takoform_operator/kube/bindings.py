@@ -151,6 +151,8 @@ class BindingBook:
             binding = None
         if binding is not None and binding.name != name:
             binding = None  # a hand-made object under another name binds nothing
+        if binding is not None and binding.resource_version == version:
+            version = binding.resource_version  # one copy, held by the record and here
         self._versions[name] = version
         before = self._store(name, binding, _guard_of(body))
         if before == self._by_name.get(name):
@@ -440,30 +442,37 @@ def _pack(binding: Binding) -> _Record:
     hosts, namespaces, refs) are interned, shared by every record that names them rather than
     one copy each, as every decode of a binding makes them."""
     identity, ref, requested = binding.identity, binding.form_ref, binding.requested
+    name = identity.name
     return (
         (
             _shared(identity.space),
             _shared(identity.line.api_version),
             _shared(identity.line.kind),
-            identity.name,
+            name,
         ),
         _shared(identity.host),
         binding.phase.value,
-        _pack_claim(binding.claim),
+        _pack_claim(binding.claim, name),
         None if ref is None else tuple(map(_shared, _ref_fields(ref))),
         None
         if requested is None
         else (
             _shared(requested.space),
-            requested.name,
+            _same(requested.name, name),
             requested.pin,
             requested.import_id,
             _shared(requested.host_ref),
         ),
         binding.uid,
-        _pack_claim(binding.last_owner),
+        _pack_claim(binding.last_owner, name),
         binding.resource_version,
     )
+
+
+def _same(text: str, held: str) -> str:
+    """`text`, as the string object already `held` when they are equal (a CR is mostly named
+    as its resource: one copy, not three)."""
+    return held if text == held else text
 
 
 def _shared(text: str | None) -> str | None:
@@ -489,10 +498,11 @@ def _unpack(record: _Record) -> Binding:
     )
 
 
-def _pack_claim(claim: ClaimRef | None) -> tuple[str, str, str, str] | None:
+def _pack_claim(claim: ClaimRef | None, name: str) -> tuple[str, str, str, str] | None:
     if claim is None:
         return None
-    return (sys.intern(claim.namespace), claim.name, claim.uid, sys.intern(claim.namespace_uid))
+    namespace, namespace_uid = sys.intern(claim.namespace), sys.intern(claim.namespace_uid)
+    return (namespace, _same(claim.name, name), claim.uid, namespace_uid)
 
 
 def _unpack_claim(packed: tuple[str, str, str, str] | None) -> ClaimRef | None:
