@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from takoform_operator.core.backoff import FirstLooks, idle_delay, next_delay, settled
+from takoform_operator.core.backoff import PACE_SHARE, FirstLooks, idle_delay, next_delay, settled
 from takoform_operator.core.outcome import NextLook, Outcome
 from takoform_operator.core.state import State
 from takoform_operator.settings import Settings
@@ -134,11 +134,13 @@ def _first_looks(spread: float, rate: float | None, draw: float = 0.5) -> FirstL
 
 
 def test_first_looks_paced_at_the_budget_rate_come_one_after_the_other() -> None:
-    # Listed together, wherever the spread would have drawn them (or with none): a quarter of
-    # a second apart, in the order they came.
+    # Listed together, wherever the spread would have drawn them (or with none): one after the
+    # other, in the order they came, a little under the budget's rate (4 a second).
+    gap = 1 / (4.0 * PACE_SHARE)
     for spread in (30.0, 0.0):
         pace = _first_looks(spread, rate=4.0, draw=0.9)
         ready = _ready_body()
-        assert [pace.delay(ready, now=100.0) for _ in range(3)] == [0.0, 0.25, 0.5]
-        assert pace.delay(ready, now=100.5) == pytest.approx(0.25), "after the last one placed"
+        assert [pace.delay(ready, now=100.0) for _ in range(3)] == pytest.approx([0, gap, 2 * gap])
+        assert pace.delay(ready, now=100.5) == pytest.approx(3 * gap - 0.5), "after the last one"
         assert pace.delay(ready, now=200.0) == 0.0, "none due: at once"
+    assert 0.25 < gap < 0.3

@@ -26,6 +26,9 @@ _MAX_DOUBLINGS = 62
 _MIN_DELAY = 0.2
 #: The first look at a just-accepted operation: most settle within a fraction of a second.
 _FIRST_LOOK = 0.25
+#: The share of the host budget's rate the first looks after a start are paced at: the rest
+#: fills the budget's bucket, for the timers that fire late together and the CRs needing work.
+PACE_SHARE = 0.9
 #: An idle poll comes within the last fifth of its interval (Crossplane's poll jitter, one-sided
 #: so that the ceiling still bounds it).
 IDLE_JITTER = 0.2
@@ -142,16 +145,17 @@ class FirstLooks:
     handed over by another replica): at once for one that needs work; for one that is `settled`
     somewhere within `spread`, drawn uniformly (`random` returns a float in [0, 1)), so that a
     restart does not read every CR from the host in one burst. With a `rate` (the host budget's)
-    the settled ones come at that rate instead, in the order they come, each 1/rate after the
-    one before (or at once when none is due): the budget would bound what the host sees anyway,
-    but a restart would first send most of them into it together, to be put off one by one.
-    Pure: the clock is passed in."""
+    the settled ones come a little under that rate instead (PACE_SHARE of it), in the order
+    they come, one after the other (or at once when none is due): the budget bounds what the
+    host sees anyway, but a restart would first send most of them into it together, to be put
+    off one by one; at the budget's very rate, every timer that fires late would still find the
+    bucket empty. Pure: the clock is passed in."""
 
     def __init__(
         self, spread: float, rate: float | None, random: Callable[[], float], finalizer: str
     ) -> None:
         self._spread, self._random, self._finalizer = spread, random, finalizer
-        self._gap = 1.0 / rate if rate else 0.0
+        self._gap = 1.0 / (rate * PACE_SHARE) if rate else 0.0
         self._next = float("-inf")
 
     def delay(self, body: Mapping[str, Any], now: float) -> float:
