@@ -396,11 +396,22 @@ def write_kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, u
 # --- processes -------------------------------------------------------------------------------
 
 
+#: The ports `free_port` handed out in this process: each goes to a process that binds it later.
+_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
-    """A loopback port that was free a moment ago (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port that was free a moment ago (the kernel picks it), and never one this
+    process handed out before: the kernel may offer a port it just released again at once, and
+    the process it was first given to may not have bound it yet (two operator replicas were once
+    given the same metrics port, and the second died on it)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def _alive(pid: int) -> bool:

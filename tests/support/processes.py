@@ -18,7 +18,6 @@ import contextlib
 import os
 import secrets
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -30,16 +29,11 @@ from typing import Any
 import httpx
 from waiting import TimedOut, wait_until
 
+from localcluster import free_port
 from takoform_spec.identity import FormRef
 
 STARTUP_TIMEOUT = 30.0
 _LIVE: set[HostProcess] = set()
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child

@@ -32,7 +32,6 @@ import json
 import os
 import random
 import signal
-import socket
 import sqlite3
 import ssl
 import subprocess
@@ -99,12 +98,6 @@ def wait_for(what: str, condition: Callable[[], bool], timeout: float, every: fl
         time.sleep(every)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 # -- the processes -----------------------------------------------------------------------------
 
 
@@ -152,7 +145,7 @@ class Kube:
 
 class Host:
     def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
+        self.port = localcluster.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.db = workdir / "host.sqlite"
         self.log = workdir / "host.log"
