@@ -62,11 +62,6 @@ def host_spec(host: Any, name: str) -> dict[str, Any] | None:
     return dict(answer.json()["spec"])
 
 
-def reconciles(running: Operator, result: str) -> float:
-    pattern = rf'^takoform_reconciles_total\{{kind="Bucket",result="{result}"\}} (\S+)$'
-    return sum(float(v) for v in re.findall(pattern, running.metrics(), re.M))
-
-
 def reason_of(cluster: KubeCluster, namespace: str, name: str, kind: str) -> tuple[str, str]:
     condition = condition_of(cr_status(cluster, namespace, name), kind)
     return str(condition.get("status")), str(condition.get("reason"))
@@ -95,7 +90,7 @@ def test_a_pause_stops_every_host_request_and_unpausing_resumes(
         lambda: ("Normal", "Paused") in events(kube_cluster, namespace, "quiet"), "Paused Event"
     )
     log.mark()
-    paused_before = reconciles(running, "paused")
+    paused_before = running.reconciles("paused", kind="Bucket")
     # Forced wakes while paused: a spec change (a new generation) and the ready polls after it.
     kube_cluster.kubectl(
         "patch", "bucket", "quiet", "--type=merge", "-p",
@@ -111,7 +106,8 @@ def test_a_pause_stops_every_host_request_and_unpausing_resumes(
         "the paused reconcile of generation 2",
     )
     wait_until(
-        lambda: reconciles(running, "paused") >= paused_before + 3, "three paused reconciles"
+        lambda: running.reconciles("paused", kind="Bucket") >= paused_before + 3,
+        "three paused reconciles",
     )
     assert log.requests("quiet") == [], "not one host request while paused, reads included"
     assert cr_status(kube_cluster, namespace, "quiet")["observedGeneration"] == 1, (

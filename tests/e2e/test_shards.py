@@ -23,11 +23,6 @@ NAMES = {"a": ["alpha-1", "alpha-2", "alpha-3"], "b": ["beta-1", "beta-2", "beta
 UNLABELLED = "nobody"
 
 
-def _reconciles(operator: Operator) -> float:
-    found = re.findall(r"^takoform_reconciles_total\{[^}]*\} (\S+)$", operator.metrics(), re.M)
-    return sum(float(v) for v in found)
-
-
 def _touched(host: Any) -> set[str]:
     """Every resource name the host was asked about (any verb), from its access log."""
     log = Path(host.log_path).read_text(errors="replace")
@@ -80,7 +75,7 @@ def test_two_shards_never_act_on_the_same_cr(
             for shard, operator in operators.items():
                 wanted = 4 * len(NAMES[shard])
                 wait_until(
-                    lambda op=operator, w=wanted: _reconciles(op) >= w,
+                    lambda op=operator, w=wanted: op.reconciles() >= w,
                     f"shard {shard}: {wanted} reconciles",
                     timeout=60,
                 )

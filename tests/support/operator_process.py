@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -90,6 +91,19 @@ class Operator:
     def metrics(self) -> str:
         with urllib.request.urlopen(self.metrics_url, timeout=5) as answer:
             return str(answer.read().decode())
+
+    def reconciles(self, result: str | None = None, kind: str | None = None) -> float:
+        """Its reconciles so far (takoform_reconciles_total), of one `result` and `kind`, or
+        of all."""
+        total = 0.0
+        for labels, value in re.findall(
+            r"^takoform_reconciles_total\{([^}]*)\} (\S+)$", self.metrics(), re.M
+        ):
+            if (result is None or f'result="{result}"' in labels) and (
+                kind is None or f'kind="{kind}"' in labels
+            ):
+                total += float(value)
+        return total
 
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
