@@ -192,7 +192,8 @@ async def _reconcile(
         )
         resource = await host.read(planned.target) if planned.target else None
     except HostUnavailable as exc:
-        return Reconciled(_unavailable(state, "host unavailable while reading", exc), host.resource)
+        message = f"host unavailable while reading: {exc}"
+        return Reconciled(_unavailable(state, exc, message), host.resource)
     except (FormUnknown, SpaceNotFound) as exc:
         # Never read as deletion: the host cannot serve this exact identity right now.
         message = f"the host refused the read: {exc}"
@@ -283,7 +284,7 @@ async def _waits_for_owner(
     try:
         resource = await port.read(target) if desired.import_id is not None else None
     except HostUnavailable as exc:
-        return _unavailable(state, "host unavailable while reading", exc)
+        return _unavailable(state, exc, f"host unavailable while reading: {exc}")
     except (FormUnknown, SpaceNotFound, HostRejected, HostProtocolError) as exc:
         return _trouble(state, Reason.HOST_REJECTED, f"the host refused the read: {exc}")
     creator = creator_to_weigh(desired, resource)
@@ -427,12 +428,10 @@ async def _act(desired: Desired, decision: Decision, host: HostPort) -> Outcome:
     assert decision.action is not None
     try:
         operation_id, operation = await host.execute(decision.action)
-    except BudgetSpent as exc:
-        return put_off(decision.outcome.state, exc.retry_after)  # nothing was sent
     except HostUnavailable as exc:
         # The outcome is unknown; the next reconcile replays the same key, never a blind re-send.
         message = f"{decision.action.verb} answer lost ({exc}); it will be replayed with its key"
-        return unavailable(decision.outcome.state, message, exc.retry_after)
+        return _unavailable(decision.outcome.state, exc, message)
     except HostRejected as exc:
         refusal = Rejection(exc.code, exc.message)
         if isinstance(exc, OperationInProgress) and exc.operation_id:
@@ -448,11 +447,12 @@ async def _act(desired: Desired, decision: Decision, host: HostPort) -> Outcome:
     return accepted(decision, operation_id, operation, desired)
 
 
-def _unavailable(state: State, what: str, exc: HostUnavailable) -> Outcome:
-    """Degraded HostUnavailable, or the look put off when only the budget held it back."""
+def _unavailable(state: State, exc: HostUnavailable, message: str) -> Outcome:
+    """Degraded HostUnavailable with `message`, or the look put off when only the budget held
+    it back (nothing was sent)."""
     if isinstance(exc, BudgetSpent):
         return put_off(state, exc.retry_after)
-    return unavailable(state, f"{what}: {exc}", exc.retry_after)
+    return unavailable(state, message, exc.retry_after)
 
 
 def _trouble(state: State, reason: Reason, message: str) -> Outcome:
