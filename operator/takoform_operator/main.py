@@ -58,6 +58,8 @@ logger = logging.getLogger("takoform_operator")
 
 #: Objects per page of kopf's initial lists (kubectl pages its lists by 500 too).
 LIST_PAGE = 500
+#: How long kopf keeps an object's worker, and its last event, after the event was handled.
+WORKER_IDLE_SECONDS = 0.1
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -103,6 +105,11 @@ def kopf_settings(namespace: str | None, instance: str) -> kopf.OperatorSettings
     # unpaged list of every CR (or binding) held the loop for seconds at start; a page is now
     # the most it holds at once.
     settings.watching.chunk_size = LIST_PAGE
+    # kopf's worker for an object holds the object's last event until it has been idle this
+    # long; at 5 s (kopf's default) a start's listing was every CR's body held at once. A CR's
+    # events are rare here (the echoes of our own writes never reach kopf), so a worker per
+    # event costs little.
+    settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
     return settings
 
 
