@@ -501,10 +501,10 @@ async def test_ready_crs_at_one_generation_share_one_trigger_and_their_namespace
         body["metadata"]["namespace"] = "".join(["te", "am"])  # a string of its own, as decoded
         loops.seen(uid, body)
     first, second = loops._loops["u-1"], loops._loops["u-2"]
-    assert loops._triggers["u-1"] is loops._triggers["u-2"]
+    assert first.trigger is second.trigger
     assert first.namespace is second.namespace
     accepting = _ready("u-3")
     accepting["metadata"]["annotations"] = {ACCEPT: "h-9"}
     loops.seen("u-3", accepting)
-    assert loops._triggers["u-3"] != loops._triggers["u-1"]
+    assert loops._loops["u-3"].trigger != first.trigger
     await loops.close()

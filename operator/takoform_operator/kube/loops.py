@@ -184,11 +184,13 @@ class _Loop:
     resourceVersion) is kept beside it."""
 
     __slots__ = (
-        "changed", "host", "kicked", "namespace", "packed", "queued", "task", "timer", "version"
+        "changed", "host", "kicked", "namespace", "packed", "queued", "task", "timer", "trigger",
+        "version",
     )  # fmt: skip
 
-    def __init__(self, body: Mapping[str, Any]) -> None:
+    def __init__(self, body: Mapping[str, Any], trigger: Trigger) -> None:
         self.body = body
+        self.trigger = trigger  # of the body it holds: a new one that differs wakes it
         self.task: asyncio.Task[None] | None = None  # its reconcile, running in a slot
         self.timer: asyncio.TimerHandle | None = None  # the next reconcile, when idle
         self.kicked = False  # woken while its reconcile ran: queue again right after
@@ -247,7 +249,6 @@ class ReconcileLoops:
         self._watched = watched_annotations
         self._finalizer = finalizer
         self._loops: dict[str, _Loop] = {}
-        self._triggers: dict[str, Trigger] = {}
         #: One Trigger object for the many CRs whose triggers are equal (a Ready CR's at the
         #: same generation, no watched annotation set), rather than one each.
         self._common: dict[Trigger, Trigger] = {}
@@ -274,12 +275,11 @@ class ReconcileLoops:
             return
         body = self._keep(body)
         trigger = self._trigger(body)
-        changed = self._triggers.get(uid) != trigger
-        self._triggers[uid] = trigger
         if loop is None:
-            loop = self._loops[uid] = _Loop(body)
+            loop = self._loops[uid] = _Loop(body, trigger)
             self._first_look(uid, loop, body)
             return
+        changed, loop.trigger = loop.trigger != trigger, trigger
         loop.body = body
         if changed:
             loop.changed = True
@@ -309,11 +309,10 @@ class ReconcileLoops:
         answer differs from the expectation in what calls for a reconcile, someone else's
         write landed just before ours (a spec edit): that wakes the loop now, since its own
         watch event, older than the body now held, no longer will."""
-        trigger = self._trigger(body)
-        self._triggers[uid] = trigger
         loop = self._loops.get(uid)
         if loop is None:
             return
+        trigger = loop.trigger = self._trigger(body)
         loop.changed = True
         loop.body = self._keep(body)
         if expected is not None and Trigger.of(expected, self._watched, self._finalizer) != trigger:
@@ -349,7 +348,6 @@ class ReconcileLoops:
     def stop(self, uid: str) -> None:
         """The CR is gone or being deleted: its loop ends. A reconcile already running is not
         cancelled (the per-CR lock orders it before the delete handler's)."""
-        self._triggers.pop(uid, None)
         loop = self._loops.pop(uid, None)
         if loop is not None and loop.timer is not None:
             loop.timer.cancel()
