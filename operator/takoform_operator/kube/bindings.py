@@ -48,10 +48,10 @@ _REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 _METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 logger = logging.getLogger(__name__)
 
-#: A binding as the book keeps it: nested tuples of strings (`_pack`). The book holds every
-#: binding of the cluster, however few CRs this process serves; as dataclasses each would be six
-#: objects that every full collection of the garbage collector walks, while a tuple of strings is
-#: no longer tracked once the collector has seen it (docs/performance.md).
+#: A binding as the book keeps it: one flat tuple of strings (`_pack`), then its guard. The book
+#: holds every binding of the cluster, however few CRs this process serves; as dataclasses each
+#: would be six objects that every full collection of the garbage collector walks, while a tuple
+#: of strings is no longer tracked once the collector has seen it (docs/performance.md).
 _Record: TypeAlias = tuple[Any, ...]
 
 
@@ -438,35 +438,42 @@ def _guard_of(body: Mapping[str, Any]) -> _Guard:
 
 
 def _pack(binding: Binding) -> _Record:
-    """A binding as nested tuples of strings; those a cluster has few of (spaces, Form lines,
-    hosts, namespaces, refs) are interned, shared by every record that names them rather than
-    one copy each, as every decode of a binding makes them."""
+    """A binding as one flat tuple of strings (and None where a part is absent): one object,
+    where a tuple per part was six. The strings a cluster has few of (spaces, Form lines,
+    hosts, namespaces, refs, pins) are interned, shared by every record that names them rather
+    than one copy each, as every decode of a binding makes them."""
     identity, ref, requested = binding.identity, binding.form_ref, binding.requested
     name = identity.name
+    pin = None if requested is None else requested.pin
     return (
-        (
-            _shared(identity.space),
-            _shared(identity.line.api_version),
-            _shared(identity.line.kind),
-            name,
-        ),
+        _shared(identity.space),
+        _shared(identity.line.api_version),
+        _shared(identity.line.kind),
+        name,
         _shared(identity.host),
         binding.phase.value,
-        _pack_claim(binding.claim, name),
-        None if ref is None else tuple(map(_shared, _ref_fields(ref))),
-        None
-        if requested is None
-        else (
-            _shared(requested.space),
-            _same(requested.name, name),
-            requested.pin,
-            requested.import_id,
-            _shared(requested.host_ref),
+        *_pack_claim(binding.claim, name),
+        *(_NO_REF if ref is None else map(_shared, _ref_fields(ref))),
+        *(
+            _NO_REQUESTED
+            if requested is None
+            else (
+                _shared(requested.space),
+                _same(requested.name, name),
+                requested.import_id,
+                _shared(requested.host_ref),
+            )
         ),
+        *((None, None) if pin is None else map(_shared, pin)),
         binding.uid,
-        _pack_claim(binding.last_owner, name),
+        *_pack_claim(binding.last_owner, name),
         binding.resource_version,
     )
+
+
+_NO_CLAIM = (None, None, None, None)
+_NO_REF = (None, None, None, None)
+_NO_REQUESTED = (None, None, None, None)
 
 
 def _same(text: str, held: str) -> str:
@@ -484,29 +491,38 @@ def _ref_fields(ref: FormRef) -> tuple[str, str, str, str]:
 
 
 def _unpack(record: _Record) -> Binding:
-    (space, api_version, kind, name), host, phase, claim, ref, requested = record[:6]
-    uid, last_owner, resource_version = record[6:9]
+    space, api_version, kind, name, host, phase = record[:6]
+    claim, ref, requested, pin = record[6:10], record[10:14], record[14:18], record[18:20]
+    uid, last_owner, resource_version = record[20], record[21:25], record[25]
     return Binding(
         identity=Identity(space, _form_line(api_version, kind), name, host),
         phase=_PHASES[phase],
         claim=_unpack_claim(claim),
-        form_ref=None if ref is None else _form_ref(*ref),
-        requested=None if requested is None else Requested(*requested),
+        form_ref=None if ref[0] is None else _form_ref(*ref),
+        requested=None
+        if requested[0] is None
+        else Requested(
+            requested[0],
+            requested[1],
+            None if pin[0] is None else (pin[0], pin[1]),
+            requested[2],
+            requested[3],
+        ),
         uid=uid,
         last_owner=_unpack_claim(last_owner),
         resource_version=resource_version,
     )
 
 
-def _pack_claim(claim: ClaimRef | None, name: str) -> tuple[str, str, str, str] | None:
+def _pack_claim(claim: ClaimRef | None, name: str) -> tuple[str | None, ...]:
     if claim is None:
-        return None
+        return _NO_CLAIM
     namespace, namespace_uid = sys.intern(claim.namespace), sys.intern(claim.namespace_uid)
     return (namespace, _same(claim.name, name), claim.uid, namespace_uid)
 
 
-def _unpack_claim(packed: tuple[str, str, str, str] | None) -> ClaimRef | None:
-    return None if packed is None else ClaimRef(*packed)
+def _unpack_claim(packed: tuple[Any, ...]) -> ClaimRef | None:
+    return None if packed[0] is None else ClaimRef(*packed)
 
 
 _PHASES = {phase.value: phase for phase in Phase}
