@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from takoform_operator.kube.loops import ReconcileLoops, Trigger, pack, unpack
@@ -508,3 +508,58 @@ async def test_ready_crs_at_one_generation_share_one_trigger_and_their_namespace
     loops.seen("u-3", accepting)
     assert loops._loops["u-3"].trigger != first.trigger
     await loops.close()
+
+
+def _wheeled(run: Callable[[Mapping[str, Any]], Awaitable[float | None]]) -> ReconcileLoops:
+    """Loops whose looks 0.02 s away or further wait on the wheel, in ticks of 0.01 s."""
+    return ReconcileLoops(
+        run,
+        concurrency=2,
+        watched_annotations=(ACCEPT,),
+        finalizer=FINALIZER,
+        wheel_from=0.02,
+        wheel_tick=0.01,
+    )
+
+
+async def test_a_look_far_enough_away_waits_on_the_wheel_and_comes_at_its_tick() -> None:
+    recorder = _Recorder(delay=0.05)
+    loops = _wheeled(recorder)
+    loops.seen("u-1", _body())
+    await recorder.next_run()
+    await _settled(loops, "u-1")
+    held = loops._loops["u-1"]
+    assert held.due is not None and held.timer is None, "on the wheel, no timer of its own"
+    await recorder.next_run()  # brought by the wheel, no event needed
+    await loops.close()
+
+
+async def test_a_loop_woken_before_its_tick_is_not_run_again_by_the_entry_it_left() -> None:
+    delays = {"u-1": [0.05, 3600.0], "u-2": [0.1, 3600.0]}
+    ran: list[str] = []
+    witness = asyncio.Event()
+
+    async def run(body: Mapping[str, Any]) -> float:
+        uid = body["metadata"]["uid"]
+        ran.append(uid)
+        if ran.count("u-2") == 2:
+            witness.set()
+        return delays[uid].pop(0) if len(delays[uid]) > 1 else delays[uid][0]
+
+    loops = _wheeled(run)
+    loops.seen("u-1", _body())
+    await _settled(loops, "u-1")  # on the wheel, due in 0.05 s
+    loops.wake("u-1")  # e.g. a binding it waits on changed: it runs now, next in an hour
+    await _settled(loops, "u-1")
+    loops.seen("u-2", _body(metadata={"uid": "u-2"}))  # its second run 0.1 s later, on the wheel
+    await asyncio.wait_for(witness.wait(), TIMEOUT)  # every earlier tick has come by now
+    assert ran.count("u-1") == 2
+    await loops.close()
+
+
+async def _settled(loops: ReconcileLoops, uid: str) -> None:
+    """Until the CR's reconcile, granted a slot at once, has ended and chosen its next look."""
+    loop = loops._loops[uid]
+    assert not loop.queued
+    if loop.task is not None:
+        await loop.task

@@ -4,7 +4,8 @@ Each CR runs at most one reconcile at a time, in one of a bounded number of slot
 fairly across namespaces and hosts (kube.slots): a busy namespace or a slow host does not make
 the CRs of the others wait behind it. A loop reconciles the CR's latest body, then
 waits for the delay its outcome asked for, or for a kick, whichever comes first; while it waits
-it holds a timer, not a task. A watch event kicks the loop
+it holds an entry on a wheel of whole seconds (`_Wheel`: a poll comes up to a second late), or a
+timer when its look is due within seconds, not a task. A watch event kicks the loop
 at once only when it carries something a reconcile must act on (`Trigger`): a new generation,
 an annotation the operator reads, a status that is missing or lags, a finalizer just added. The
 echo of the operator's own write is dropped before it gets here (kube.echoes): the answer to
@@ -25,8 +26,10 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import heapq
 import json
 import logging
+import math
 import random
 import sys
 import zlib
@@ -43,6 +46,12 @@ logger = logging.getLogger("takoform_operator")
 
 #: When a step ends on an unexpected exception (a defect), its CR is looked at again this late.
 FAILED_STEP_DELAY = 30.0
+
+#: A look due this far away or further waits on the wheel (`_Wheel`, to the next whole tick);
+#: a sooner one (a back-off, a held write) and a first look after a start get a timer each.
+WHEEL_FROM_SECONDS = 5.0
+#: The wheel's resolution: a look it holds comes up to this much later than asked.
+WHEEL_TICK_SECONDS = 1.0
 
 #: Distinct Trigger values kept for sharing (kube.loops.ReconcileLoops._trigger): generations.
 COMMON_TRIGGERS = 256
@@ -175,24 +184,26 @@ def unpack(packed: bytes) -> Mapping[str, Any]:
 
 
 class _Loop:
-    """A CR's loop. Between two reconciles it holds no task, only a timer, and while it waits for
-    a slot only an entry in the slots' queue: thousands of CRs idle or due at once cost a timer or
-    an entry each, not a task, coroutines and a waiter each. Its body is held packed (`pack`:
-    about 400 bytes for a Ready CR, against 1.5 KB as compact JSON and 6.4 KB as dicts and
-    strings, none of it tracked by the collector) and unpacked for each reconcile, tens of
-    microseconds against milliseconds; what is read between reconciles (namespace, host,
-    resourceVersion) is kept beside it."""
+    """A CR's loop. Between two reconciles it holds no task, only an entry on the wheel (or a
+    timer), and while it waits for a slot only an entry in the slots' queue: thousands of CRs
+    idle or due at once cost an entry each, not a task, coroutines and a waiter each. Its body
+    is held packed (`pack`: about 400 bytes for a Ready CR, against 1.5 KB as compact JSON and
+    6.4 KB as dicts and strings, none of it tracked by the collector) and unpacked for each
+    reconcile, tens of microseconds against milliseconds; what is read between reconciles
+    (namespace, host, resourceVersion) is kept beside it."""
 
     __slots__ = (
-        "changed", "host", "kicked", "namespace", "packed", "queued", "task", "timer", "trigger",
-        "version",
+        "changed", "due", "host", "kicked", "namespace", "packed", "queued", "task", "timer",
+        "trigger", "uid", "version",
     )  # fmt: skip
 
-    def __init__(self, body: Mapping[str, Any], trigger: Trigger) -> None:
+    def __init__(self, uid: str, body: Mapping[str, Any], trigger: Trigger) -> None:
+        self.uid = uid
         self.body = body
         self.trigger = trigger  # of the body it holds: a new one that differs wakes it
         self.task: asyncio.Task[None] | None = None  # its reconcile, running in a slot
-        self.timer: asyncio.TimerHandle | None = None  # the next reconcile, when idle
+        self.timer: asyncio.TimerHandle | None = None  # the next reconcile, when soon
+        self.due: int | None = None  # the wheel's tick of the next reconcile, when later
         self.kicked = False  # woken while its reconcile ran: queue again right after
         self.queued = False  # waiting for a slot (the run it waits for takes the latest body)
         self.changed = True  # since its last look: new to this process, a trigger, our write
@@ -209,6 +220,64 @@ class _Loop:
         host = host_named(body)
         self.host = None if host is None else sys.intern(host)
         self.version = resource_version(body)
+
+
+class _Wheel:
+    """The loops' later looks, by tick: one timer for all of them and a list entry each, where a
+    timer each was a handle, its arguments and a heap entry (about 200 bytes and three objects
+    per idle CR, kept for as long as the CR is). A loop is due at the tick it records
+    (`_Loop.due`); an entry whose loop was woken, put on another tick or stopped meanwhile is
+    passed over when its tick comes."""
+
+    def __init__(
+        self, fire: Callable[[_Loop], None], tick: float, context: Callable[[], Any]
+    ) -> None:
+        self._fire = fire
+        self._tick = tick
+        self._context = context
+        self._due: dict[int, list[_Loop]] = {}
+        self._ticks: list[int] = []  # the keys of _due, as a heap
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed: int | None = None  # the tick the timer is set for
+
+    def add(self, loop: _Loop, delay: float) -> None:
+        tick = math.ceil((asyncio.get_running_loop().time() + delay) / self._tick)
+        loop.due = tick
+        due = self._due.get(tick)
+        if due is None:
+            due = self._due[tick] = []
+            heapq.heappush(self._ticks, tick)
+        due.append(loop)
+        if self._armed is None or tick < self._armed:
+            self._arm(tick)
+
+    def _arm(self, tick: int) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._armed = tick
+        self._timer = asyncio.get_running_loop().call_at(
+            tick * self._tick, self._turn, context=self._context()
+        )
+
+    def _turn(self) -> None:
+        # Every tick up to the one armed for is due, whatever a clock's rounding says.
+        armed, self._armed, self._timer = self._armed or 0, None, None
+        now = math.floor(asyncio.get_running_loop().time() / self._tick)
+        while self._ticks and self._ticks[0] <= max(armed, now):
+            tick = heapq.heappop(self._ticks)
+            for loop in self._due.pop(tick):
+                if loop.due == tick:
+                    loop.due = None
+                    self._fire(loop)
+        if self._ticks:
+            self._arm(self._ticks[0])
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._armed = None
+        self._due.clear()
+        self._ticks.clear()
 
 
 class ReconcileLoops:
@@ -230,6 +299,8 @@ class ReconcileLoops:
         start_spread: float = 0.0,
         start_rate: float | None = None,
         jitter: Callable[[], float] = random.random,
+        wheel_from: float = WHEEL_FROM_SECONDS,
+        wheel_tick: float = WHEEL_TICK_SECONDS,
     ) -> None:
         """`per_host`: the slots the CRs of one host may hold while `hosts()` (how many hosts
         there are) is above one; `default_host`: the host of a CR whose body names none;
@@ -237,7 +308,8 @@ class ReconcileLoops:
         reads; thousands of CRs are held at once); `start_spread`: the window the first looks
         of Ready CRs are spread over, `jitter` their spread; `start_rate`: those first looks at
         this rate instead (the host budget's), None: as the spread draws them
-        (core.backoff.FirstLooks)."""
+        (core.backoff.FirstLooks); `wheel_from`, `wheel_tick`: which looks wait on the wheel,
+        and its resolution (`_Wheel`)."""
         self._keep = keep
         self._first_looks = FirstLooks(start_spread, start_rate, jitter, finalizer)
         self._run = run
@@ -260,6 +332,10 @@ class ReconcileLoops:
         self._context: contextvars.Context | None = None
         #: `_start`, bound once: each timer holds this one, not a bound method of its own.
         self._start_later = self._start
+        self._wheel_from = wheel_from
+        self._wheel = _Wheel(
+            lambda loop: self._start(loop.uid, loop), wheel_tick, lambda: self._context
+        )
 
     def __len__(self) -> int:
         return len(self._loops)
@@ -276,7 +352,9 @@ class ReconcileLoops:
         body = self._keep(body)
         trigger = self._trigger(body)
         if loop is None:
-            loop = self._loops[uid] = _Loop(body, trigger)
+            # One copy of its uid for every index by uid (kube.cr_step's, the binding book's).
+            uid = sys.intern(uid)
+            loop = self._loops[uid] = _Loop(uid, body, trigger)
             self._first_look(uid, loop, body)
             return
         changed, loop.trigger = loop.trigger != trigger, trigger
@@ -296,7 +374,7 @@ class ReconcileLoops:
     def _first_look(self, uid: str, loop: _Loop, body: Mapping[str, Any]) -> None:
         delay = self._first_looks.delay(body, asyncio.get_running_loop().time())
         if delay > 0:
-            self._later(delay, uid, loop)
+            self._later(delay, uid, loop, exact=True)  # paced at the host budget's rate
         else:
             self._start(uid, loop)
 
@@ -349,12 +427,15 @@ class ReconcileLoops:
         """The CR is gone or being deleted: its loop ends. A reconcile already running is not
         cancelled (the per-CR lock orders it before the delete handler's)."""
         loop = self._loops.pop(uid, None)
-        if loop is not None and loop.timer is not None:
-            loop.timer.cancel()
+        if loop is not None:
+            loop.due = None
+            if loop.timer is not None:
+                loop.timer.cancel()
 
     async def close(self) -> None:
         loops = list(self._loops.values())
         self._loops.clear()
+        self._wheel.close()
         tasks = [loop.task for loop in loops if loop.task is not None]
         for loop in loops:
             if loop.timer is not None:
@@ -378,6 +459,7 @@ class ReconcileLoops:
         if loop.timer is not None:
             loop.timer.cancel()
             loop.timer = None
+        loop.due = None
         loop.queued = True
         host = loop.host or self._default_host() or ""
         self.slots.request(loop.namespace, host, functools.partial(self._granted, uid, loop, host))
@@ -430,10 +512,14 @@ class ReconcileLoops:
         else:
             self._later(delay, uid, loop)
 
-    def _later(self, delay: float, uid: str, loop: _Loop) -> None:
-        """The loop's next look in `delay` seconds. Its timer runs in the loops' own context,
-        not in a copy of the one that sets it (a reconcile's, or kopf's handler's holding the
-        event): thousands of idle timers then hold no context, nor what it holds, each."""
+    def _later(self, delay: float, uid: str, loop: _Loop, exact: bool = False) -> None:
+        """The loop's next look in `delay` seconds: on the wheel when that is far and not
+        `exact`, else on a timer of its own. Both run in the loops' own context, not in a copy
+        of the one that sets them (a reconcile's, or kopf's handler's holding the event):
+        thousands of idle CRs then hold no context, nor what it holds, each."""
+        if delay >= self._wheel_from and not exact:
+            self._wheel.add(loop, delay)
+            return
         loop.timer = asyncio.get_running_loop().call_later(
             delay, self._start_later, uid, loop, context=self._context
         )
