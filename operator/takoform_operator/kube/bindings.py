@@ -406,9 +406,9 @@ class BindingBook:
         if claim is not None and self._held.get(claim.uid) == name:
             del self._held[claim.uid]
         if binding is not None:
-            self._by_name[name] = (*_pack(binding), guard)
+            record = self._by_name[name] = (*_pack(binding), guard)
             if binding.phase is Phase.BOUND and binding.claim is not None and binding.claim.uid:
-                self._held[binding.claim.uid] = name
+                self._held[record[_CLAIM_UID]] = name
         return before
 
     async def _send(self, method: str, path: str, body: dict[str, Any]) -> httpx.Response:
@@ -471,6 +471,8 @@ def _pack(binding: Binding) -> _Record:
     )
 
 
+#: Where a record holds its claim's uid (`_pack`).
+_CLAIM_UID = 8
 _NO_CLAIM = (None, None, None, None)
 _NO_REF = (None, None, None, None)
 _NO_REQUESTED = (None, None, None, None)
@@ -518,7 +520,8 @@ def _pack_claim(claim: ClaimRef | None, name: str) -> tuple[str | None, ...]:
     if claim is None:
         return _NO_CLAIM
     namespace, namespace_uid = sys.intern(claim.namespace), sys.intern(claim.namespace_uid)
-    return (namespace, _same(claim.name, name), claim.uid, namespace_uid)
+    # Its CR's uid as the CR's own indexes hold it (kube.loops), one copy for all.
+    return (namespace, _same(claim.name, name), sys.intern(claim.uid), namespace_uid)
 
 
 def _unpack_claim(packed: tuple[Any, ...]) -> ClaimRef | None:

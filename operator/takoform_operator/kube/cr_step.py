@@ -25,6 +25,7 @@ replaying its key): docs/crash-safety.md, "The pending write, held for one look"
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -147,14 +148,14 @@ class CrSteps:
         (kube.status.StatusWriteFailed, binding_port.BindingError): the caller ends the look
         with `next_look(uid, None)`."""
         metadata = body["metadata"]
-        uid = str(metadata["uid"])
+        uid = sys.intern(str(metadata["uid"]))  # the key its loop holds too (kube.loops)
         deleting = metadata.get("deletionTimestamp") is not None
         if FINALIZER not in (metadata.get("finalizers") or ()):
             if deleting:
                 return Looked(None, body, None)  # released already (or never ours to hold)
             body = await self.api.set_finalizer(body, True)
         async with self.locks.held(uid):
-            memory = self.memory.setdefault(uid, CrMemory())
+            memory = self.memory.get(uid) or self.memory.setdefault(uid, CrMemory())
             held, memory.held = memory.held, None
             # The held write applies to exactly the body it was made for: nobody wrote it since.
             applied = held.patch if held is not None and held.applies_to(body) else None
@@ -207,7 +208,7 @@ class CrSteps:
         failed or steady before it. A look is steady when it asked for the poll and the CR did
         not change since the one before (`changed`): no status write, no new generation or
         watched annotation."""
-        memory = self.memory.setdefault(uid, CrMemory())
+        memory = self.memory.get(uid) or self.memory.setdefault(uid, CrMemory())
         looks, failures = memory.pending_looks, memory.failures
         pending = outcome is not None and outcome.next_look is NextLook.PENDING
         polled = outcome is not None and outcome.next_look is NextLook.POLL
