@@ -203,7 +203,7 @@ class _Loop:
         self.trigger = trigger  # of the body it holds: a new one that differs wakes it
         self.task: asyncio.Task[None] | None = None  # its reconcile, running in a slot
         self.timer: asyncio.TimerHandle | None = None  # the next reconcile, when soon
-        self.due: int | None = None  # the wheel's tick of the next reconcile, when later
+        self.due: list[_Loop] | None = None  # the wheel's tick it waits in, when later
         self.kicked = False  # woken while its reconcile ran: queue again right after
         self.queued = False  # waiting for a slot (the run it waits for takes the latest body)
         self.changed = True  # since its last look: new to this process, a trigger, our write
@@ -225,9 +225,9 @@ class _Loop:
 class _Wheel:
     """The loops' later looks, by tick: one timer for all of them and a list entry each, where a
     timer each was a handle, its arguments and a heap entry (about 200 bytes and three objects
-    per idle CR, kept for as long as the CR is). A loop is due at the tick it records
-    (`_Loop.due`); an entry whose loop was woken, put on another tick or stopped meanwhile is
-    passed over when its tick comes."""
+    per idle CR, kept for as long as the CR is). A loop is due with the tick whose list it
+    records (`_Loop.due`); an entry whose loop was woken, put on another tick or stopped
+    meanwhile is passed over when its tick comes."""
 
     def __init__(
         self, fire: Callable[[_Loop], None], tick: float, context: Callable[[], Any]
@@ -242,12 +242,12 @@ class _Wheel:
 
     def add(self, loop: _Loop, delay: float) -> None:
         tick = math.ceil((asyncio.get_running_loop().time() + delay) / self._tick)
-        loop.due = tick
         due = self._due.get(tick)
         if due is None:
             due = self._due[tick] = []
             heapq.heappush(self._ticks, tick)
         due.append(loop)
+        loop.due = due
         if self._armed is None or tick < self._armed:
             self._arm(tick)
 
@@ -264,9 +264,9 @@ class _Wheel:
         armed, self._armed, self._timer = self._armed or 0, None, None
         now = math.floor(asyncio.get_running_loop().time() / self._tick)
         while self._ticks and self._ticks[0] <= max(armed, now):
-            tick = heapq.heappop(self._ticks)
-            for loop in self._due.pop(tick):
-                if loop.due == tick:
+            due = self._due.pop(heapq.heappop(self._ticks))
+            for loop in due:
+                if loop.due is due:
                     loop.due = None
                     self._fire(loop)
         if self._ticks:
