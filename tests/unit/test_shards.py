@@ -11,6 +11,7 @@ import logging
 import time
 from typing import Any
 
+import kopf
 import pytest
 from kubernetes import client as k8s
 
@@ -192,9 +193,11 @@ def _named(slot_owner: str, view: tuple[str, ...]) -> tuple[str, int]:
     raise AssertionError("no such name")
 
 
-def _cr(name: str, uid: str, version: str = "5", **labels: str) -> dict[str, Any]:
-    return {"metadata": {"namespace": "ops", "name": name, "uid": uid, "labels": labels,
-                         "resourceVersion": version, "finalizers": [FINALIZER]}}  # fmt: skip
+def _cr(name: str, uid: str, version: str = "5", **labels: str) -> kopf.Body:
+    """A CR as kopf's watch handler is given it."""
+    metadata = {"namespace": "ops", "name": name, "uid": uid, "labels": labels,
+                "resourceVersion": version, "finalizers": [FINALIZER]}  # fmt: skip
+    return kopf.Body({"metadata": metadata})
 
 
 def test_the_watch_selector_follows_the_slots_a_member_may_serve() -> None:

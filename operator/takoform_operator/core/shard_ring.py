@@ -92,8 +92,12 @@ def slot_of(key: str) -> int:
 
 
 def slot_key(slot: int) -> str:
-    """The key the ring places a slot (and every CR of it) by."""
-    return f"slot-{slot}"
+    """The key the ring places a slot (and every CR of it) by: one string per slot, which
+    every CR of the slot shares."""
+    return _SLOT_KEYS[slot]
+
+
+_SLOT_KEYS = tuple(f"slot-{slot}" for slot in range(SLOTS))
 
 
 def view_of(members: Iterable[str]) -> tuple[str, ...]:

@@ -52,6 +52,7 @@ from takoform_operator.kube.crs import log_fields
 from takoform_operator.kube.freshness import older, resource_version
 from takoform_operator.kube.json_seam import WatchRestarts
 from takoform_operator.kube.leader import LostLease
+from takoform_operator.kube.loops import pack, unpack
 from takoform_operator.kube.selector import LabelSelector
 from takoform_operator.kube.shard_leases import ShardLeases
 
@@ -110,8 +111,10 @@ class ShardMembership:
     #: Called after each round (metrics).
     observe: Callable[[ShardMembership], None] = lambda membership: None
     member: Member = field(init=False)
-    #: The last body the watch delivered of each CR it delivers, served or not.
-    bodies: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The last body the watch delivered of each CR it delivers, served or not, packed as a
+    #: loop packs it (kube.loops.pack): a replica keeps its share's bodies twice, here and in
+    #: their loops, and a body as dicts and strings is about fifteen times its packed size.
+    bodies: dict[str, bytes] = field(default_factory=dict)
     #: The slots our watch delivers (None: not chosen yet, every CR comes).
     watching: frozenset[int] | None = None
     #: Where the watch selector goes (`steer`): kopf's label selectors of the Form CRs
@@ -229,7 +232,7 @@ class ShardMembership:
             # kopf's context (its settings, for Events): the loops we start ourselves run in it
             # as those a watch event starts do.
             self._context = contextvars.copy_context()
-        self.bodies[uid] = dict(body)  # trimmed as it was decoded (kube.json_seam)
+        self.bodies[uid] = pack(dict(body))  # trimmed as it was decoded (kube.json_seam)
         served = uid in self.member.serving
         slot = self.slot_of(body)
         verdict = self.member.admit(uid, slot_key(slot))
@@ -290,7 +293,8 @@ class ShardMembership:
 
     def _stop(self, uids: Sequence[str]) -> None:
         for uid in uids:
-            body = self.bodies.get(uid)
+            packed = self.bodies.get(uid)
+            body = None if packed is None else unpack(packed)
             latest = self.loops.body_of(uid) if self.loops is not None else None
             if (
                 body is not None
@@ -299,7 +303,8 @@ class ShardMembership:
             ):
                 # What our own writes made of it: should the CR come back to us before anyone
                 # else writes it, its loop starts from there.
-                body = self.bodies[uid] = latest
+                body = latest
+                self.bodies[uid] = pack(latest)
             if body is not None:
                 _note("not serving", body)
                 self.forget(body)
@@ -314,7 +319,7 @@ class ShardMembership:
             return
         plan = self.member.settle()
         for uid in plan.start:
-            body = self.bodies[uid]
+            body = unpack(self.bodies[uid])
             _note("serving", body)
             if self._context is not None:
                 self._context.copy().run(self.loops.seen, uid, body)
