@@ -242,8 +242,11 @@ class ShardMembership:
             self._stop([uid])
         if verdict is Verdict.STOP and not self._kept(body, slot):
             self.gone(uid)  # left our watch (its label written), or never ours to keep
-        if _label_of(body) != str(slot) and self._corrects(verdict, body):
-            self._write_label(uid, body, str(slot))
+        if _label_of(body) != str(slot):
+            if self._corrects(verdict, body):
+                self._write_label(uid, body, str(slot))
+        elif self._labelled.get(uid):
+            del self._labelled[uid]  # our write is seen: no older body comes after this one
         return verdict
 
     def left(self, body: Mapping[str, Any]) -> bool:
