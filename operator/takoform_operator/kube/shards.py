@@ -232,15 +232,19 @@ class ShardMembership:
             # kopf's context (its settings, for Events): the loops we start ourselves run in it
             # as those a watch event starts do.
             self._context = contextvars.copy_context()
-        self.bodies[uid] = pack(dict(body))  # trimmed as it was decoded (kube.json_seam)
         served = uid in self.member.serving
         slot = self.slot_of(body)
         verdict = self.member.admit(uid, slot_key(slot))
+        kept = verdict is Verdict.SERVE or self._kept(body, slot)
+        if kept or served:
+            # Trimmed as it was decoded (kube.json_seam). Not packed when not kept: in a
+            # backlog most new CRs a replica sees are another's.
+            self.bodies[uid] = pack(dict(body))
         if verdict is Verdict.SERVE and not served:
             _note("serving", body)
         elif verdict is Verdict.STOP and served:
             self._stop([uid])
-        if verdict is Verdict.STOP and not self._kept(body, slot):
+        if not kept:
             self.gone(uid)  # left our watch (its label written), or never ours to keep
         if _label_of(body) != str(slot):
             if self._corrects(verdict, body):
