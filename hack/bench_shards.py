@@ -16,8 +16,10 @@ same reference host, same N CRs (backlog mode: the CRs exist before the operator
 
 For each it prints the time until all N are Ready, CRs/s, the speed-up over `one`, the
 operators' CPU seconds (summed and each) and each process's peak RSS, and for the hash rows
-each replica's CPU and peak RSS against the `one` row's. The pieces (control plane, host,
-operator process, CR manifests, the Ready watcher) are hack/bench_operator.py's.
+each replica's CPU and peak RSS against the `one` row's, and the CRs each replica's watch
+delivers and keeps against those it serves (its share: the two are equal once settled). The
+pieces (control plane, host, operator process, CR manifests, the Ready watcher) are
+hack/bench_operator.py's.
 
 `--restart` adds, for `one` and the hash modes, a row of the same processes restarted once
 every CR is Ready (SIGTERM, then started again): the steady state, where each hash replica
@@ -203,7 +205,21 @@ def measure(kube: Any, host: Any, workdir: Path, mode: str, n: int, args: Any) -
 def _result(mode: str, n: int, operators: list[Any], seconds: float) -> Result:
     cpu_each = [op.cpu_seconds() for op in operators]
     rss_each = [op.peak_rss_mib() for op in operators]
+    if len(operators) > 1:
+        # What each replica's watch delivers and keeps, against what it serves: its share.
+        shares = ["/".join(_gauge(op, name) for name in ("watched", "serving")) for op in operators]
+        print(f"    {mode}: CRs watched/served by each replica {', '.join(shares)}", flush=True)
     return Result(mode, n, len(operators), seconds, sum(cpu_each), rss_each, cpu_each)
+
+
+def _gauge(operator: Any, name: str) -> str:
+    """takoform_shard_<name>_crs of `operator` now ("?" when it cannot tell)."""
+    with contextlib.suppress(httpx.HTTPError):
+        text = httpx.get(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=5).text
+        found = re.search(rf"^takoform_shard_{name}_crs(?:{{.*}})? (\S+)$", text, re.M)
+        if found:
+            return f"{float(found.group(1)):.0f}"
+    return "?"
 
 
 def _await_looks(operators: list[Any], n: int, timeout: float) -> None:
