@@ -140,6 +140,14 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         if shards is not None
         else None
     )
+    lines = {(line.api_version, line.kind) for line in registry.lines()}
+
+    def form_cr(body: Any) -> bool:
+        return (body.get("apiVersion"), body.get("kind")) in lines
+
+    def another_replicas(type: str, body: Any) -> bool:
+        return shards is not None and form_cr(body) and shards.passes_over(type, body)
+
     install_json_seam(
         functools.partial(_unreadable, metrics),
         health.requested,
@@ -147,6 +155,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         # A Form CR is cut to what the operator reads as soon as it is decoded (core.trim).
         cr_trimmer(registry, settings),
         restarts,
+        another_replicas,
     )
     install_index_readiness()
     if settings.health_port:
@@ -198,11 +207,6 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         secrets_namespace,
         implicit,
     )
-
-    lines = {(line.api_version, line.kind) for line in registry.lines()}
-
-    def form_cr(body: Any) -> bool:
-        return (body.get("apiVersion"), body.get("kind")) in lines
 
     binding_watch = BindingWatch(
         runtime.bindings,
@@ -278,6 +282,8 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
             echoes.lines,
             echoes.dropped,
         )
+        if shards is not None:
+            logger.info("watch events of other replicas' CRs passed over: %d", shards.passed_over)
 
 
 def _unreadable(metrics: Metrics, found: dict[str, str], why: str) -> None:

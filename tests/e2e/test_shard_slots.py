@@ -1,7 +1,8 @@
 """Each hash replica watches only its share (kube.shards, docs/scaling.md), on the real API
 server: every CR gets its slot label in the write that puts the finalizer on (no write more),
 each replica's watch delivers its own share and nothing of the others', a killed replica's
-share is taken over, and a slot label edited by hand is put right."""
+share is taken over, and a slot label edited by hand is put right. The events of a new CR
+that another replica owns never reach kopf in the others (kube.shards.passes_over)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from takoform_operator.core.shard_ring import SLOT_LABEL, SLOTS, shard_key, slot
 pytestmark = [pytest.mark.kube, pytest.mark.host, pytest.mark.usefixtures("kube_crds")]
 
 CRS = [f"cr-{i:02d}" for i in range(60)]
+#: Created once the replicas share CRS out, and deleted again.
+LATE = [f"late-{i:02d}" for i in range(12)]
 LEASE_SECONDS = 12.0  # generous: the test machine is shared and often loaded
 WRITES = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
 
@@ -128,6 +131,21 @@ def test_each_replica_watches_and_keeps_only_its_share(
             shares = {n: _metric(o, "takoform_shard_watched_crs") for n, o in replicas.items()}
             print("watched per replica:", shares)
             assert all(0 < share < len(CRS) for share in shares.values()), shares
+
+            # A new CR reaches every watch until its owner labels it, then leaves the others':
+            # they pass both events over (counted at exit, below), and it still becomes Ready.
+            kube_cluster.apply(
+                json.dumps({"apiVersion": "v1", "kind": "List",
+                            "items": [json.loads(bucket(name)) for name in LATE]}),
+                namespace=kube_namespace,
+            )  # fmt: skip
+            for name in LATE:
+                wait_until(lambda n=name: is_ready(kube_cluster, kube_namespace, n),
+                           f"Bucket {name} Ready", timeout=120)  # fmt: skip
+            kube_cluster.kubectl("delete", "bucket", *LATE, "--wait=true",
+                                 namespace=kube_namespace)  # fmt: skip
+            wait_until(lambda: shared(list(replicas)), "the late CRs gone from every share",
+                       timeout=60)  # fmt: skip
             # Each change of a CR reaches its owner's watch alone, and every other watcher of
             # Buckets (the garbage collector's, once it has discovered the kind; one that starts
             # meanwhile is sent every Bucket first): every replica watching every CR would add
@@ -174,3 +192,10 @@ def test_each_replica_watches_and_keeps_only_its_share(
     # Each edit put right once or, when both survivors saw it at the moment, twice: never more.
     assert set(written) == {f"{kube_namespace}/{name}" for name in wrong}, written
     assert all(count <= 2 for count in written.values()), written
+    passed = {
+        name: int(re.findall(r"CRs passed over: (\d+)", operator.log.read_text())[-1])
+        for name, operator in replicas.items()
+        if name in survivors
+    }
+    print("watch events passed over:", passed)
+    assert all(count >= 2 for count in passed.values()), passed

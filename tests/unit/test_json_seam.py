@@ -252,6 +252,30 @@ def test_a_bookmark_is_not_trimmed() -> None:
     assert watch_loads(lambda *_: None, _slim)(json.dumps(event)) == event
 
 
+def test_an_event_passed_over_reaches_kopf_as_a_bookmark_of_its_version() -> None:
+    """kopf takes its place in the watch from a BOOKMARK and runs nothing for it; what decides
+    is given the event's type and its object as trimmed."""
+    asked: list[tuple[str, Any]] = []
+
+    def pass_over(kind: str, found: Any) -> bool:
+        asked.append((kind, found))
+        return kind == "DELETED"
+
+    def without_spec(found: Any) -> Any:
+        return {key: value for key, value in found.items() if key != "spec"}
+
+    loads = watch_loads(lambda *_: None, without_spec, pass_over)
+    metadata = {"name": "a", "resourceVersion": "9"}
+    for kind in ("ADDED", "DELETED"):
+        line = json.dumps({"type": kind, "object": {"metadata": metadata, "spec": {"x": 1}}})
+        loaded = loads(line)
+        if kind == "ADDED":
+            assert loaded == {"type": "ADDED", "object": {"metadata": metadata}}
+        else:
+            assert loaded == {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}
+    assert asked == [("ADDED", {"metadata": metadata}), ("DELETED", {"metadata": metadata})]
+
+
 def test_each_item_of_a_list_page_is_trimmed_and_so_is_a_single_object() -> None:
     page = {"metadata": {"resourceVersion": "5"}, "items": [{"metadata": {"name": "a"}}]}
     assert trim_answer(page, _slim) == {"metadata": {"resourceVersion": "5"},

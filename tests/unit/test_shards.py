@@ -311,3 +311,69 @@ def _labels_written(
 
     asyncio.run(run())
     return calls
+
+
+@pytest.mark.parametrize(
+    ("type", "whose", "label", "selected"),
+    [
+        ("ADDED", "b", None, True),  # another replica's new CR: every watch has it
+        ("DELETED", "b", "right", True),  # it left our watch, labelled by its owner
+        ("DELETED", "b", None, True),  # gone before anyone labelled it
+        ("ADDED", "b", None, False),  # not the selector's
+        ("ADDED", "a", None, True),  # ours
+        ("DELETED", "a", "theirs", True),  # ours, labelled out of our watch by hand
+        ("MODIFIED", "b", "ours", True),  # theirs, labelled with a slot we watch: put right
+    ],
+)
+def test_only_an_event_that_changes_nothing_is_passed_over(
+    type: str, whose: str, label: str | None, selected: bool
+) -> None:
+    """kopf is not given an event of a CR this replica does not know when handling it would
+    change nothing: no loop, no body kept, no label written. A CR it knows is always given."""
+    name, slot = _named(whose, AB)
+    _, our_slot = _named("a", AB)
+    _, their_slot = _named("b", AB)
+    value = {"right": slot, "ours": our_slot, "theirs": their_slot}.get(label or "")
+    labels = {SLOT_LABEL: str(value)} if value is not None else {}
+    body = _cr(name, "u", **labels, **({"shard": "a"} if selected else {}))
+
+    def state(membership: ShardMembership) -> Any:
+        member = membership.member
+        return dict(membership.bodies), dict(member.keys), set(member.serving)
+
+    def handle(membership: ShardMembership) -> None:
+        # As the watch handler does (kube.handlers.register).
+        if type == "DELETED" and not membership.left(body):
+            membership.gone("u")
+        else:
+            membership.admit("u", body)
+
+    async def passed_and_changed() -> tuple[bool, bool, bool]:
+        membership = _settled("a", AB, b=AB)
+        membership.steady.set()
+        await membership.steer({}, [], WatchRestarts([]))
+        written: list[str] = []
+
+        async def relabel(found: Any, value: str) -> dict[str, Any]:
+            written.append(value)
+            return {"metadata": {"resourceVersion": "6"}}
+
+        async def look(found: Any) -> float:
+            return 60.0
+
+        loops = ReconcileLoops(look, concurrency=1, watched_annotations=(), finalizer=FINALIZER)
+        membership.attach(BySelector(parse_selector("shard=a")), loops, lambda _: None, relabel)
+        before = state(membership)
+        passed = membership.passes_over(type, body)
+        handle(membership)
+        await asyncio.gather(*membership._writes)
+        changed = state(membership) != before or bool(written)
+        known = "u" in membership.member.keys and membership.passes_over(type, body)
+        await loops.close()
+        return passed, changed, known
+
+    passed, changed, passed_when_known = asyncio.run(passed_and_changed())
+    assert passed is not changed
+    assert not passed_when_known
+    if (type, whose, label) in (("ADDED", "b", None), ("DELETED", "b", "right")):
+        assert passed, "both backlog events of another replica's CR"

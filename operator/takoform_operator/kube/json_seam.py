@@ -34,6 +34,10 @@ With sharding `hash`, the label selector kopf lists and watches the Form CRs wit
 the ring does (kube.shards); a watch opened with another selector than the current one, or
 than the list it continues was made with, ends with an ERROR line of code 410, after which
 kopf lists again (`WatchRestarts`, fed by `api.request`, applied in `api.iter_jsonlines`).
+Every replica is sent each new CR until its owner labels it, then a DELETED event as it leaves
+the watch: those events of another replica's CR become BOOKMARKs of their resourceVersion
+(`pass_over`, kube.shards.ShardMembership.passes_over), so kopf keeps its place in the watch
+and runs nothing for them.
 
 Each object decoded by the first two (a watch event's object, each item of a list page) goes
 through `trim` as soon as it is decoded: a Form CR leaves with only what the operator reads
@@ -179,12 +183,24 @@ def _same(found: Any) -> Any:
     return found
 
 
+#: What decides which watch events kopf is not given (event type, trimmed object): True for one
+#: that concerns nothing of this process.
+PassOver = Callable[[str, Any], bool]
+
+
+def _concerned(_type: str, _found: Any) -> bool:
+    return False
+
+
 def watch_loads(
-    report: Callable[[dict[str, str], str], None], trim: Trim = _same
+    report: Callable[[dict[str, str], str], None],
+    trim: Trim = _same,
+    pass_over: PassOver = _concerned,
 ) -> Callable[[str | bytes], Any]:
     """kopf's `json.loads` for watch lines: depth-safe; an unreadable line is `report`ed (what
     was recovered of the object, why) and becomes an event kopf skips. The event's object goes
-    through `trim` as soon as it is decoded."""
+    through `trim` as soon as it is decoded; an event `pass_over` names becomes a BOOKMARK of
+    its resourceVersion, which kopf only takes its place in the watch from."""
 
     def loads(text: str | bytes) -> Any:
         try:
@@ -194,7 +210,12 @@ def watch_loads(
             report(identity(raw), str(exc)[:200])
             return {"type": UNREADABLE_EVENT, "object": {}}
         if isinstance(event, dict) and event.get("type") in _OBJECT_EVENTS and "object" in event:
-            event["object"] = trim(event["object"])
+            found = event["object"] = trim(event["object"])
+            if pass_over(event["type"], found):
+                version = ((found.get("metadata") or {}) if isinstance(found, dict) else {}).get(
+                    "resourceVersion"
+                )
+                return {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": version}}}
         return event
 
     return loads
@@ -400,13 +421,16 @@ def install(
     skip: Callable[[bytes], bool] | None = None,
     trim: Trim = _same,
     restarts: WatchRestarts | None = None,
+    pass_over: PassOver = _concerned,
 ) -> None:
     """Install the seam in kopf's API client (idempotent: a second call replaces the hooks).
     `report(identity, why)` is told of each watch line that cannot be read; `requested(path,
     ok)` of each GET (list or watch) that succeeded or failed after kopf's own retries;
     `skip(line)` says which watch lines kopf is not given at all (kube.echoes: the echo of
     the operator's own writes), before they are decoded; `trim(object)` what each object
-    decoded from a watch line or a GET becomes; `restarts` which watches end (WatchRestarts)."""
+    decoded from a watch line or a GET becomes; `restarts` which watches end (WatchRestarts);
+    `pass_over(type, object)` which watch events kopf is not given (kube.shards: another
+    replica's CRs)."""
     from kopf._cogs.clients import api
 
     if _Installed.originals is None:
@@ -470,7 +494,7 @@ def install(
             yield line
 
     hooks = {
-        "json": types.SimpleNamespace(loads=watch_loads(report, trim)),
+        "json": types.SimpleNamespace(loads=watch_loads(report, trim, pass_over)),
         "get": get,
         "iter_jsonlines": iter_jsonlines,
     }

@@ -143,6 +143,8 @@ class ShardMembership:
     #: ones that were running when it was chosen have ended.
     _in_flight: set[asyncio.Task[None]] = field(default_factory=set)
     _drain: asyncio.Task[None] | None = None
+    #: Watch events kopf was not given (`passes_over`).
+    passed_over: int = 0
     _context: contextvars.Context | None = None
 
     def __post_init__(self) -> None:
@@ -257,6 +259,29 @@ class ShardMembership:
         """A DELETED event of a CR whose slot label our watch does not deliver: it left the
         watch (a label written, by its owner or by hand), it is not gone."""
         return not self._watched(body)
+
+    def passes_over(self, type: str, body: Mapping[str, Any]) -> bool:
+        """Whether a watch event of a Form CR would change nothing here, so that kopf is not
+        given it (kube.json_seam): the CR is unknown to this replica and stays so, neither
+        served, nor kept, nor relabelled. In a backlog that is both events of another
+        replica's new CR: its creation, and its leaving our watch once its owner labelled it.
+        Should the ring give us its slot later, our watch changes and lists it again."""
+        unconcerned = self._unconcerned(type, body)
+        self.passed_over += unconcerned
+        return unconcerned
+
+    def _unconcerned(self, type: str, body: Mapping[str, Any]) -> bool:
+        uid = str((body.get("metadata") or {}).get("uid") or "")
+        if not uid or uid in self.member.keys or uid in self.bodies:
+            return False
+        if self.selector.admit(uid, body) is Verdict.DROP:
+            return True
+        if type == "DELETED" and not self.left(body):
+            return True  # gone, and never ours
+        slot = self.slot_of(body)
+        if self.member.may_act(slot_key(slot)) or self._kept(body, slot):
+            return False
+        return _label_of(body) == str(slot) or not self._corrects(Verdict.STOP, body)
 
     def _corrects(self, verdict: Verdict, body: Mapping[str, Any]) -> bool:
         """Whether we write the right slot label on a CR whose label is not it: its owner does
