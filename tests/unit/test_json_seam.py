@@ -276,6 +276,29 @@ def test_an_event_passed_over_reaches_kopf_as_a_bookmark_of_its_version() -> Non
     assert asked == [("ADDED", {"metadata": metadata}), ("DELETED", {"metadata": metadata})]
 
 
+def test_an_item_passed_over_is_left_out_of_its_list_page() -> None:
+    """kopf runs nothing for a listed object it is not given (a listing says nothing of the
+    objects it leaves out); what decides is given each item as trimmed, as an ADDED event."""
+    asked: list[tuple[str, Any]] = []
+
+    def pass_over(kind: str, found: Any) -> bool:
+        asked.append((kind, found))
+        return found["metadata"]["name"] == "theirs"
+
+    page = {"metadata": {"resourceVersion": "5"}, "items": [
+        {"metadata": {"name": name}, "spec": {"x": 1}} for name in ("ours", "theirs", "again")
+    ]}  # fmt: skip
+    reader = ListReader(lambda *_: None, lambda found: {"metadata": found["metadata"]}, pass_over)
+    reader.feed(json.dumps(page).encode())
+    assert reader.close() == {
+        "metadata": {"resourceVersion": "5"},
+        "items": [{"metadata": {"name": "ours"}}, {"metadata": {"name": "again"}}],
+    }
+    assert [(kind, found["metadata"]["name"]) for kind, found in asked] == [
+        ("ADDED", "ours"), ("ADDED", "theirs"), ("ADDED", "again"),
+    ]  # fmt: skip
+
+
 def test_each_item_of_a_list_page_is_trimmed_and_so_is_a_single_object() -> None:
     page = {"metadata": {"resourceVersion": "5"}, "items": [{"metadata": {"name": "a"}}]}
     assert trim_answer(page, _slim) == {"metadata": {"resourceVersion": "5"},

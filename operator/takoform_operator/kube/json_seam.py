@@ -34,10 +34,10 @@ With sharding `hash`, the label selector kopf lists and watches the Form CRs wit
 the ring does (kube.shards); a watch opened with another selector than the current one, or
 than the list it continues was made with, ends with an ERROR line of code 410, after which
 kopf lists again (`WatchRestarts`, fed by `api.request`, applied in `api.iter_jsonlines`).
-Every replica is sent each new CR until its owner labels it, then a DELETED event as it leaves
-the watch: those events of another replica's CR become BOOKMARKs of their resourceVersion
-(`pass_over`, kube.shards.ShardMembership.passes_over), so kopf keeps its place in the watch
-and runs nothing for them.
+Every replica lists and is sent each new CR until its owner labels it, then a DELETED event as
+it leaves the watch: another replica's CR is left out of a list page, and those events become
+BOOKMARKs of their resourceVersion (`pass_over`, kube.shards.ShardMembership.passes_over), so
+kopf keeps its place in the watch and runs nothing for them.
 
 Each object decoded by the first two (a watch event's object, each item of a list page) goes
 through `trim` as soon as it is decoded: a Form CR leaves with only what the operator reads
@@ -235,13 +235,19 @@ _DECODER = json.JSONDecoder()
 
 class ListReader:
     """A list page decoded item by item as its chunks arrive (`feed`, then `close`), each item
-    `trim`med at once: a page of 500 CRs with a megabyte of labels each never exists decoded,
-    nor as a whole text. The result is `list_loads`'s: depth-safe, an unreadable item
-    `report`ed and left out. A page that does not start as the API server writes one (its
-    `items` after a flat head) is read whole by `list_loads`."""
+    `trim`med at once, and left out when `pass_over` names it (as an ADDED event): a page of 500
+    CRs with a megabyte of labels each never exists decoded, nor as a whole text. The result is
+    `list_loads`'s: depth-safe, an unreadable item `report`ed and left out. A page that does
+    not start as the API server writes one (its `items` after a flat head) is read whole by
+    `list_loads`."""
 
-    def __init__(self, report: Callable[[dict[str, str], str], None], trim: Trim = _same) -> None:
-        self._report, self._trim = report, trim
+    def __init__(
+        self,
+        report: Callable[[dict[str, str], str], None],
+        trim: Trim = _same,
+        pass_over: PassOver = _concerned,
+    ) -> None:
+        self._report, self._trim, self._pass_over = report, trim, pass_over
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self._text = ""  # what is not consumed yet
         self._head: str | None = None  # the page up to its items array, once found
@@ -305,7 +311,7 @@ class ListReader:
             if text.count("{", at, end) + text.count("[", at, end) <= OBJECT_LIMIT or (
                 not deeper_than(text[at:end], OBJECT_LIMIT)
             ):
-                self._items.append(self._trim(item))
+                self._keep(item)
                 return end
         # Deep, or not readable as it is: found by a scan, then decoded like a page's item.
         closed = _value_end(text, at)
@@ -315,10 +321,15 @@ class ListReader:
             return None
         raw = text[at:closed]
         try:
-            self._items.append(self._trim(safe_loads(raw, OBJECT_LIMIT)))
+            self._keep(safe_loads(raw, OBJECT_LIMIT))
         except ValueError as exc:
             self._report(identity(raw), str(exc)[:200])
         return closed
+
+    def _keep(self, item: Any) -> None:
+        found = self._trim(item)
+        if not self._pass_over("ADDED", found):
+            self._items.append(found)
 
 
 def _value_end(text: str, at: int) -> int | None:
@@ -454,7 +465,7 @@ def install(
 
     async def get(url: str, **kwargs: Any) -> Any:
         response = await api.request(method="get", url=url, **kwargs)
-        reader = ListReader(report, trim)
+        reader = ListReader(report, trim, pass_over)
         async with response:
             async for chunk in response.content.iter_chunked(_CHUNK):
                 reader.feed(chunk)
