@@ -377,19 +377,24 @@ class BindingBook:
         """Every binding Bound to a CR that no longer exists is written Lost, conditioned on
         the resourceVersion listed, so exactly one process does (a binding that changed since
         is its owner's). One list of each Form line's CRs (metadata only), taken after the
-        bindings were, then a GET of each CR missing from it: only a CR proven gone is gone."""
-        bound: dict[FormLine, list[Binding]] = {}
-        for record in list(self._by_name.values()):
-            binding = _unpack(record)
-            if binding.phase is Phase.BOUND and binding.claim is not None and binding.claim.uid:
-                bound.setdefault(binding.identity.line, []).append(binding)
-        for line, bindings in bound.items():
-            listed = await self._list_crs(line, None)
-            alive = {uid for uid, _ in listed} if listed is not None else None
-            for binding in bindings:
-                claim = binding.claim
-                assert claim is not None
-                if alive is None or claim.uid in alive:
+        bindings were, then a GET of each CR missing from it: only a CR proven gone is gone.
+        Every replica holds every binding: each is unpacked only once its CR is missing."""
+        names_of: dict[tuple[str, str], list[str]] = {}
+        for name in list(self._held.values()):
+            record = self._by_name[name]
+            names_of.setdefault((record[1], record[2]), []).append(name)
+        for (api_version, kind), names in names_of.items():
+            listed = await self._list_crs(_form_line(api_version, kind), None)
+            if listed is None:
+                continue
+            alive = {uid for uid, _ in listed}
+            del listed
+            for name in names:
+                binding = self._read(name)
+                claim = None if binding is None else binding.claim
+                if binding is None or binding.phase is not Phase.BOUND or claim is None:
+                    continue  # changed since the listing: its owner's now
+                if not claim.uid or claim.uid in alive:
                     continue
                 if await self.claim_exists(binding.identity, claim):
                     continue
