@@ -11,8 +11,15 @@ sys.path too), one module per concern:
 """
 
 import pytest
+from hypothesis import settings
 
 pytest_plugins = ["fixtures_kube", "fixtures_host", "fixtures_helm"]
+
+# Hypothesis fails an example that takes longer than its deadline (200 ms): a timed assertion,
+# which a loaded machine (the suite beside a control plane, or a benchmark) fails at random.
+# What a property asserts is never how fast it holds.
+settings.register_profile("takoform", deadline=None)
+settings.load_profile("takoform")
 
 
 # -- parallel workers (`make test` runs pytest-xdist: `-n 4`) -------------------------------------

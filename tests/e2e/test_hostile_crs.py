@@ -128,7 +128,6 @@ def _conditions(cluster: KubeCluster, namespace: str, name: str) -> list[dict[st
 
 @settings(
     max_examples=EXAMPLES,
-    deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -20,7 +20,6 @@ from .machine import OwnershipModel, World
 pytestmark = [pytest.mark.host, pytest.mark.slow]
 
 _COMMON: dict[str, object] = {
-    "deadline": None,
     "database": None,
     "stateful_step_count": 30,
     "suppress_health_check": list(HealthCheck),

@@ -35,9 +35,7 @@ def bucket(version: str) -> FormRef:
     return ref
 
 
-ROUND_TRIP = settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.filter_too_much]
-)
+ROUND_TRIP = settings(max_examples=25, suppress_health_check=[HealthCheck.filter_too_much])
 
 
 # -- round trips for every supported ref -------------------------------------------------------
@@ -78,7 +76,7 @@ def test_outputs_decode_for_every_ref(ref: FormRef, data: st.DataObject) -> None
 
 
 @pytest.mark.parametrize("ref", ALL_REFS, ids=ref_id)
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=5, suppress_health_check=[HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_every_required_field_is_required_for_every_ref(ref: FormRef, data: st.DataObject) -> None:
     codec = REGISTRY.codec_for(ref)

@@ -394,7 +394,7 @@ def admits(schema: dict[str, Any], value: Any) -> bool:
 @pytest.mark.parametrize(
     "definition", CATALOG.definitions, ids=lambda d: f"{d.ref.kind}-{d.ref.definition_version}"
 )
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=15, suppress_health_check=[HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_the_crd_admits_every_valid_document_of_every_definition(
     definition: FormDefinition, data: st.DataObject

@@ -232,7 +232,7 @@ refs = st.builds(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(space=st.none() | spaces, name=names, ref=refs)
 def test_canonical_import_id_round_trips(space: str | None, name: str, ref: FormRef) -> None:
     text = canonical_import_id(space, name, ref)
@@ -240,14 +240,14 @@ def test_canonical_import_id_round_trips(space: str | None, name: str, ref: Form
     assert parse_import_id(text, None) == ImportTarget(space, name, ref, False)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(space=spaces.filter(lambda s: not s.lstrip().startswith("{")), name=names)
 def test_short_form_round_trips(space: str, name: str) -> None:
     target = parse_import_id(f"{space}/{name}", DEFAULT)
     assert target == ImportTarget(space, name, DEFAULT, True)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     text=st.text()
     | st.builds(lambda s: "{" + s, st.text())

@@ -94,7 +94,7 @@ def test_integers_python_refuses_are_cut_not_raised() -> None:
     assert decoded == {"a": PRUNED, "b": 12}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -216,7 +216,7 @@ def _depth(value: Any) -> int:
     return 0
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     st.recursive(
         st.integers() | st.text(st.sampled_from('ab"\\{}[]:,\x00é')),
@@ -343,7 +343,7 @@ _items = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(_items, st.lists(st.integers(0, 40_000), max_size=6), st.booleans())
 def test_a_page_read_in_chunks_is_what_list_loads_reads(
     items: list[Any], cuts: list[int], head_last: bool

@@ -151,7 +151,7 @@ def _as_applied(manifest: dict[str, Any]) -> dict[str, Any]:
     return dict(body)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_an_imported_manifest_reconciles_to_ready_without_a_mutation(data: st.DataObject) -> None:
     """The first reconcile of the printed CR, run through the core itself: it binds the host's

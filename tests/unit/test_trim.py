@@ -85,7 +85,7 @@ def _reading(body: dict[str, Any]) -> Any:
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(bodies())
 def test_the_trimmed_form_keeps_exactly_what_the_operator_reads(body: dict[str, Any]) -> None:
     before = json.loads(json.dumps(body))

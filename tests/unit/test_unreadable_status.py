@@ -306,7 +306,6 @@ _STATUSES = st.one_of(
 
 _PROPERTY = settings(
     max_examples=300,
-    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example],
 )
 
