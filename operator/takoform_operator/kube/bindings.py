@@ -458,9 +458,9 @@ def _pack(binding: Binding) -> _Record:
         _shared(identity.host),
         binding.phase.value,
         *_pack_claim(binding.claim, name),
-        *(_NO_REF if ref is None else map(_shared, _ref_fields(ref))),
+        *(_ABSENT if ref is None else map(_shared, _ref_fields(ref))),
         *(
-            _NO_REQUESTED
+            _ABSENT
             if requested is None
             else (
                 _shared(requested.space),
@@ -478,9 +478,8 @@ def _pack(binding: Binding) -> _Record:
 
 #: Where a record holds its claim's uid (`_pack`).
 _CLAIM_UID = 8
-_NO_CLAIM = (None, None, None, None)
-_NO_REF = (None, None, None, None)
-_NO_REQUESTED = (None, None, None, None)
+#: A part a binding does not have (its claim, ref or request): four fields, each None.
+_ABSENT = (None, None, None, None)
 
 
 def _same(text: str, held: str) -> str:
@@ -523,7 +522,7 @@ def _unpack(record: _Record) -> Binding:
 
 def _pack_claim(claim: ClaimRef | None, name: str) -> tuple[str | None, ...]:
     if claim is None:
-        return _NO_CLAIM
+        return _ABSENT
     namespace, namespace_uid = sys.intern(claim.namespace), sys.intern(claim.namespace_uid)
     # Its CR's uid as the CR's own indexes hold it (kube.loops), one copy for all.
     return (namespace, _same(claim.name, name), sys.intern(claim.uid), namespace_uid)

@@ -155,7 +155,7 @@ class CrSteps:
                 return Looked(None, body, None)  # released already (or never ours to hold)
             body = await self.api.set_finalizer(body, True)
         async with self.locks.held(uid):
-            memory = self.memory.get(uid) or self.memory.setdefault(uid, CrMemory())
+            memory = self._memory_of(uid)
             held, memory.held = memory.held, None
             # The held write applies to exactly the body it was made for: nobody wrote it since.
             applied = held.patch if held is not None and held.applies_to(body) else None
@@ -202,13 +202,17 @@ class CrSteps:
         memory = self.memory.pop(uid, None)
         return memory.held if memory is not None else None
 
+    def _memory_of(self, uid: str) -> CrMemory:
+        # get first: setdefault alone would make a CrMemory at every call.
+        return self.memory.get(uid) or self.memory.setdefault(uid, CrMemory())
+
     def next_look(self, uid: str, outcome: Outcome | None) -> float:
         """The end of a look that goes on: the delay until the next, from the outcome (None:
         the look raised before one was written) and the looks in a row that were pending,
         failed or steady before it. A look is steady when it asked for the poll and the CR did
         not change since the one before (`changed`): no status write, no new generation or
         watched annotation."""
-        memory = self.memory.get(uid) or self.memory.setdefault(uid, CrMemory())
+        memory = self._memory_of(uid)
         looks, failures = memory.pending_looks, memory.failures
         pending = outcome is not None and outcome.next_look is NextLook.PENDING
         polled = outcome is not None and outcome.next_look is NextLook.POLL
