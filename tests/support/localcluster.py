@@ -579,6 +579,10 @@ class LocalCluster:
                 f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
                 f"--initial-cluster=takoform-local=http://127.0.0.1:{etcd_peer}",
                 "--unsafe-no-fsync",  # test data: durability is not wanted, speed is
+                # A cap, not an allocation: the bloated benchmark rows write gigabytes of
+                # revisions (100 KB per CR per write) between two compactions, past the 2 GiB
+                # default, where etcd would refuse every write.
+                "--quota-backend-bytes=8589934592",
                 "--log-level=warn",
             ],
         )
