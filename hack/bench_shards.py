@@ -207,19 +207,16 @@ def _result(mode: str, n: int, operators: list[Any], seconds: float) -> Result:
     rss_each = [op.peak_rss_mib() for op in operators]
     if len(operators) > 1:
         # What each replica's watch delivers and keeps, against what it serves: its share.
-        shares = ["/".join(_gauge(op, name) for name in ("watched", "serving")) for op in operators]
+        shares = ["/".join(_gauges(op._metrics(), ("watched", "serving"))) for op in operators]
         print(f"    {mode}: CRs watched/served by each replica {', '.join(shares)}", flush=True)
     return Result(mode, n, len(operators), seconds, sum(cpu_each), rss_each, cpu_each)
 
 
-def _gauge(operator: Any, name: str) -> str:
-    """takoform_shard_<name>_crs of `operator` now ("?" when it cannot tell)."""
-    with contextlib.suppress(httpx.HTTPError):
-        text = httpx.get(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=5).text
-        found = re.search(rf"^takoform_shard_{name}_crs(?:{{.*}})? (\S+)$", text, re.M)
-        if found:
-            return f"{float(found.group(1)):.0f}"
-    return "?"
+def _gauges(metrics: str, names: tuple[str, ...]) -> list[str]:
+    """takoform_shard_<name>_crs of each name in an operator's `metrics` ("?" when absent)."""
+    found = [re.search(rf"^takoform_shard_{name}_crs(?:{{.*}})? (\S+)$", metrics, re.M)
+             for name in names]  # fmt: skip
+    return [f"{float(match.group(1)):.0f}" if match else "?" for match in found]
 
 
 def _await_looks(operators: list[Any], n: int, timeout: float) -> None:
