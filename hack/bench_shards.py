@@ -50,6 +50,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -291,36 +292,28 @@ def main() -> int:
     parser.add_argument("--restart", action="store_true", help="add a row after a restart")
     args = parser.parse_args()
 
-    localcluster = bench.localcluster
     workdir = Path(tempfile.mkdtemp(prefix="takoform-bench-shards-"))
     sources: list[tuple[str, str | None]] = [("", None)]
     if args.before:
         sources = [("before", _checkout(args.before, workdir)), ("after", None)]
-    cluster = localcluster.LocalCluster(workdir / "cluster", die_with_parent=True)
-    cluster.start()
-    host = None
     results: list[Result] = []
-    try:
-        kube = bench.kube_from(cluster)
-        kube.run("apply", "--server-side", "-f", str(REPO / "crds"))
-        kube.run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-        host = bench.Host(workdir)
-        for n in [int(s) for s in args.sizes.split(",")]:
-            for mode, (source, path) in [(m, s) for m in args.modes.split(",") for s in sources]:
-                print(f"... {mode} {source} N={n}", file=sys.stderr, flush=True)
-                with _pythonpath(path):
-                    measured = measure(kube, host, workdir, mode, n, args)
-                for r in measured:
-                    r.source = source
-                    print(f"    {r.mode}: {r.seconds:.1f} s ({r.n / r.seconds:.1f} CRs/s), CPU "
-                          f"{r.cpu_seconds:.1f} s {r.cpu_each}, peak RSS {r.rss_mib}; handover "
-                          f"{r.handover}, duplicates {r.duplicates}",
-                          file=sys.stderr, flush=True)  # fmt: skip
-                results.extend(measured)
-    finally:
-        if host is not None:
-            host.stop()
-        cluster.stop()
+    for n in [int(s) for s in args.sizes.split(",")]:
+        for mode, (source, path) in [(m, s) for m in args.modes.split(",") for s in sources]:
+            print(f"... {mode} {source} N={n}", file=sys.stderr, flush=True)
+            # A control plane and a host of its own: what an earlier row left (its CRs, and the
+            # TakoformBindings every replica lists) weighs on none of the next.
+            with (
+                _stack(workdir / f"{mode}-{source or 'now'}-{n}") as (kube, host),
+                _pythonpath(path),
+            ):
+                measured = measure(kube, host, workdir, mode, n, args)
+            for r in measured:
+                r.source = source
+                print(f"    {r.mode}: {r.seconds:.1f} s ({r.n / r.seconds:.1f} CRs/s), CPU "
+                      f"{r.cpu_seconds:.1f} s {r.cpu_each}, peak RSS {r.rss_mib}; handover "
+                      f"{r.handover}, duplicates {r.duplicates}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+            results.extend(measured)
     print(f"{'mode':9} {'N':>5} {'procs':>5} {'all Ready s':>11} {'CRs/s':>7} {'speed-up':>8} "
           f"{'CPU s':>7} {'peak RSS MiB (each)':>20}")  # fmt: skip
     for r in results:
@@ -352,6 +345,25 @@ def main() -> int:
         f"{args.poll:.0f} s; {bench.CONCURRENCY} concurrent reconciles per process."
     )
     return 0
+
+
+@contextlib.contextmanager
+def _stack(workdir: Path) -> Iterator[tuple[Any, Any]]:
+    """A new control plane with the CRDs, and a new reference host, under `workdir`."""
+    workdir.mkdir(parents=True)
+    cluster = bench.localcluster.LocalCluster(workdir / "cluster", die_with_parent=True)
+    cluster.start()
+    host = None
+    try:
+        kube = bench.kube_from(cluster)
+        kube.run("apply", "--server-side", "-f", str(REPO / "crds"))
+        kube.run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        host = bench.Host(workdir)
+        yield kube, host
+    finally:
+        if host is not None:
+            host.stop()
+        cluster.stop()
 
 
 def _checkout(revision: str, workdir: Path) -> str:
