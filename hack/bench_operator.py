@@ -57,6 +57,7 @@ import argparse
 import asyncio
 import contextlib
 import datetime
+import itertools
 import json
 import math
 import os
@@ -69,6 +70,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from ssl import SSLContext
@@ -1087,45 +1089,47 @@ def main() -> int:
     modes = args.modes.split(",")
 
     workdir = Path(tempfile.mkdtemp(prefix="takoform-bench-"))
-    cluster = localcluster.LocalCluster(workdir / "cluster", die_with_parent=True)
-    cluster.start()
-    host: Host | None = None
-    try:
-        kube = kube_from(cluster)
-        kube.run("apply", "--server-side", "-f", str(REPO / "crds"))
-        kube.run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-        if args.credentials == "serviceaccount":
-            run_as_service_account(kube, cluster.tools.helm, workdir)
-        host = Host(workdir)
-        rows: list[Row] = []
-        tenants: list[TenantsRow] = []
-        idle: list[IdleRow] = []
-        restarts: list[RestartRow] = []
-        args.idle_rss_mib = float("nan")
-        if set(modes) - {"tenants", "throttled", "idle", "restart"}:
+    rows: list[Row] = []
+    tenants: list[TenantsRow] = []
+    idle: list[IdleRow] = []
+    restarts: list[RestartRow] = []
+    # Every row runs on a control plane and a host of its own: what an earlier row left (its CRs,
+    # and the TakoformBindings every process lists and checks at its start) weighs on none after.
+    stacks = itertools.count()
+
+    def stack() -> contextlib.AbstractContextManager[tuple[Kube, Host]]:
+        return _stack(workdir / f"stack-{next(stacks)}", args.credentials)
+
+    args.idle_rss_mib = float("nan")
+    if set(modes) - {"tenants", "throttled", "idle", "restart"}:
+        with stack() as (kube, host):
             args.idle_rss_mib = idle_rss(kube, host, workdir, args.poll)
-            print(f"... idle operator: RSS {args.idle_rss_mib:.0f} MiB", file=sys.stderr)
-        for n in sizes:
-            for mode in modes:
-                if mode == "tenants":
-                    for scheduling in args.schedulings.split(","):
-                        print(f"... tenants ({scheduling}) N={n}", file=sys.stderr, flush=True)
-                        settings = {"RECONCILE_SCHEDULING": scheduling}
+        print(f"... idle operator: RSS {args.idle_rss_mib:.0f} MiB", file=sys.stderr)
+    for n in sizes:
+        for mode in modes:
+            if mode == "tenants":
+                for scheduling in args.schedulings.split(","):
+                    print(f"... tenants ({scheduling}) N={n}", file=sys.stderr, flush=True)
+                    settings = {"RECONCILE_SCHEDULING": scheduling}
+                    with stack() as (kube, host):
                         tenants.append(measure_tenants(
                             kube, host, workdir, n, scheduling, settings, args, args.poll
                         ))  # fmt: skip
-                    continue
-                if mode == "throttled":
+                continue
+            if mode == "throttled":
+                with stack() as (kube, host):
                     tenants += measure_throttled(kube, host, workdir, n, args)
-                    continue
-                if mode == "idle":
+                continue
+            if mode == "idle":
+                with stack() as (kube, host):
                     namespace = ready_namespace(kube, host, workdir, n, args)
                     for ceiling in (args.poll, 10 * args.poll):
                         print(f"... idle (ceiling {ceiling:g} s) N={n}", file=sys.stderr,
                               flush=True)  # fmt: skip
                         idle.append(measure_idle(kube, host, workdir, namespace, n, ceiling, args))
-                    continue
-                if mode == "restart":
+                continue
+            if mode == "restart":
+                with stack() as (kube, host):
                     namespace = ready_namespace(kube, host, workdir, n, args)
                     plans: list[tuple[float, float | None]] = [
                         (float(s), None) for s in args.spreads.split(",")
@@ -1136,34 +1140,54 @@ def main() -> int:
                         restarts.append(
                             measure_restart(kube, host, workdir, namespace, n, spread, rate, args)
                         )
-                    continue
-                print(f"... {mode} N={n}", file=sys.stderr, flush=True)
+                continue
+            print(f"... {mode} N={n}", file=sys.stderr, flush=True)
+            with stack() as (kube, host):
                 rows.append(measure(kube, host, workdir, mode, n, args))
-                print(f"    {progress(rows[-1])}", file=sys.stderr, flush=True)
-            measured = sorted({_script_mode(row.mode) for row in rows if row.n == n})
-            for mode in [] if args.no_minimal else measured:
-                print(f"... minimal script N={n} ({mode})", file=sys.stderr, flush=True)
-                rate = args.rate if mode == "stream" else None
-                baseline, stack = asyncio.run(minimal(kube, host, n, rate))
-                print(f"    all done in {baseline:.1f} s", file=sys.stderr, flush=True)
-                for row in rows:
-                    if row.n == n:
-                        row.extra[f"minimal_{mode}_seconds"] = baseline
-                        if _script_mode(row.mode) == mode:
-                            row.minimal_stack = stack
-        if rows:
-            report(rows)
-        if tenants:
-            report_tenants(tenants)
-        if idle:
-            report_idle(idle, args.poll)
-        if restarts:
-            report_restart(restarts)
+            print(f"    {progress(rows[-1])}", file=sys.stderr, flush=True)
+        measured = sorted({_script_mode(row.mode) for row in rows if row.n == n})
+        for mode in [] if args.no_minimal else measured:
+            print(f"... minimal script N={n} ({mode})", file=sys.stderr, flush=True)
+            rate = args.rate if mode == "stream" else None
+            with stack() as (kube, host):
+                baseline, minimal_stack = asyncio.run(minimal(kube, host, n, rate))
+            print(f"    all done in {baseline:.1f} s", file=sys.stderr, flush=True)
+            for row in rows:
+                if row.n == n:
+                    row.extra[f"minimal_{mode}_seconds"] = baseline
+                    if _script_mode(row.mode) == mode:
+                        row.minimal_stack = minimal_stack
+    if rows:
+        report(rows)
+    if tenants:
+        report_tenants(tenants)
+    if idle:
+        report_idle(idle, args.poll)
+    if restarts:
+        report_restart(restarts)
+    return 0
+
+
+@contextlib.contextmanager
+def _stack(workdir: Path, credentials: str) -> Iterator[tuple[Kube, Host]]:
+    """A new control plane with the CRDs (and the operator's ServiceAccount, with
+    `credentials` "serviceaccount"), and a new reference host, under `workdir`."""
+    workdir.mkdir(parents=True)
+    cluster = localcluster.LocalCluster(workdir / "cluster", die_with_parent=True)
+    cluster.start()
+    host: Host | None = None
+    try:
+        kube = kube_from(cluster)
+        kube.run("apply", "--server-side", "-f", str(REPO / "crds"))
+        kube.run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        if credentials == "serviceaccount":
+            run_as_service_account(kube, cluster.tools.helm, workdir)
+        host = Host(workdir)
+        yield kube, host
     finally:
         if host is not None:
             host.stop()
         cluster.stop()
-    return 0
 
 
 def _script_mode(mode: str) -> str:
