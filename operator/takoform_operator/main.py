@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Mapping
 from typing import Any, cast
 
 import kopf
@@ -143,7 +144,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     lines = {(line.api_version, line.kind) for line in registry.lines()}
 
     def form_cr(body: Any) -> bool:
-        return (body.get("apiVersion"), body.get("kind")) in lines
+        return isinstance(body, Mapping) and (body.get("apiVersion"), body.get("kind")) in lines
 
     def another_replicas(type: str, body: Any) -> bool:
         return shards is not None and form_cr(body) and shards.passes_over(type, body)

@@ -274,6 +274,9 @@ def test_an_event_passed_over_reaches_kopf_as_a_bookmark_of_its_version() -> Non
         else:
             assert loaded == {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}
     assert asked == [("ADDED", {"metadata": metadata}), ("DELETED", {"metadata": metadata})]
+    # Without a resourceVersion of its own, kopf goes on from the last one it took.
+    gone = json.dumps({"type": "DELETED", "object": {"metadata": {"name": "a"}}})
+    assert loads(gone) == {"type": "BOOKMARK", "object": {"metadata": {}}}
 
 
 def test_an_item_passed_over_is_left_out_of_its_list_page() -> None:

@@ -212,10 +212,11 @@ def watch_loads(
         if isinstance(event, dict) and event.get("type") in _OBJECT_EVENTS and "object" in event:
             found = event["object"] = trim(event["object"])
             if pass_over(event["type"], found):
-                version = ((found.get("metadata") or {}) if isinstance(found, dict) else {}).get(
-                    "resourceVersion"
-                )
-                return {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": version}}}
+                # kopf goes on from the resourceVersion a BOOKMARK names (none: from its last).
+                metadata = found.get("metadata") if isinstance(found, dict) else None
+                version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+                mark = {"resourceVersion": version} if isinstance(version, str) else {}
+                return {"type": "BOOKMARK", "object": {"metadata": mark}}
         return event
 
     return loads
