@@ -510,6 +510,15 @@ async def watch_ready(kube: Kube, namespace: str, n: int, seen: dict[str, float]
             params = {"watch": "1", "resourceVersion": version, "allowWatchBookmarks": "true",
                       "timeoutSeconds": str(min(left, 60))}  # fmt: skip
             async with client.stream("GET", path, params=params, timeout=None) as events:
+                if events.status_code != 200:  # not a watch: an answer as `patiently` reads it
+                    await events.aread()
+                    if events.status_code == 410:
+                        version = ""
+                    elif events.status_code in (429, 504):
+                        await asyncio.sleep(float(events.headers.get("Retry-After") or 1))
+                    else:
+                        events.raise_for_status()
+                    continue
                 async for line in events.aiter_lines():
                     if not line:
                         continue
@@ -1004,11 +1013,10 @@ async def minimal(
             status = {"status": {"uid": resource["metadata"]["uid"], "conditions": [
                 {"type": "Ready", "status": "True", "reason": "Available",
                  "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}  # fmt: skip
-            patch = await api.patch(
-                _path(item, namespace) + f"/{item['metadata']['name']}/status",
+            await patiently(
+                api, "PATCH", _path(item, namespace) + f"/{item['metadata']['name']}/status",
                 json=status, headers={"Content-Type": "application/merge-patch+json"},
             )  # fmt: skip
-            patch.raise_for_status()
 
         failures: list[BaseException] = []
 
