@@ -146,8 +146,8 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     def form_cr(body: Any) -> bool:
         return isinstance(body, Mapping) and (body.get("apiVersion"), body.get("kind")) in lines
 
-    def another_replicas(type: str, body: Any) -> bool:
-        return shards is not None and form_cr(body) and shards.passes_over(type, body)
+    def another_replicas(membership: ShardMembership, type: str, body: Any) -> bool:
+        return form_cr(body) and membership.passes_over(type, body)
 
     install_json_seam(
         functools.partial(_unreadable, metrics),
@@ -156,7 +156,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         # A Form CR is cut to what the operator reads as soon as it is decoded (core.trim).
         cr_trimmer(registry, settings),
         restarts,
-        another_replicas,
+        None if shards is None else functools.partial(another_replicas, shards),
     )
     install_index_readiness()
     if settings.health_port:

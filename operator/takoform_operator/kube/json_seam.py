@@ -184,18 +184,14 @@ def _same(found: Any) -> Any:
 
 
 #: What decides which watch events kopf is not given (event type, trimmed object): True for one
-#: that concerns nothing of this process.
+#: that concerns nothing of this process. None: every event concerns it.
 PassOver = Callable[[str, Any], bool]
-
-
-def _concerned(_type: str, _found: Any) -> bool:
-    return False
 
 
 def watch_loads(
     report: Callable[[dict[str, str], str], None],
     trim: Trim = _same,
-    pass_over: PassOver = _concerned,
+    pass_over: PassOver | None = None,
 ) -> Callable[[str | bytes], Any]:
     """kopf's `json.loads` for watch lines: depth-safe; an unreadable line is `report`ed (what
     was recovered of the object, why) and becomes an event kopf skips. The event's object goes
@@ -211,7 +207,7 @@ def watch_loads(
             return {"type": UNREADABLE_EVENT, "object": {}}
         if isinstance(event, dict) and event.get("type") in _OBJECT_EVENTS and "object" in event:
             found = event["object"] = trim(event["object"])
-            if pass_over(event["type"], found):
+            if pass_over is not None and pass_over(event["type"], found):
                 # kopf goes on from the resourceVersion a BOOKMARK names (none: from its last).
                 metadata = found.get("metadata") if isinstance(found, dict) else None
                 version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
@@ -246,7 +242,7 @@ class ListReader:
         self,
         report: Callable[[dict[str, str], str], None],
         trim: Trim = _same,
-        pass_over: PassOver = _concerned,
+        pass_over: PassOver | None = None,
     ) -> None:
         self._report, self._trim, self._pass_over = report, trim, pass_over
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
@@ -329,7 +325,7 @@ class ListReader:
 
     def _keep(self, item: Any) -> None:
         found = self._trim(item)
-        if not self._pass_over("ADDED", found):
+        if self._pass_over is None or not self._pass_over("ADDED", found):
             self._items.append(found)
 
 
@@ -433,7 +429,7 @@ def install(
     skip: Callable[[bytes], bool] | None = None,
     trim: Trim = _same,
     restarts: WatchRestarts | None = None,
-    pass_over: PassOver = _concerned,
+    pass_over: PassOver | None = None,
 ) -> None:
     """Install the seam in kopf's API client (idempotent: a second call replaces the hooks).
     `report(identity, why)` is told of each watch line that cannot be read; `requested(path,
