@@ -235,25 +235,33 @@ class ShardMembership:
             # as those a watch event starts do.
             self._context = contextvars.copy_context()
         served = uid in self.member.serving
-        slot = self.slot_of(body)
+        slot, serve, kept, relabel = self._decide(body)
         verdict = self.member.admit(uid, slot_key(slot))
-        kept = verdict is Verdict.SERVE or self._kept(body, slot)
         if kept or served:
             # Trimmed as it was decoded (kube.json_seam). Not packed when not kept: in a
             # backlog most new CRs a replica sees are another's.
             self.bodies[uid] = pack(dict(body))
-        if verdict is Verdict.SERVE and not served:
+        if serve and not served:
             _note("serving", body)
-        elif verdict is Verdict.STOP and served:
+        elif not serve and served:
             self._stop([uid])
         if not kept:
             self.gone(uid)  # left our watch (its label written), or never ours to keep
-        if _label_of(body) != str(slot):
-            if self._corrects(verdict, body):
-                self._write_label(uid, body, str(slot))
-        elif self._labelled.get(uid):
+        if relabel:
+            self._write_label(uid, body, str(slot))
+        elif _label_of(body) == str(slot) and self._labelled.get(uid):
             del self._labelled[uid]  # our write is seen: no older body comes after this one
         return verdict
+
+    def _decide(self, body: Mapping[str, Any]) -> tuple[int, bool, bool, bool]:
+        """What admitting a CR of the selector does, asked without doing it: its slot, whether
+        we serve it, keep its body, and write its slot label."""
+        slot = self.slot_of(body)
+        serve = self.member.may_act(slot_key(slot))
+        kept = serve or self._kept(body, slot)
+        verdict = Verdict.SERVE if serve else Verdict.STOP
+        relabel = _label_of(body) != str(slot) and self._corrects(verdict, body)
+        return slot, serve, kept, relabel
 
     def left(self, body: Mapping[str, Any]) -> bool:
         """A DELETED event of a CR whose slot label our watch does not deliver: it left the
@@ -278,10 +286,8 @@ class ShardMembership:
             return True
         if type == "DELETED" and not self.left(body):
             return True  # gone, and never ours
-        slot = self.slot_of(body)
-        if self.member.may_act(slot_key(slot)) or self._kept(body, slot):
-            return False
-        return _label_of(body) == str(slot) or not self._corrects(Verdict.STOP, body)
+        _slot, serve, kept, relabel = self._decide(body)
+        return not (serve or kept or relabel)
 
     def _corrects(self, verdict: Verdict, body: Mapping[str, Any]) -> bool:
         """Whether we write the right slot label on a CR whose label is not it: its owner does
