@@ -134,8 +134,9 @@ class Settings(BaseSettings):
     )
     sharding: Literal["off", "hash"] = Field(
         default="off",
-        description="`hash`: every replica reconciles, each the CRs the consistent hash ring "
-        "of the live replicas gives it (one Lease per replica; docs/scaling.md); `off`: one "
+        description="`hash`: every replica reconciles, each the CRs of the slots that the live "
+        "replicas' view places on it, an even share (one Lease per replica; docs/scaling.md); "
+        "`off`: one "
         "process reconciles all (with leader_election, one replica at a time).",
     )
     shard_key: Literal["name", "namespace"] = Field(

@@ -1,4 +1,4 @@
-"""The consistent hash ring and the claim rule of core.shard_ring."""
+"""The placement of slots on members and the claim rule of core.shard_ring."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from takoform_operator.core.shard_ring import (
     SLOTS,
     Claims,
     Liveness,
-    Ring,
     claims,
     owner,
+    placement,
     shard_key,
+    slot_key,
     slot_label_of,
     slot_of,
     slots_claimed,
@@ -30,6 +31,8 @@ from takoform_operator.core.shard_ring import (
 )
 
 KEYS = [shard_key(f"ns-{i % 7}", f"cr-{i}") for i in range(6000)]
+#: What members place and claim: a slot's key, one per slot.
+SLOT_KEYS = [slot_key(slot) for slot in range(SLOTS)]
 members = st.lists(st.from_regex(r"[a-z][a-z0-9-]{0,12}", fullmatch=True), min_size=1, max_size=6)
 
 
@@ -45,41 +48,53 @@ def test_keys() -> None:
     assert shard_key("team-a", "logs", "namespace") == "team-a"
 
 
-def test_an_empty_ring_owns_nothing() -> None:
-    assert Ring([]).owner("a/b") is None
-    with pytest.raises(ValueError):
-        Ring(["a"], virtual_nodes=0)
+def test_an_empty_view_places_nothing() -> None:
+    assert placement(()) == ()
+    assert owner(slot_key(0), ()) is None
 
 
-@given(members, st.text(max_size=30))
-def test_every_key_has_one_owner_among_the_members(names: list[str], key: str) -> None:
+@given(members, st.integers(min_value=0, max_value=SLOTS - 1))
+def test_every_slot_has_one_owner_among_the_members(names: list[str], slot: int) -> None:
     view = view_of(names)
-    assert owner(key, view) in view
-    assert owner(key, view) == Ring(reversed(names)).owner(key)  # order does not matter
+    assert owner(slot_key(slot), view) in view
+    assert placement(view) == placement(tuple(reversed(names)))  # order does not matter
+
+
+@given(st.lists(st.from_regex(r"[a-z][a-z0-9-]{0,12}", fullmatch=True), min_size=1, max_size=12))
+def test_each_member_holds_at_most_its_share_of_the_slots_rounded_up(names: list[str]) -> None:
+    """A hash ring gave one of three replicas up to 43 % of the CRs; the busiest sets what the
+    replicas need."""
+    view = view_of(names)
+    held = Counter(placement(view))
+    assert sum(held.values()) == SLOTS
+    assert max(held.values()) <= -(-SLOTS // len(view)), held
 
 
 def test_the_keys_spread_evenly() -> None:
+    """Slots spread the CRs' keys, and the members hold even shares of slots: each of three
+    holds a third of the keys, within the keys' own spread over the slots."""
     view = ("a", "b", "c")
-    counts = {m: sum(owner(k, view) == m for k in KEYS) for m in view}
-    assert all(abs(n - len(KEYS) / 3) < 0.12 * len(KEYS) for n in counts.values()), counts
+    keys = Counter(owner(slot_key(slot_of(k)), view) for k in KEYS)
+    assert all(abs(n - len(KEYS) / 3) < 0.05 * len(KEYS) for n in keys.values()), keys
 
 
 @pytest.mark.parametrize("size", [2, 3, 5])
-def test_a_member_joining_or_leaving_moves_about_one_nth_of_the_keys(size: int) -> None:
+def test_a_member_joining_or_leaving_moves_about_one_nth_of_the_slots(size: int) -> None:
     before = tuple(f"m{i}" for i in range(size))
     after = (*before, "new")
-    moved = [k for k in KEYS if owner(k, before) != owner(k, after)]
-    share = len(moved) / len(KEYS)
-    ideal = 1 / (size + 1)
-    assert abs(share - ideal) < 0.35 * ideal, (share, ideal)
-    assert all(owner(k, after) == "new" for k in moved)  # only to the newcomer, none shuffled
-    # leaving is the same movement backwards
-    assert {k for k in KEYS if owner(k, after) != owner(k, before)} == set(moved)
+    moved = [s for s in range(SLOTS) if placement(before)[s] != placement(after)[s]]
+    ideal = SLOTS / (size + 1)
+    # The newcomer's share, and a few more between the others as the bound shifts (up to 1.44
+    # times the share for 200 random views of 2 to 8 names; a hash ring moved about the share
+    # but placed unevenly).
+    assert ideal <= len(moved) < 1.5 * ideal, (len(moved), ideal)
+    shuffled = [s for s in moved if placement(after)[s] != "new"]
+    assert len(shuffled) <= SLOTS // 16, shuffled
 
 
 def test_the_live_members_claims_decide() -> None:
     view = ("a", "b")
-    key = next(k for k in KEYS if owner(k, view) == "a")
+    key = next(k for k in SLOT_KEYS if owner(k, view) == "a")
     a = Claims("a", mine=(view,), others={"b": view})
     b = Claims("b", mine=(view,), others={"a": view})
     assert a.may_act(key) and not b.may_act(key)
@@ -88,7 +103,7 @@ def test_the_live_members_claims_decide() -> None:
 
 def test_a_joining_member_waits_for_the_others_views() -> None:
     old, new = ("a", "b"), ("a", "b", "c")
-    key = next(k for k in KEYS if owner(k, old) == "a" and owner(k, new) == "c")
+    key = next(k for k in SLOT_KEYS if owner(k, old) == "a" and owner(k, new) == "c")
     c = Claims("c", mine=(new,), others={"a": old, "b": old})
     assert not c.may_act(key)  # a still claims it
     assert Claims("a", mine=(old,), others={"b": old}).may_act(key)  # before c's first write
@@ -103,17 +118,17 @@ def test_a_joining_member_waits_for_the_others_views() -> None:
 
 def test_a_view_being_published_restricts_until_the_write_is_known() -> None:
     old, new = ("a", "b"), ("a",)
-    key = next(k for k in KEYS if owner(k, old) == "b")
+    key = next(k for k in SLOT_KEYS if owner(k, old) == "b")
     # a publishes its view without b: it may act on b's keys only when b is no longer live
     assert not Claims("a", mine=(old, new), others={}).may_act(key)
     assert Claims("a", mine=(new,), others={}).may_act(key)
     moving = ("a", "b", "c")
-    key = next(k for k in KEYS if owner(k, old) == "a" and owner(k, moving) == "c")
+    key = next(k for k in SLOT_KEYS if owner(k, old) == "a" and owner(k, moving) == "c")
     assert not Claims("a", mine=(old, moving), others={}).may_act(key)
 
 
 def test_two_claims_leave_a_cr_unclaimed_not_doubly_served() -> None:
-    key = KEYS[0]
+    key = SLOT_KEYS[0]
     a = Claims("a", mine=(("a",),), others={"b": ("b",)})
     assert not a.may_act(key) and a.unclaimed(key)
     assert Claims("a", mine=(), others={}).unclaimed(key)
@@ -133,7 +148,7 @@ def test_at_most_one_member_may_act_on_a_key(
 ) -> None:
     """Whatever views the live members published, no key has two members that may act."""
     live_views = {m: v for m, v in views.items() if m in live}
-    for key in KEYS[:200]:
+    for key in SLOT_KEYS:
         acting = [
             m
             for m, v in live_views.items()
@@ -146,7 +161,7 @@ def test_at_most_one_member_may_act_on_a_key(
 
 def test_agreed_views_serve_every_key_exactly_once() -> None:
     view = ("a", "b", "c")
-    for key in KEYS[:500]:
+    for key in SLOT_KEYS:
         acting = [
             m for m in view if Claims(m, (view,), {n: view for n in view if n != m}).may_act(key)
         ]
