@@ -235,8 +235,10 @@ class ShardMembership:
             # as those a watch event starts do.
             self._context = contextvars.copy_context()
         served = uid in self.member.serving
-        slot, serve, kept, relabel = self._decide(body)
+        slot = self.slot_of(body)
         verdict = self.member.admit(uid, slot_key(slot))
+        serve = verdict is Verdict.SERVE
+        kept, relabel = self._effects(body, slot, serve)
         if kept or served:
             # Trimmed as it was decoded (kube.json_seam). Not packed when not kept: in a
             # backlog most new CRs a replica sees are another's.
@@ -253,15 +255,11 @@ class ShardMembership:
             del self._labelled[uid]  # our write is seen: no older body comes after this one
         return verdict
 
-    def _decide(self, body: Mapping[str, Any]) -> tuple[int, bool, bool, bool]:
-        """What admitting a CR of the selector does, asked without doing it: its slot, whether
-        we serve it, keep its body, and write its slot label."""
-        slot = self.slot_of(body)
-        serve = self.member.may_act(slot_key(slot))
+    def _effects(self, body: Mapping[str, Any], slot: int, serve: bool) -> tuple[bool, bool]:
+        """What admitting a CR of `slot` that we `serve` (or not) does beside its loop: whether
+        we keep its body, and whether we write its slot label."""
         kept = serve or self._kept(body, slot)
-        verdict = Verdict.SERVE if serve else Verdict.STOP
-        relabel = _label_of(body) != str(slot) and self._corrects(verdict, body)
-        return slot, serve, kept, relabel
+        return kept, _label_of(body) != str(slot) and self._corrects(serve, body)
 
     def left(self, body: Mapping[str, Any]) -> bool:
         """A DELETED event of a CR whose slot label our watch does not deliver: it left the
@@ -286,17 +284,19 @@ class ShardMembership:
             return True
         if type == "DELETED" and not self.left(body):
             return True  # gone, and never ours
-        _slot, serve, kept, relabel = self._decide(body)
+        slot = self.slot_of(body)
+        serve = self.member.may_act(slot_key(slot))
+        kept, relabel = self._effects(body, slot, serve)
         return not (serve or kept or relabel)
 
-    def _corrects(self, verdict: Verdict, body: Mapping[str, Any]) -> bool:
+    def _corrects(self, serve: bool, body: Mapping[str, Any]) -> bool:
         """Whether we write the right slot label on a CR whose label is not it: its owner does
         (once it has our finalizer: until then the finalizer's write carries the label), and so
         does a replica that sees it labelled with another slot (its owner may not watch that
         slot)."""
         if self.relabel is None:
             return False
-        if verdict is Verdict.SERVE:
+        if serve:
             return FINALIZER in ((body.get("metadata") or {}).get("finalizers") or ())
         return slot_label_of(_label_of(body)) is not None
 
