@@ -449,11 +449,18 @@ async def patiently(client: httpx.AsyncClient, method: str, path: str, **kwargs:
     of large objects on a saturated machine), then must succeed."""
     for _ in range(60):
         answer = await client.request(method, path, **kwargs)
-        if answer.status_code not in (429, 504):
+        if not await _waited_out(answer):
             break
-        await asyncio.sleep(float(answer.headers.get("Retry-After") or 1))
     answer.raise_for_status()
     return answer
+
+
+async def _waited_out(answer: httpx.Response) -> bool:
+    """Whether `answer` is one to wait out and ask again (429, 504), once waited."""
+    if answer.status_code not in (429, 504):
+        return False
+    await asyncio.sleep(float(answer.headers.get("Retry-After") or 1))
+    return True
 
 
 async def create_all(kube: Kube, namespace: str, items: list[dict[str, Any]], rate: float | None,
@@ -514,9 +521,7 @@ async def watch_ready(kube: Kube, namespace: str, n: int, seen: dict[str, float]
                     await events.aread()
                     if events.status_code == 410:
                         version = ""
-                    elif events.status_code in (429, 504):
-                        await asyncio.sleep(float(events.headers.get("Retry-After") or 1))
-                    else:
+                    elif not await _waited_out(events):
                         events.raise_for_status()
                     continue
                 async for line in events.aiter_lines():
