@@ -8,10 +8,15 @@ TokenReview and SubjectAccessReview) and one reference host that both tenants sh
   binding: imports of one host resource from several CRs, the owner deleted (Orphan) and
   created again, over and over. All 300 fit: on a loaded 2-core machine they are created in
   25-80 s and the test runs 40-80 s, plus about 25 s of clean-up (their finalizers released).
-- Meanwhile the quiet namespace's Buckets keep becoming Ready within QUIET_READY_BOUND (the
-  measured times are printed), and the operator's resident memory (VmRSS of its process) stays
-  under the chart's memory limit, sampled throughout (measured: 72 MiB idle, 117-120 MiB at
-  the peak, against 512 MiB).
+- Meanwhile the quiet namespace's Buckets keep becoming Ready within QUIET_READY_BOUND of the
+  API server sending them on a watch of their namespace (a watch of the test's own, beside the
+  operator's), and the operator's resident memory (VmRSS of its process) stays under the
+  chart's memory limit, sampled throughout (measured: 72 MiB idle, 117-120 MiB at the peak,
+  against 512 MiB). Measured from the watch, not from the create: the hostile writes load the
+  API server, which then sends every watcher each event late, the operator's and a watch of the
+  quiet namespace alike (measured up to 18 s after the create on a loaded 2-core machine, and
+  more in CI). No operator can help that; what it must not do is make a quiet CR it was sent
+  wait behind the hostile ones. Both times are printed.
 - A ServiceAccount of a third namespace, granted nothing, with a real token from the TokenRequest
   API, sees no CR name of the others on any endpoint the chart exposes: /metrics (refused) and
   the health endpoints. A scraper granted /metrics does see them there, so the refusal is what
@@ -41,6 +46,7 @@ from manifests import bucket
 from operator_process import Operator, is_ready, operator_process, serving
 from processes import HostProcess, free_port
 from tenancy import grant_manifest, host_manifest, token_secret
+from waiting import wait_for
 
 from takoform_operator.core.import_id import canonical_import_id
 from takoform_operator.registry_data import load_registry
@@ -54,8 +60,8 @@ TOGGLED = 20
 #: The hostile CRs importing one host resource: one owns it, the others wait AlreadyManaged.
 CONTENDERS = 4
 QUIET_CRS = 3
-#: Seconds from a quiet CR's creation to Ready, under the storm; measured on a loaded
-#: 2-core machine at 0.6 to 14 s (most under 4 s), asserted with a wide margin.
+#: Seconds from a watch of its namespace being sent a quiet CR to the CR being Ready, under the
+#: storm; measured on a loaded 2-core machine at 0.5 to 3 s, asserted with a wide margin.
 QUIET_READY_BOUND = 45.0
 HOSTILE_SPACE, QUIET_SPACE = "hostile", "team-a"
 CONTESTED = "contested"
@@ -190,6 +196,50 @@ def storm(cluster: KubeCluster, namespace: str, run: str, host: str, pid: int) -
     seen.done()
 
 
+@contextlib.contextmanager
+def deliveries(cluster: KubeCluster, namespace: str) -> Iterator[dict[str, float]]:
+    """When a watch of the Buckets of `namespace`, in a thread, is first sent each of them (by
+    name, time.monotonic()). Watching from a list's resourceVersion, it misses none made after."""
+    client = cluster.http()
+    assert client is not None
+    path = BUCKETS.format(namespace=namespace)
+
+    def listed() -> str | None:  # refused with 429 while the CRD's storage is initializing
+        answer = client.get(path)
+        return answer.json()["metadata"]["resourceVersion"] if answer.is_success else None
+
+    version = wait_for(listed, f"a list of the Buckets of {namespace}", timeout=60)
+    # The API server ends the watch after timeoutSeconds at the latest: its connection goes.
+    params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": "600"}
+    sent: dict[str, float] = {}
+    failure: list[BaseException] = []
+    opened = threading.Event()
+    stop = threading.Event()
+
+    def watch() -> None:
+        try:
+            with client.stream("GET", path, params=params, timeout=None) as events:
+                opened.set()
+                for line in events.iter_lines():
+                    if stop.is_set():
+                        return
+                    event = json.loads(line)
+                    assert event["type"] != "ERROR", event
+                    sent.setdefault(event["object"]["metadata"]["name"], time.monotonic())
+        except BaseException as failed:  # said by the test, not lost in the thread
+            failure.append(failed)
+            opened.set()
+
+    threading.Thread(target=watch, name=f"watch {namespace}", daemon=True).start()
+    opened.wait(timeout=60)
+    try:
+        yield sent
+    finally:
+        stop.set()  # the thread ends at the stream's next line, or with the process
+    if failure:
+        raise failure[0]
+
+
 def scrape(url: str, token: str | None = None) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return httpx.get(url, headers=headers, timeout=10)
@@ -258,8 +308,11 @@ def test_a_hostile_tenant_starves_no_one_bloats_nothing_and_a_stranger_sees_no_n
             wait_until(lambda: serving(running), "the operator's metrics endpoint", timeout=30)
             idle = resident_bytes(process.pid)
             started = time.monotonic()
-            took = []
-            with storm(kube_cluster, hostile, run, host_name, process.pid) as seen:
+            took, served = [], []
+            with (
+                deliveries(kube_cluster, quiet) as sent,
+                storm(kube_cluster, hostile, run, host_name, process.pid) as seen,
+            ):
                 # A quiet CR while the hostile CRs are created, one while the operator works
                 # through them under the toggles and churn, one once the storm is in full swing.
                 for i, (created, steps) in enumerate(
@@ -277,9 +330,17 @@ def test_a_hostile_tenant_starves_no_one_bloats_nothing_and_a_stranger_sees_no_n
                     wait_until(
                         lambda n=name: is_ready(kube_cluster, quiet, n),  # type: ignore[misc]
                         f"{name} Ready under the storm",
-                        timeout=QUIET_READY_BOUND * 2,
+                        timeout=QUIET_READY_BOUND + 180,  # the API server's delay, then ours
                     )
-                    took.append(time.monotonic() - since)
+                    ready = time.monotonic()
+                    took.append(ready - since)
+                    # The operator's watch may have been sent it before the test's was.
+                    wait_until(
+                        lambda n=name: n in sent,  # type: ignore[misc]
+                        f"{name} sent on the watch",
+                        timeout=60,
+                    )
+                    served.append(max(0.0, ready - sent[name]))
                 # The whole backlog is worked through under the storm: every hostile CR made.
                 wait_until(
                     lambda: len(host_names(host, HOSTILE_SPACE)) == HOSTILE_CRS + 1,
@@ -289,13 +350,15 @@ def test_a_hostile_tenant_starves_no_one_bloats_nothing_and_a_stranger_sees_no_n
                 drained = time.monotonic() - started
             peak = max(seen.peak_rss, resident_bytes(process.pid))
             print(
-                f"quiet CRs Ready after {', '.join(f'{t:.1f}' for t in took)} s; hostile "
+                f"quiet CRs Ready {', '.join(f'{t:.1f}' for t in served)} s after a watch of "
+                f"their namespace was sent them ({', '.join(f'{t:.1f}' for t in took)} s after "
+                "the create); hostile "
                 f"CRs created in {seen.creating:.0f} s, all made on the host in {drained:.0f} "
                 f"s; {seen.steps} steps, {seen.recreated} contenders created again; RSS "
                 f"{idle / 2**20:.0f} MiB idle, peak {peak / 2**20:.0f} MiB (limit "
                 f"{limit / 2**20:.0f} MiB)"
             )
-            assert max(took) < QUIET_READY_BOUND, took
+            assert max(served) < QUIET_READY_BOUND, (served, took)
             assert seen.recreated > 0, "the binding was churned"
             assert peak < limit, f"peak RSS {peak / 2**20:.0f} MiB over the chart's limit"
 
