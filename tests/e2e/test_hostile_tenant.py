@@ -33,7 +33,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -196,10 +196,24 @@ def storm(cluster: KubeCluster, namespace: str, run: str, host: str, pid: int) -
     seen.done()
 
 
+@dataclass
+class Deliveries:
+    """When a watch of the test's own was first sent each CR, by name (time.monotonic())."""
+
+    at: dict[str, float] = field(default_factory=dict)
+    failure: BaseException | None = None
+
+    def of(self, name: str) -> float | None:
+        """When `name` was sent, None if not yet; the watch's failure, raised."""
+        if self.failure is not None:
+            raise self.failure
+        return self.at.get(name)
+
+
 @contextlib.contextmanager
-def deliveries(cluster: KubeCluster, namespace: str) -> Iterator[dict[str, float]]:
-    """When a watch of the Buckets of `namespace`, in a thread, is first sent each of them (by
-    name, time.monotonic()). Watching from a list's resourceVersion, it misses none made after."""
+def deliveries(cluster: KubeCluster, namespace: str) -> Iterator[Deliveries]:
+    """A watch of the Buckets of `namespace`, in a thread, noting when it is first sent each.
+    Watching from a list's resourceVersion, it misses none made after."""
     client = cluster.http()
     assert client is not None
     path = BUCKETS.format(namespace=namespace)
@@ -211,8 +225,7 @@ def deliveries(cluster: KubeCluster, namespace: str) -> Iterator[dict[str, float
     version = wait_for(listed, f"a list of the Buckets of {namespace}", timeout=60)
     # The API server ends the watch after timeoutSeconds at the latest: its connection goes.
     params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": "600"}
-    sent: dict[str, float] = {}
-    failure: list[BaseException] = []
+    sent = Deliveries()
     opened = threading.Event()
     stop = threading.Event()
 
@@ -225,19 +238,17 @@ def deliveries(cluster: KubeCluster, namespace: str) -> Iterator[dict[str, float
                         return
                     event = json.loads(line)
                     assert event["type"] != "ERROR", event
-                    sent.setdefault(event["object"]["metadata"]["name"], time.monotonic())
+                    sent.at.setdefault(event["object"]["metadata"]["name"], time.monotonic())
         except BaseException as failed:  # said by the test, not lost in the thread
-            failure.append(failed)
+            sent.failure = failed
             opened.set()
 
     threading.Thread(target=watch, name=f"watch {namespace}", daemon=True).start()
-    opened.wait(timeout=60)
+    assert opened.wait(timeout=60), f"the watch of {namespace} did not open in 60 s"
     try:
         yield sent
     finally:
         stop.set()  # the thread ends at the stream's next line, or with the process
-    if failure:
-        raise failure[0]
 
 
 def scrape(url: str, token: str | None = None) -> httpx.Response:
@@ -335,12 +346,12 @@ def test_a_hostile_tenant_starves_no_one_bloats_nothing_and_a_stranger_sees_no_n
                     ready = time.monotonic()
                     took.append(ready - since)
                     # The operator's watch may have been sent it before the test's was.
-                    wait_until(
-                        lambda n=name: n in sent,  # type: ignore[misc]
+                    delivered = wait_for(
+                        lambda n=name: sent.of(n),  # type: ignore[misc]
                         f"{name} sent on the watch",
                         timeout=60,
                     )
-                    served.append(max(0.0, ready - sent[name]))
+                    served.append(max(0.0, ready - delivered))
                 # The whole backlog is worked through under the storm: every hostile CR made.
                 wait_until(
                     lambda: len(host_names(host, HOSTILE_SPACE)) == HOSTILE_CRS + 1,
