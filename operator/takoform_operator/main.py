@@ -184,7 +184,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         settings=settings,
         writer=writer,
         metrics=metrics,
-        bindings=BindingBook(writer.client),
+        bindings=BindingBook(writer.client, slots=shards),
         tenancy=book,
         secrets=HttpSecretStore(writer.client),
     )
@@ -217,6 +217,11 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         unreadable=functools.partial(_unreadable_binding, metrics),
         page=LIST_PAGE,
     )
+    metrics.bindings_known.set_function(lambda: len(runtime.bindings))
+    if shards is not None:
+        # The bindings are listed and watched by the slots this replica watches, as its CRs.
+        binding_watch.selector = shards.binding_selector
+        shards.steer_bindings = binding_watch.steer
 
     async def watch_bindings() -> None:
         await writer.connected.wait()  # kopf logs in as it starts (_login)
@@ -230,12 +235,13 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     async def lead(stop_flag: asyncio.Event | threading.Event | None) -> None:
         # kopf resolves the watched kinds once: none may be missing for a moment (kube.discovery).
         await asyncio.to_thread(wait_until_served, watched_kinds(registry))
-        bindings = asyncio.create_task(watch_bindings(), name="binding watch")
         operator_settings = kopf_settings(settings.namespace, _identity(settings)[1])
         if shards is not None and restarts is not None:
-            # The Form CRs are listed and watched by the slots this replica may serve.
+            # The Form CRs are listed and watched by the slots this replica may serve, and so
+            # are the bindings: neither is listed whole first.
             forms = [(line.group, line.plural) for line in registry.lines()]
             await shards.steer(operator_settings.watching.label_selectors, forms, restarts)
+        bindings = asyncio.create_task(watch_bindings(), name="binding watch")
         try:
             await kopf.operator(
                 registry=kopf_registry,

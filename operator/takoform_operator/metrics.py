@@ -205,6 +205,11 @@ class Metrics:
             "With sharding `hash`: CRs this replica's watch delivers and it keeps, served or "
             "not (its share, and CRs about to be labelled or handed over).",
         )
+        self.bindings_known = gauge(
+            "takoform_bindings_known",
+            "TakoformBindings this process keeps in its cache: every binding of the cluster, or "
+            "with sharding `hash` those Bound to a CR of the slots it watches and those not Bound.",
+        )
         self.loop_lag = histogram(
             "takoform_event_loop_lag_seconds",
             "How late the event loop woke a 0.1 s timer: time the process could not respond.",

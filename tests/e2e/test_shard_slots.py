@@ -21,6 +21,7 @@ from operator_process import Operator, is_ready, operator_process, serving
 from processes import free_port
 from tenancy import granted
 
+from takoform_operator.core.binding import NAMESPACE_LABEL
 from takoform_operator.core.shard_ring import SLOT_LABEL, SLOTS, shard_key, slot_of
 
 pytestmark = [pytest.mark.kube, pytest.mark.host, pytest.mark.usefixtures("kube_crds")]
@@ -105,6 +106,30 @@ def test_each_replica_watches_and_keeps_only_its_share(
             and all(f["watched_crs"] == f["serving_crs"] for f in found.values())
         )
 
+    def bindings_shared(live: list[str]) -> bool:
+        """The bindings of this test's CRs carry their owner's slot label, and each live
+        replica keeps, of them, only those of its own CRs: beyond its share it keeps at most
+        the cluster's other bindings (not Bound, or written by other tests' operators)."""
+        items = kube_cluster.list_objects("takoformbinding")
+        labels = [i["metadata"].get("labels") or {} for i in items]
+        ours = [
+            i
+            for i, x in zip(items, labels, strict=True)
+            if x.get(NAMESPACE_LABEL) == kube_namespace
+        ]
+        labelled = all(
+            (i["metadata"].get("labels") or {}).get(SLOT_LABEL)
+            == str(slot_of(shard_key(kube_namespace, i["spec"]["claimRef"]["name"])))
+            for i in ours
+            if i["spec"]["phase"] == "Bound"
+        )
+        kept = {n: _metric(replicas[n], "takoform_bindings_known") for n in live}
+        served = {n: _metric(replicas[n], "takoform_shard_serving_crs") for n in live}
+        print("bindings kept per replica:", kept, "of", len(items))
+        return labelled and all(
+            served[n] <= kept[n] <= served[n] + len(items) - len(ours) for n in live
+        )
+
     with ExitStack() as stack:
         stack.enter_context(granted(kube_cluster, kube_namespace, ["team-a"]))
         try:
@@ -124,6 +149,8 @@ def test_each_replica_watches_and_keeps_only_its_share(
                 wait_until(lambda n=name: is_ready(kube_cluster, kube_namespace, n),
                            f"Bucket {name} Ready", timeout=180)  # fmt: skip
             wait_until(lambda: shared(list(replicas)), "three replicas, each watching its share",
+                       timeout=60)  # fmt: skip
+            wait_until(lambda: bindings_shared(list(replicas)), "each replica's bindings",
                        timeout=60)  # fmt: skip
             # The label came with the finalizer: one write to each CR itself, as without it.
             assert labels() == slot
@@ -168,6 +195,8 @@ def test_each_replica_watches_and_keeps_only_its_share(
             survivors = [n for n in replicas if n != victim]
             wait_until(lambda: shared(survivors), "two replicas sharing every CR",
                        timeout=LEASE_SECONDS + 60)  # fmt: skip
+            wait_until(lambda: bindings_shared(survivors), "the survivors' bindings",
+                       timeout=60)  # fmt: skip
             edit_all(20, 3)
 
             # A label edited by hand is put right: one naming another slot (its owner may not

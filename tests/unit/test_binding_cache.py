@@ -235,3 +235,69 @@ def test_the_watch_lists_again_after_a_gone_version_and_forgets_what_went_meanwh
     assert book.held_by("cr-2") is not None
     # The first listing wakes nobody: every CR's first look waits for it anyway.
     assert len(changes) == 1 and health == [True, True, True], "the second listing wakes"
+
+
+def test_a_new_selector_ends_the_watch_and_lists_again_with_it() -> None:
+    """Hash sharding: the slots watched changed (`steer`) while a watch was open; it is ended
+    and the bindings are listed again with the new selector, then watched with it."""
+    selector = ["slot notin (1)"]
+    requests: list[httpx.QueryParams] = []
+    watching = asyncio.Event()
+    book = BindingBook(lambda: client)
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        requests.append(request.url.params)
+        if request.url.params.get("watch") != "true":
+            return httpx.Response(200, json={"items": [], "metadata": {"resourceVersion": "7"}})
+        if len(requests) > 3:
+            raise asyncio.CancelledError  # the second watch: the test is over
+        watching.set()
+        await asyncio.Event().wait()  # an open watch that sends nothing
+        raise AssertionError("unreachable")
+
+    client = httpx.AsyncClient(base_url="https://api", transport=httpx.MockTransport(answer))
+    watch = BindingWatch(book, lambda: client, lambda: None, selector=lambda: selector[0])
+
+    async def run() -> None:
+        task = asyncio.create_task(watch.run())
+        await asyncio.wait_for(watching.wait(), 10)
+        selector[0] = "slot notin (2)"
+        watch.steer()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
+
+    asyncio.run(run())
+    assert [(p.get("watch"), p.get("labelSelector")) for p in requests] == [
+        (None, "slot notin (1)"), ("true", "slot notin (1)"),
+        (None, "slot notin (2)"), ("true", "slot notin (2)"),
+    ]  # fmt: skip
+
+
+class _Slot:
+    """A replica of hash sharding that watches and serves slot "1" (kube.bindings.Slots)."""
+
+    def label(self, claim: ClaimRef) -> str:
+        return "1" if claim.namespace == "team-a" else "2"
+
+    def watches(self, body: dict[str, Any]) -> bool:
+        labels = body["metadata"].get("labels") or {}
+        return labels.get("takoform.io/shard-slot") in (None, "1")
+
+    def serves(self, claim: ClaimRef) -> bool:
+        return self.label(claim) == "1"
+
+
+def test_bindings_written_before_sharding_are_written_again_by_their_owner_only() -> None:
+    """Bound bindings without their owner's slot label (written before hash sharding was on)
+    are written again at the start by the replica that serves their owner, not by the
+    others; a labelled one, or one not Bound, is not."""
+    book = BindingBook(lambda: (_ for _ in ()).throw(AssertionError("no API call expected")),
+                       slots=_Slot())  # fmt: skip
+    ours = Binding(IDENTITY, Phase.BOUND, OWNER)
+    theirs = Binding(replace(IDENTITY, name="b"), Phase.BOUND, ClaimRef("team-b", "b", "cr-2"))
+    labelled = Binding(replace(IDENTITY, name="c"), Phase.BOUND, ClaimRef("team-a", "c", "cr-3"))
+    released = Binding(replace(IDENTITY, name="d"), Phase.RELEASED, None, last_owner=OWNER)
+    for i, binding in enumerate((ours, theirs, released)):
+        book.observe(replace(binding, resource_version=str(i + 1)).to_json(guardian=""))
+    book.observe(replace(labelled, resource_version="9").to_json(guardian="", slot="1"))
+    assert [b.name for b in book.unguarded()] == [ours.name]

@@ -17,6 +17,7 @@ from takoform_operator.core.binding import Binding, ClaimRef, Identity, Phase, b
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.decide import Observation
 from takoform_operator.core.import_id import canonical_import_id, parse_import_id
+from takoform_operator.core.shard_ring import SLOT_LABEL
 from takoform_operator.core.state import Requested, ResourceView, State
 from takoform_operator.kube.crs import desired_from_cr
 from takoform_operator.plugin.commands import dumped, parser
@@ -635,10 +636,14 @@ def test_a_reservation_changes_the_claim_ref_and_nothing_else() -> None:
         "annotations": {"a": "b"},
     }
     body["spec"]["someFutureField"] = "kept"
+    labels = dict(body["metadata"]["labels"])
+    body["metadata"]["labels"][SLOT_LABEL] = "17"  # hash sharding: whoever it goes to sees it
     document = reserved_document(body, ClaimRef("team-c", "new"))
     assert document["metadata"] == {
-        k: v for k, v in body["metadata"].items() if k != "managedFields"
+        **{k: v for k, v in body["metadata"].items() if k != "managedFields"},
+        "labels": labels,
     }
+    assert body["metadata"]["labels"][SLOT_LABEL] == "17", "the document read is left as it was"
     assert document["metadata"]["resourceVersion"] == "17", "the precondition of the replace"
     assert document["spec"] == {**body["spec"], "claimRef": {"namespace": "team-c", "name": "new"}}
     assert "claimRef" not in body["spec"], "the document read is left as it was"

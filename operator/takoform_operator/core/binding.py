@@ -28,6 +28,7 @@ from typing import Any
 from takoform_spec.canonical import canonical_json, sha256_digest
 from takoform_spec.identity import FormLine, FormRef
 
+from .shard_ring import SLOT_LABEL
 from .state import DEFAULT_HOST, Requested, requested_from_json, requested_to_json
 from .tenancy import GROUP, VERSION
 
@@ -190,11 +191,12 @@ class Binding:
             self, phase=Phase.LOST, claim=None, last_owner=self.claim, uid=uid or self.uid
         )
 
-    def to_json(self, *, guardian: str | None = None) -> dict[str, Any]:
+    def to_json(self, *, guardian: str | None = None, slot: str | None = None) -> dict[str, Any]:
         """The whole object, as created or replaced (metadata.resourceVersion a precondition).
         With `guardian` (the operator's user name; "" when unknown), a protected binding carries
         the protection finalizer and names its guardian; None: neither (the write that lets a
-        binding go)."""
+        binding go). With `slot` (hash sharding: its owner's slot), a Bound binding carries
+        the slot label, so that only the replicas watching that slot list and watch it."""
         identity = self.identity
         spec: dict[str, Any] = {
             "host": identity.host,
@@ -218,6 +220,8 @@ class Binding:
         named = self.claim or self.last_owner
         if named is not None:
             labels[NAMESPACE_LABEL] = named.namespace
+        if slot is not None and self.phase is Phase.BOUND and self.claim is not None:
+            labels[SLOT_LABEL] = slot
         metadata: dict[str, Any] = {"name": self.name, "labels": labels}
         if guardian is not None and self.protected:
             metadata["finalizers"] = [PROTECTION_FINALIZER]

@@ -1,8 +1,10 @@
 """The TakoformBinding cache's list and watch, outside kopf.
 
 Bindings are cluster-scoped: every operator process lists every binding of the cluster, however
-few CRs it serves. Through kopf each listed binding cost a worker, a stream, its raw event, a
-Body, a Patch and loggers while it was processed, and a memory kept for as long as the binding
+few CRs it serves, unless hash sharding narrows the list and watch to the slots the replica
+watches (`selector`, the CRs' own slot selector; kube.bindings.Slots). Through kopf each
+listed binding cost a worker, a stream, its raw event, a Body, a Patch and loggers while it
+was processed, and a memory kept for as long as the binding
 lived: about 23 KiB of peak RSS per binding, and full garbage collections over all of it at
 start-up (docs/performance.md). Here a binding costs its entry in the book (kube.bindings): the
 list is read a page at a time, the watch a line at a time, and nothing else is kept.
@@ -14,20 +16,24 @@ last version seen, and a version the API server no longer has (410 Gone) is a fr
 which also forgets the bindings deleted meanwhile. A stale book is safe either way: every
 binding write carries the resourceVersion read and `create` is the lock, so a binding the book
 does not know yet costs one refused write and a fresh read, never a second owner.
+
+When the selector changes (the replica's slots did), the watch ends and the book is listed
+again with the new one: the bindings of the slots it gained come, those of the slots it lost go.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass
+from collections.abc import Callable, Coroutine
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import httpx
 
 from takoform_operator.core.binding import BINDING_PLURAL
 from takoform_operator.core.depth import safe_loads
+from takoform_operator.core.shard_ring import SLOT_LABEL
 from takoform_operator.core.tenancy import GROUP, VERSION
 from takoform_operator.kube.bindings import BindingBook, ListRefused, list_pages
 from takoform_operator.kube.freshness import resource_version
@@ -84,9 +90,16 @@ class BindingWatch:
     #: A watch line that could not be decoded (skipped: the book keeps what it had, and a write
     #: against that is refused and read afresh).
     unreadable: Callable[[str], None] = lambda why: None
+    #: The label selector of what to list and watch, read at each list ("": every binding).
+    selector: Callable[[], str] = lambda: ""
     page: int = 500
     retry_seconds: float = 1.0
     retry_cap_seconds: float = 30.0
+    _steered: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def steer(self) -> None:
+        """The selector changed: end the watch and list again with it."""
+        self._steered.set()
 
     async def run(self) -> None:
         """List and watch until cancelled; API trouble is retried with back-off."""
@@ -94,9 +107,10 @@ class BindingWatch:
         failures = 0
         while True:
             try:
-                if version is None:
+                if version is None or self._steered.is_set():
+                    self._steered.clear()
                     version = await self.list_all()
-                version = await self.watch_from(version)
+                version = await self._until_steered(self.watch_from(version))
                 failures = 0
             except Expired as exc:
                 logger.info("TakoformBinding watch expired (%s): listing again", exc)
@@ -110,6 +124,22 @@ class BindingWatch:
                 )
                 await asyncio.sleep(delay)
 
+    async def _until_steered(self, watch: Coroutine[Any, Any, str]) -> str:
+        """The watch's last version when it ended; cut short when the selector changed (the
+        caller then lists again)."""
+        watching = asyncio.ensure_future(watch)
+        steered = asyncio.ensure_future(self._steered.wait())
+        try:
+            await asyncio.wait((watching, steered), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            steered.cancel()
+            if not watching.done():
+                watching.cancel()
+                await asyncio.wait((watching,))
+        if watching.cancelled() and self._steered.is_set():
+            return ""  # cut short here: `run` lists again
+        return watching.result()
+
     async def list_all(self) -> str:
         """Read every binding into the book, a page at a time; forget those the listing no
         longer has. Returns the listing's resourceVersion. Raises Expired when a page's
@@ -119,7 +149,7 @@ class BindingWatch:
         first = not self.book.listed.is_set()
         metadata: dict[str, Any] = {}
         try:
-            async for page in list_pages(self.client(), COLLECTION, self.page):
+            async for page in list_pages(self.client(), COLLECTION, self.page, self._params()):
                 for item in page.get("items") or ():
                     if isinstance(item, dict):
                         names.add(str((item.get("metadata") or {}).get("name") or ""))
@@ -149,6 +179,7 @@ class BindingWatch:
             "resourceVersion": version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(WATCH_SECONDS),
+            **self._params(),
         }
         timeout = httpx.Timeout(30.0, read=_READ_SECONDS)
         async with self.client().stream(
@@ -168,8 +199,25 @@ class BindingWatch:
                 except ValueError as exc:
                     self.unreadable(str(exc))
                     continue
-                seen, changed = apply_event(self.book, event)
+                if self._may_have_left(event):
+                    body = event["object"]
+                    seen, changed = resource_version(body) or None, await self.book.left(body)
+                else:
+                    seen, changed = apply_event(self.book, event)
                 version = seen or version
                 if changed:
                     self.changed()
         return version
+
+    def _may_have_left(self, event: Any) -> bool:
+        """A DELETED event that may only mean the binding left our slots: with a selector, of
+        a binding with a slot label (one let go is written without it before its delete)."""
+        if not (self.selector() and isinstance(event, dict) and event.get("type") == "DELETED"):
+            return False
+        body = event.get("object")
+        labels = (body.get("metadata") or {}).get("labels") if isinstance(body, dict) else None
+        return isinstance(labels, dict) and SLOT_LABEL in labels
+
+    def _params(self) -> dict[str, str]:
+        selector = self.selector()
+        return {"labelSelector": selector} if selector else {}

@@ -5,6 +5,13 @@ reconciled) and from our own writes; every write goes to the API server with the
 resourceVersion read, so a stale cache costs one refused write and a fresh GET, never a second
 owner. `create` is the lock.
 
+With hash sharding (kube.shards) a binding Bound to a CR carries its owner's slot label, and the
+book lists and watches only the slots this replica watches, as its CRs: the bindings its CRs
+hold, and every binding not Bound. Released and Lost ones carry no slot label, nor does the
+write that lets one go before it is deleted, so that whoever may bind it next sees it change.
+A binding outside those slots, met by a CR contending for it, is read by name at each of the
+CR's looks, since no watch keeps it current here.
+
 A binding Bound to a CR is written protected (core.binding.PROTECTION_FINALIZER, and the
 operator's user as its guardian, which the admission policy beside the CRDs lets alone delete or
 change it): letting it go is a write that drops the protection, then the delete.
@@ -19,7 +26,7 @@ import logging
 import re
 import sys
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import httpx
 
@@ -36,6 +43,7 @@ from takoform_operator.core.binding import (
     binding_from_json,
 )
 from takoform_operator.core.depth import safe_loads
+from takoform_operator.core.shard_ring import SLOT_LABEL
 from takoform_operator.core.state import Requested
 from takoform_operator.core.tenancy import GROUP, VERSION
 from takoform_operator.kube.freshness import older, resource_version
@@ -115,11 +123,52 @@ class Contenders:
         return uid in self._of
 
 
+class Slots(Protocol):
+    """Which bindings this process lists and watches (kube.shards with hash sharding)."""
+
+    def label(self, claim: ClaimRef) -> str | None:
+        """The slot label of a binding Bound to `claim`; None: bindings carry none."""
+        ...
+
+    def watches(self, body: Mapping[str, Any]) -> bool:
+        """Whether the binding watch delivers the binding, as `body` is labelled."""
+        ...
+
+    def serves(self, claim: ClaimRef) -> bool:
+        """Whether this replica acts on the CR `claim` names now (it corrects the label)."""
+        ...
+
+
+class EverySlot:
+    """Sharding off: every binding is listed and watched, and none carries a slot label."""
+
+    def label(self, claim: ClaimRef) -> str | None:
+        return None
+
+    def watches(self, body: Mapping[str, Any]) -> bool:
+        return True
+
+    def serves(self, claim: ClaimRef) -> bool:
+        return False
+
+
 class BindingBook:
     """The bindings this process knows, by name and by the CR uid that holds each."""
 
-    def __init__(self, client: Callable[[], httpx.AsyncClient], guardian: str = "") -> None:
+    def __init__(
+        self,
+        client: Callable[[], httpx.AsyncClient],
+        guardian: str = "",
+        slots: Slots | None = None,
+    ) -> None:
         self._client = client
+        self.slots: Slots = slots or EverySlot()
+        #: Bindings held that the watch does not deliver (another slot's, read for a CR that
+        #: contends for one): read again at each look (`get`).
+        self._fetched: set[str] = set()
+        #: Bound bindings whose slot label is not their owner's (written before hash sharding
+        #: was on): their owner writes them again (`at_start`).
+        self._mislabelled: set[str] = set()
         #: The user this process authenticates as (`introduce`): the guardian it writes.
         self.guardian = guardian
         self._by_name: dict[str, _Record] = {}
@@ -155,6 +204,10 @@ class BindingBook:
             version = binding.resource_version  # one copy, held by the record and here
         self._versions[name] = version
         before = self._store(name, binding, _guard_of(body))
+        if not self.slots.watches(body):
+            self._fetched.add(name)
+        if binding is not None and _slot_label(body) != self._slot(binding):
+            self._mislabelled.add(name)
         if before == self._by_name.get(name):
             return False
         if not ours:
@@ -170,6 +223,27 @@ class BindingBook:
         if older(version, self._versions.get(name, "")):
             return False
         self._versions[name] = version
+        before = self._store(name, None)
+        self._touch(before, None)
+        return before is not None
+
+    async def left(self, body: Mapping[str, Any]) -> bool:
+        """A DELETED event of a binding that carries a slot label, from a watch with a label
+        selector: the API server sends one too when a binding only left the watch (Bound to a
+        CR of another slot now), with its content from before. Read by name: gone, it is
+        forgotten (`forget`); there, the book holds it as it is now, or, another slot's, drops
+        it without a tombstone (`went`): its new owner's replica watches it. True when the book
+        changed. Raises httpx.HTTPError, and ValueError when the API server refused the read."""
+        name = str((body.get("metadata") or {}).get("name") or "")
+        answer = await self._client().get(f"{_COLLECTION}/{name}")
+        if answer.status_code == 404:
+            return self.forget(body)
+        if answer.status_code != 200:
+            raise ValueError(_refused("read", name, answer))
+        latest = answer.json()
+        if self.slots.watches(latest):
+            return self.observe(latest)
+        self._versions.pop(name, None)
         before = self._store(name, None)
         self._touch(before, None)
         return before is not None
@@ -207,8 +281,14 @@ class BindingBook:
 
     # -- BindingPort ---------------------------------------------------------------------------
 
+    def __len__(self) -> int:
+        return len(self._by_name)
+
     async def get(self, identity: Identity) -> Binding | None:
-        return self._read(identity.binding_name())
+        name = identity.binding_name()
+        if name in self._fetched:
+            await self.refresh(name)  # no watch keeps it current here
+        return self._read(name)
 
     async def read(self, identity: Identity) -> Binding | None:
         name = identity.binding_name()
@@ -224,14 +304,16 @@ class BindingBook:
         return binding if binding is not None and binding.owned_by(cr_uid) else None
 
     async def create(self, binding: Binding) -> Binding:
-        answer = await self._send("POST", _COLLECTION, binding.to_json(guardian=self.guardian))
+        document = binding.to_json(guardian=self.guardian, slot=self._slot(binding))
+        answer = await self._send("POST", _COLLECTION, document)
         if answer.status_code == 409:
             await self.refresh(binding.name)
             raise BindingExists(f"TakoformBinding {binding.name} exists")
         return self._written(answer, binding)
 
     async def replace(self, binding: Binding) -> Binding:
-        return await self._replace(binding, binding.to_json(guardian=self.guardian))
+        document = binding.to_json(guardian=self.guardian, slot=self._slot(binding))
+        return await self._replace(binding, document)
 
     async def _replace(self, binding: Binding, document: dict[str, Any]) -> Binding:
         answer = await self._send("PUT", f"{_COLLECTION}/{binding.name}", document)
@@ -242,7 +324,9 @@ class BindingBook:
 
     async def delete(self, binding: Binding) -> None:
         if self._guard(binding.name) is not None:
-            # Protected: the write that lets it go first (a delete would only mark it).
+            # Protected: the write that lets it go first (a delete would only mark it). It
+            # carries no slot label either: every replica sees the binding go, and wakes the
+            # CRs that contend for it.
             binding = await self._replace(binding, binding.to_json())
         preconditions = {"preconditions": {"resourceVersion": binding.resource_version}}
         answer = await self._send("DELETE", f"{_COLLECTION}/{binding.name}", preconditions)
@@ -347,30 +431,39 @@ class BindingBook:
             )
 
     def unguarded(self) -> list[Binding]:
-        """Protected bindings written without the protection (by a release before it): each is
-        written again by `guard`."""
-        return [
-            _unpack(record)
-            for record in self._by_name.values()
-            if record[-1] is None and _unpack(record).protected
-        ]
+        """Protected bindings written without the protection (by a release before it), and
+        those of the CRs this replica serves written without their slot label (before hash
+        sharding was on): each is written again by `guard`."""
+        found = []
+        for name, record in self._by_name.items():
+            if record[-1] is not None and name not in self._mislabelled:
+                continue  # most of them: not unpacked
+            binding = _unpack(record)
+            if (record[-1] is None and binding.protected) or (
+                name in self._mislabelled
+                and binding.claim is not None
+                and self.slots.serves(binding.claim)
+            ):
+                found.append(binding)
+        return found
 
     async def guard(self, binding: Binding) -> None:
-        """Write `binding` again with its protection; one changed meanwhile is left to its owner's
-        next look (every write of it is protected)."""
+        """Write `binding` again with its protection and slot label; one changed meanwhile is
+        left to its owner's next look (every write of it carries both)."""
         with contextlib.suppress(BindingConflict):
             await self.replace(binding)
 
     async def at_start(self) -> None:
         """Once the book is listed, what no watch event will ever say: the bindings an earlier
-        release wrote unprotected are protected (an upgrade costs one write per Bound binding,
-        once), and those whose owner went while no operator ran are found Lost."""
+        release wrote unprotected, or without their slot label, are written again (an upgrade
+        costs one write per Bound binding, once), and those whose owner went while no operator
+        ran are found Lost."""
         await self.listed.wait()
         for binding in self.unguarded():
             try:
                 await self.guard(binding)
             except BindingError as exc:
-                logger.warning("TakoformBinding %s left unprotected: %s", binding.name, exc)
+                logger.warning("TakoformBinding %s not written again: %s", binding.name, exc)
         await self.find_lost()
 
     async def find_lost(self) -> None:
@@ -378,7 +471,8 @@ class BindingBook:
         the resourceVersion listed, so exactly one process does (a binding that changed since
         is its owner's). One list of each Form line's CRs (metadata only), taken after the
         bindings were, then a GET of each CR missing from it: only a CR proven gone is gone.
-        Every replica holds every binding: each is unpacked only once its CR is missing."""
+        The book may hold every binding of the cluster: each is unpacked only once its CR is
+        missing. With hash sharding each replica checks those of the slots it watches."""
         names_of: dict[tuple[str, str], list[str]] = {}
         for name in list(self._held.values()):
             record = self._by_name[name]
@@ -407,6 +501,8 @@ class BindingBook:
         """Hold `binding` under `name` (None: drop it) with the protection it carries on the
         API server; returns the record held before."""
         before = self._by_name.pop(name, None)
+        self._fetched.discard(name)
+        self._mislabelled.discard(name)
         claim = None if before is None else _unpack(before).claim
         if claim is not None and self._held.get(claim.uid) == name:
             del self._held[claim.uid]
@@ -415,6 +511,13 @@ class BindingBook:
             if binding.phase is Phase.BOUND and binding.claim is not None and binding.claim.uid:
                 self._held[record[_CLAIM_UID]] = name
         return before
+
+    def _slot(self, binding: Binding) -> str | None:
+        """The slot label `binding` is written with (None: none)."""
+        claim = binding.claim
+        if binding.phase is not Phase.BOUND or claim is None:
+            return None
+        return self.slots.label(claim)
 
     async def _send(self, method: str, path: str, body: dict[str, Any]) -> httpx.Response:
         try:
@@ -440,6 +543,11 @@ def _guard_of(body: Mapping[str, Any]) -> _Guard:
     if PROTECTION_FINALIZER not in (metadata.get("finalizers") or ()):
         return None
     return str((metadata.get("annotations") or {}).get(GUARDIAN_ANNOTATION) or "")
+
+
+def _slot_label(body: Mapping[str, Any]) -> str | None:
+    labels = (body.get("metadata") or {}).get("labels")
+    return labels.get(SLOT_LABEL) if isinstance(labels, Mapping) else None
 
 
 def _pack(binding: Binding) -> _Record:

@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMappi
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from takoform_operator.core.binding import ClaimRef
 from takoform_operator.core.shard_ring import (
     SLOT_LABEL,
     shard_key,
@@ -146,6 +147,9 @@ class ShardMembership:
     #: Watch events kopf was not given (`passes_over`).
     passed_over: int = 0
     _context: contextvars.Context | None = None
+    #: Called when the slots we watch changed: the TakoformBinding watch lists them again
+    #: (kube.binding_watch; this membership is its book's Slots, kube.bindings).
+    steer_bindings: Callable[[], None] = lambda: None
 
     def __post_init__(self) -> None:
         self.member = Member(self.leases.config.identity)
@@ -198,6 +202,21 @@ class ShardMembership:
         for resource in self._resources:
             self._selectors[resource] = text
         self._restarts.change(text)
+        self.steer_bindings()
+
+    def binding_selector(self) -> str:
+        """The label selector of the TakoformBindings we list and watch: those Bound to a CR
+        of a slot we watch, and every binding without a slot label."""
+        return watch_selector(self.watching) if self.watching is not None else ""
+
+    # -- kube.bindings.Slots: the bindings are shared out as their owners are ---------------------
+
+    def label(self, claim: ClaimRef) -> str:
+        key = self.leases.config.key
+        return str(slot_of(shard_key(claim.namespace, claim.name, key)))
+
+    def serves(self, claim: ClaimRef) -> bool:
+        return self.member.may_act(slot_key(int(self.label(claim))))
 
     # -- what the watch asks -------------------------------------------------------------------
 
@@ -211,8 +230,8 @@ class ShardMembership:
             )
         )
 
-    def _watched(self, body: Mapping[str, Any]) -> bool:
-        """Whether our watch delivers the CR as `body` is labelled."""
+    def watches(self, body: Mapping[str, Any]) -> bool:
+        """Whether our watch delivers the CR (or the binding) as `body` is labelled."""
         slot = slot_label_of(_label_of(body))
         return self.watching is None or slot is None or slot in self.watching
 
@@ -220,7 +239,7 @@ class ShardMembership:
         """Whether we keep the body of a CR we do not serve: our watch delivers it and its slot
         is one we may come to serve. A new CR (not labelled yet) of another slot is not kept:
         should its slot come to us, our watch changes and lists it again."""
-        return self._watched(body) and (self.watching is None or slot in self.watching)
+        return self.watches(body) and (self.watching is None or slot in self.watching)
 
     def admit(self, uid: str, body: Mapping[str, Any]) -> Verdict:
         """SERVE: this replica acts on the CR now (the caller gives the body to its loop).
@@ -264,7 +283,7 @@ class ShardMembership:
     def left(self, body: Mapping[str, Any]) -> bool:
         """A DELETED event of a CR whose slot label our watch does not deliver: it left the
         watch (a label written, by its owner or by hand), it is not gone."""
-        return not self._watched(body)
+        return not self.watches(body)
 
     def passes_over(self, type: str, body: Mapping[str, Any]) -> bool:
         """Whether a watch event of a Form CR would change nothing here, so that kopf is not

@@ -25,6 +25,7 @@ from takoform_operator.core.binding import (
     binding_from_json,
 )
 from takoform_operator.core.remedies import kubectl_name, release_command
+from takoform_operator.core.shard_ring import SLOT_LABEL
 from takoform_operator.plugin.render import UsageError, is_dns_subdomain, printable, table
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -206,9 +207,13 @@ UNKNOWN_UID = "(unknown)"
 
 def reserved_document(body: Mapping[str, Any], claim: ClaimRef) -> dict[str, Any]:
     """The object as read with spec.claimRef set to `claim` (no uid) and nothing else changed
-    but the protection, which a pre-binding does not carry: its metadata.resourceVersion makes
-    the replace conditional on nobody having written since."""
+    but the protection, which a pre-binding does not carry, and the slot label (hash sharding):
+    without it every replica watches the binding, whichever serves the CR it is reserved for.
+    Its metadata.resourceVersion makes the replace conditional on nobody having written since."""
     document = unprotected_document(body)
+    labels = document["metadata"].get("labels")
+    if isinstance(labels, Mapping):
+        document["metadata"]["labels"] = {k: v for k, v in labels.items() if k != SLOT_LABEL}
     document["spec"] = {**(body.get("spec") or {}), "claimRef": claim.to_json()}
     return document
 
