@@ -220,7 +220,6 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     metrics.bindings_known.set_function(lambda: len(runtime.bindings))
     if shards is not None:
         # The bindings are listed and watched by the slots this replica watches, as its CRs.
-        binding_watch.selector = shards.binding_selector
         shards.steer_bindings = binding_watch.steer
 
     async def watch_bindings() -> None:

@@ -147,7 +147,7 @@ class Share:
     def serves(self, claim: ClaimRef) -> bool:
         return int(self.label(claim)) in self.watched
 
-    def selector(self) -> str:
+    def slot_selector(self) -> str:
         return watch_selector(self.watched)
 
 
@@ -181,8 +181,8 @@ def test_a_replica_keeps_the_bindings_of_its_slots_and_reads_another_slots_by_na
             books = [BindingBook(lambda: client, slots=share) for share in shares]
             changes = Changes(), Changes()
             watches = [
-                BindingWatch(book, lambda: client, change, page=50, selector=share.selector)
-                for book, change, share in zip(books, changes, shares, strict=True)
+                BindingWatch(book, lambda: client, change, page=50)
+                for book, change in zip(books, changes, strict=True)
             ]
             tasks = [asyncio.create_task(watch.run()) for watch in watches]
             a, b = books

@@ -237,13 +237,32 @@ def test_the_watch_lists_again_after_a_gone_version_and_forgets_what_went_meanwh
     assert len(changes) == 1 and health == [True, True, True], "the second listing wakes"
 
 
+class _Slot:
+    """A replica of hash sharding that watches and serves slot "1" (kube.bindings.Slots)."""
+
+    selector = "slot notin (1)"
+
+    def label(self, claim: ClaimRef) -> str:
+        return "1" if claim.namespace == "team-a" else "2"
+
+    def watches(self, body: dict[str, Any]) -> bool:
+        labels = body["metadata"].get("labels") or {}
+        return labels.get("takoform.io/shard-slot") in (None, "1")
+
+    def serves(self, claim: ClaimRef) -> bool:
+        return self.label(claim) == "1"
+
+    def slot_selector(self) -> str:
+        return self.selector
+
+
 def test_a_new_selector_ends_the_watch_and_lists_again_with_it() -> None:
     """Hash sharding: the slots watched changed (`steer`) while a watch was open; it is ended
     and the bindings are listed again with the new selector, then watched with it."""
-    selector = ["slot notin (1)"]
+    slots = _Slot()
     requests: list[httpx.QueryParams] = []
     watching = asyncio.Event()
-    book = BindingBook(lambda: client)
+    book = BindingBook(lambda: client, slots=slots)
 
     async def answer(request: httpx.Request) -> httpx.Response:
         requests.append(request.url.params)
@@ -256,12 +275,12 @@ def test_a_new_selector_ends_the_watch_and_lists_again_with_it() -> None:
         raise AssertionError("unreachable")
 
     client = httpx.AsyncClient(base_url="https://api", transport=httpx.MockTransport(answer))
-    watch = BindingWatch(book, lambda: client, lambda: None, selector=lambda: selector[0])
+    watch = BindingWatch(book, lambda: client, lambda: None)
 
     async def run() -> None:
         task = asyncio.create_task(watch.run())
         await asyncio.wait_for(watching.wait(), 10)
-        selector[0] = "slot notin (2)"
+        slots.selector = "slot notin (2)"
         watch.steer()
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(task, 10)
@@ -271,20 +290,6 @@ def test_a_new_selector_ends_the_watch_and_lists_again_with_it() -> None:
         (None, "slot notin (1)"), ("true", "slot notin (1)"),
         (None, "slot notin (2)"), ("true", "slot notin (2)"),
     ]  # fmt: skip
-
-
-class _Slot:
-    """A replica of hash sharding that watches and serves slot "1" (kube.bindings.Slots)."""
-
-    def label(self, claim: ClaimRef) -> str:
-        return "1" if claim.namespace == "team-a" else "2"
-
-    def watches(self, body: dict[str, Any]) -> bool:
-        labels = body["metadata"].get("labels") or {}
-        return labels.get("takoform.io/shard-slot") in (None, "1")
-
-    def serves(self, claim: ClaimRef) -> bool:
-        return self.label(claim) == "1"
 
 
 def test_bindings_written_before_sharding_are_written_again_by_their_owner_only() -> None:

@@ -2,7 +2,7 @@
 
 Bindings are cluster-scoped: every operator process lists every binding of the cluster, however
 few CRs it serves, unless hash sharding narrows the list and watch to the slots the replica
-watches (`selector`, the CRs' own slot selector; kube.bindings.Slots). Through kopf each
+watches (the CRs' own slot selector, kube.bindings.Slots). Through kopf each
 listed binding cost a worker, a stream, its raw event, a Body, a Patch and loggers while it
 was processed, and a memory kept for as long as the binding
 lived: about 23 KiB of peak RSS per binding, and full garbage collections over all of it at
@@ -90,8 +90,6 @@ class BindingWatch:
     #: A watch line that could not be decoded (skipped: the book keeps what it had, and a write
     #: against that is refused and read afresh).
     unreadable: Callable[[str], None] = lambda why: None
-    #: The label selector of what to list and watch, read at each list ("": every binding).
-    selector: Callable[[], str] = lambda: ""
     page: int = 500
     retry_seconds: float = 1.0
     retry_cap_seconds: float = 30.0
@@ -212,12 +210,16 @@ class BindingWatch:
     def _may_have_left(self, event: Any) -> bool:
         """A DELETED event that may only mean the binding left our slots: with a selector, of
         a binding with a slot label (one let go is written without it before its delete)."""
-        if not (self.selector() and isinstance(event, dict) and event.get("type") == "DELETED"):
+        if not (
+            self.book.slots.slot_selector()
+            and isinstance(event, dict)
+            and event.get("type") == "DELETED"
+        ):
             return False
         body = event.get("object")
         labels = (body.get("metadata") or {}).get("labels") if isinstance(body, dict) else None
         return isinstance(labels, dict) and SLOT_LABEL in labels
 
     def _params(self) -> dict[str, str]:
-        selector = self.selector()
+        selector = self.book.slots.slot_selector()
         return {"labelSelector": selector} if selector else {}

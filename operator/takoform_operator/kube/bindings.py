@@ -138,6 +138,10 @@ class Slots(Protocol):
         """Whether this replica acts on the CR `claim` names now (it corrects the label)."""
         ...
 
+    def slot_selector(self) -> str:
+        """The label selector of the bindings (and CRs) of the slots watched ("": all)."""
+        ...
+
 
 class EverySlot:
     """Sharding off: every binding is listed and watched, and none carries a slot label."""
@@ -150,6 +154,9 @@ class EverySlot:
 
     def serves(self, claim: ClaimRef) -> bool:
         return False
+
+    def slot_selector(self) -> str:
+        return ""
 
 
 class BindingBook:
@@ -365,14 +372,18 @@ class BindingBook:
         everyone = await self._list_crs(line, None)
         return everyone is None or any(uid == creator for uid, _ in everyone)
 
-    async def _list_crs(self, line: FormLine, fields: str | None) -> list[tuple[str, Any]] | None:
+    async def _list_crs(
+        self, line: FormLine, fields: str | None, labels: str = ""
+    ) -> list[tuple[str, Any]] | None:
         """(uid, status) of every CR of `line` in every namespace, the field selector `fields`
         applied (a CRD of an earlier release selects on no status field: then filtered by the
-        caller), page by page; None: their metadata only (uid, None). None when the API server
-        cannot tell."""
+        caller), page by page; None: their metadata only (uid, None). With `labels`, only those
+        the label selector matches. None when the API server cannot tell."""
         path = f"/apis/{line.api_version}/{line.plural}"
         headers = {"Accept": _METADATA_ONLY} if fields is None else {}
         selector = {"fieldSelector": fields} if fields else {}
+        if labels:
+            selector["labelSelector"] = labels
         while True:
             try:
                 return [
@@ -387,6 +398,8 @@ class BindingBook:
                 if exc.status != 400 or not selector:
                     return None
                 selector = {}  # the CRD has no such selectable field: the caller filters
+                if labels:
+                    selector["labelSelector"] = labels
             except (httpx.HTTPError, ValueError):
                 return None
 
@@ -472,13 +485,15 @@ class BindingBook:
         is its owner's). One list of each Form line's CRs (metadata only), taken after the
         bindings were, then a GET of each CR missing from it: only a CR proven gone is gone.
         The book may hold every binding of the cluster: each is unpacked only once its CR is
-        missing. With hash sharding each replica checks those of the slots it watches."""
+        missing. With hash sharding each replica checks those of the slots it watches, against
+        a list of the CRs of those slots (a CR labelled otherwise is read by name)."""
+        slots = self.slots.slot_selector()
         names_of: dict[tuple[str, str], list[str]] = {}
         for name in list(self._held.values()):
             record = self._by_name[name]
             names_of.setdefault((record[1], record[2]), []).append(name)
         for (api_version, kind), names in names_of.items():
-            listed = await self._list_crs(_form_line(api_version, kind), None)
+            listed = await self._list_crs(_form_line(api_version, kind), None, slots)
             if listed is None:
                 continue
             alive = {uid for uid, _ in listed}

@@ -204,12 +204,13 @@ class ShardMembership:
         self._restarts.change(text)
         self.steer_bindings()
 
-    def binding_selector(self) -> str:
-        """The label selector of the TakoformBindings we list and watch: those Bound to a CR
-        of a slot we watch, and every binding without a slot label."""
-        return watch_selector(self.watching) if self.watching is not None else ""
-
     # -- kube.bindings.Slots: the bindings are shared out as their owners are ---------------------
+
+    def slot_selector(self) -> str:
+        """The slots part of our watch selector: the TakoformBindings we list and watch (those
+        Bound to a CR of a slot we watch, and every binding without a slot label), and the CRs
+        a start checks their owners against."""
+        return watch_selector(self.watching) if self.watching is not None else ""
 
     def label(self, claim: ClaimRef) -> str:
         key = self.leases.config.key
