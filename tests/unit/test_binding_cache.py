@@ -306,3 +306,33 @@ def test_bindings_written_before_sharding_are_written_again_by_their_owner_only(
         book.observe(replace(binding, resource_version=str(i + 1)).to_json(guardian=""))
     book.observe(replace(labelled, resource_version="9").to_json(guardian="", slot="1"))
     assert [b.name for b in book.unguarded()] == [ours.name]
+
+
+def test_a_replica_checks_for_lost_owners_only_in_its_own_slots() -> None:
+    """Hash sharding, at a start: the CRs the owners are looked for in are listed with the
+    replica's slot selector, and of the bindings every replica holds (without a slot label)
+    only those of the CRs it serves are checked: two owners gone, one binding written Lost."""
+    requests: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        if request.method == "GET" and "/takoformbindings" not in request.url.path:
+            if request.url.path.endswith("/buckets"):
+                return httpx.Response(200, json={"items": [], "metadata": {}})
+            return httpx.Response(404, json={})  # every CR is gone
+        assert request.method == "PUT", request
+        body = json.loads(request.content)
+        body["metadata"]["resourceVersion"] = "99"
+        return httpx.Response(200, json=body)
+
+    client = httpx.AsyncClient(base_url="https://api", transport=httpx.MockTransport(answer))
+    book = BindingBook(lambda: client, slots=_Slot())
+    ours = Binding(IDENTITY, Phase.BOUND, OWNER)
+    theirs = Binding(replace(IDENTITY, name="b"), Phase.BOUND, ClaimRef("team-b", "b", "cr-2"))
+    for i, binding in enumerate((ours, theirs)):
+        book.observe(replace(binding, resource_version=str(i + 1)).to_json(guardian=""))
+    asyncio.run(book.find_lost())
+    listed = [r for r in requests if r.url.path.endswith("/buckets")]
+    assert [r.url.params.get("labelSelector") for r in listed] == ["slot notin (1)"]
+    written = [json.loads(r.content) for r in requests if r.method == "PUT"]
+    assert [(w["metadata"]["name"], w["spec"]["phase"]) for w in written] == [(ours.name, "Lost")]

@@ -486,11 +486,16 @@ class BindingBook:
         bindings were, then a GET of each CR missing from it: only a CR proven gone is gone.
         The book may hold every binding of the cluster: each is unpacked only once its CR is
         missing. With hash sharding each replica checks those of the slots it watches, against
-        a list of the CRs of those slots (a CR labelled otherwise is read by name)."""
+        a list of the CRs of those slots (a CR labelled otherwise is read by name); of the
+        bindings without a slot label, which every replica holds, those of the CRs it serves."""
         slots = self.slots.slot_selector()
         names_of: dict[tuple[str, str], list[str]] = {}
         for name in list(self._held.values()):
             record = self._by_name[name]
+            if slots and name in self._mislabelled:
+                claim = _unpack_claim(record[6:10])
+                if claim is None or not self.slots.serves(claim):
+                    continue  # another replica's to check
             names_of.setdefault((record[1], record[2]), []).append(name)
         for (api_version, kind), names in names_of.items():
             listed = await self._list_crs(_form_line(api_version, kind), None, slots)
