@@ -381,10 +381,10 @@ class BindingBook:
         the label selector matches. None when the API server cannot tell."""
         path = f"/apis/{line.api_version}/{line.plural}"
         headers = {"Accept": _METADATA_ONLY} if fields is None else {}
-        selector = {"fieldSelector": fields} if fields else {}
-        if labels:
-            selector["labelSelector"] = labels
         while True:
+            selector = {"fieldSelector": fields} if fields else {}
+            if labels:
+                selector["labelSelector"] = labels
             try:
                 return [
                     (
@@ -395,11 +395,9 @@ class BindingBook:
                     for item in page.get("items") or ()
                 ]
             except ListRefused as exc:
-                if exc.status != 400 or not selector:
+                if exc.status != 400 or not fields:
                     return None
-                selector = {}  # the CRD has no such selectable field: the caller filters
-                if labels:
-                    selector["labelSelector"] = labels
+                fields = None  # the CRD has no such selectable field: the caller filters
             except (httpx.HTTPError, ValueError):
                 return None
 
