@@ -57,9 +57,10 @@ from takoform_operator.version import build_info, describe
 logger = logging.getLogger("takoform_operator")
 
 
-#: Objects per page of the initial lists (kopf's of the CRs, and the bindings'). A page is
-#: decoded whole before its CRs are cut to what the operator reads: at 500 Ready CRs that was
-#: about 10 MiB more at a restart's peak than at 100 (docs/performance.md, "A list page of 100").
+#: Objects per page of the initial lists (kopf's of the CRs, and the bindings'): a page's
+#: objects are held until it is read, then kopf starts a worker for each at once. At 500 Ready
+#: CRs a restart peaked about 10 MiB higher than at 100 (docs/performance.md, "A list page of
+#: 100").
 LIST_PAGE = 100
 #: How long kopf keeps an object's worker, and its last event, after the event was handled.
 WORKER_IDLE_SECONDS = 0.1
