@@ -2,7 +2,9 @@
 server: every CR gets its slot label in the write that puts the finalizer on (no write more),
 each replica's watch delivers its own share and nothing of the others', a killed replica's
 share is taken over, and a slot label edited by hand is put right. The events of a new CR
-that another replica owns never reach kopf in the others (kube.shards.passes_over)."""
+that another replica owns never reach kopf in the others (kube.shards.passes_over). The
+TakoformBindings are shared out with their owners' CRs, and a CR contending for another
+replica's binding is still woken when it is released."""
 
 from __future__ import annotations
 
@@ -17,12 +19,30 @@ from typing import Any
 import pytest
 from fixtures_kube import KubeCluster, wait_until
 from manifests import bucket
-from operator_process import Operator, is_ready, operator_process, serving
+from operator_process import (
+    Operator,
+    condition_of,
+    cr_status,
+    is_ready,
+    operator_process,
+    serving,
+)
 from processes import free_port
-from tenancy import granted
+from tenancy import binding_of, granted
 
 from takoform_operator.core.binding import NAMESPACE_LABEL
-from takoform_operator.core.shard_ring import SLOT_LABEL, SLOTS, shard_key, slot_of
+from takoform_operator.core.import_id import canonical_import_id
+from takoform_operator.core.shard_ring import (
+    SLOT_LABEL,
+    SLOTS,
+    owner,
+    shard_key,
+    slot_key,
+    slot_of,
+    view_of,
+)
+from takoform_operator.registry_data import load_registry
+from takoform_spec.identity import FormLine
 
 pytestmark = [pytest.mark.kube, pytest.mark.host, pytest.mark.usefixtures("kube_crds")]
 
@@ -228,3 +248,79 @@ def test_each_replica_watches_and_keeps_only_its_share(
     }
     print("watch events passed over:", passed)
     assert all(count >= 2 for count in passed.values()), passed
+
+
+def test_a_contender_in_another_replicas_share_is_woken_by_the_release(
+    kube_cluster: KubeCluster, kube_namespace: str, host_factory: Any, tmp_path: Path
+) -> None:
+    """Two hash replicas; a Bucket owned in one's share, and an import of the same resource
+    from the same namespace in the other's, Blocked AlreadyManaged: no watch of its replica
+    delivers the binding, Bound to the other's CR. The owner lets go (Orphan, then deleted):
+    the Released binding carries no slot label, so the import's replica is sent it, wakes the
+    import, and the import takes the resource, long before its ready poll (600 s) would have
+    looked again."""
+    host = host_factory(commit_delay=0.05)
+    with host.api() as api:
+        api.put("/v1alpha3/spaces/team-a").raise_for_status()
+    members = ["share-a", "share-b"]
+    view = view_of(members)
+
+    def owner_of(name: str) -> str | None:
+        return owner(slot_key(slot_of(shard_key(kube_namespace, name))), view)
+
+    holder = "held"
+    contender = next(
+        f"importer-{i}" for i in range(1000) if owner_of(f"importer-{i}") != owner_of(holder)
+    )
+    ref = load_registry().default_create_ref(FormLine("storage.takoform.io/v1", "Bucket"))
+    assert ref is not None
+    replicas: dict[str, Operator] = {}
+    with ExitStack() as stack:
+        stack.enter_context(granted(kube_cluster, kube_namespace, ["team-a"]))
+        try:
+            for name in members:
+                port = free_port()
+                log = tmp_path / f"{name}.log"
+                process = stack.enter_context(operator_process(
+                    kube_cluster.kubeconfig, host, kube_namespace, log,
+                    METRICS_PORT=str(port), BIND_ADDRESS="127.0.0.1", SHARDING="hash",
+                    POD_NAME=name, LEASE_NAMESPACE=kube_namespace, LEASE_NAME="contend",
+                    LEASE_SECONDS=str(LEASE_SECONDS), LEASE_RENEW_DEADLINE_SECONDS="8",
+                    LEASE_RETRY_SECONDS="1", POLL_READY_SECONDS="600",
+                ))  # fmt: skip
+                replicas[name] = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
+                wait_until(lambda o=replicas[name]: serving(o), f"{name}'s metrics", timeout=30)
+            wait_until(
+                lambda: all(_metric(o, "takoform_shard_members") == 2 for o in replicas.values()),
+                "two replicas in the ring", timeout=60,
+            )  # fmt: skip
+            kube_cluster.apply(bucket(holder), namespace=kube_namespace)
+            wait_until(lambda: is_ready(kube_cluster, kube_namespace, holder),
+                       f"Bucket {holder} Ready", timeout=120)  # fmt: skip
+            import_id = canonical_import_id("team-a", holder, ref)
+            kube_cluster.apply(bucket(contender, resourceName=holder, importId=import_id),
+                               namespace=kube_namespace)  # fmt: skip
+
+            def blocked() -> str | None:
+                found = condition_of(cr_status(kube_cluster, kube_namespace, contender), "Blocked")
+                return found.get("reason") if found.get("status") == "True" else None
+
+            wait_until(lambda: blocked() == "AlreadyManaged", f"{contender} AlreadyManaged",
+                       timeout=60)  # fmt: skip
+            patch = json.dumps({"spec": {"deletionPolicy": "Orphan"}})
+            kube_cluster.kubectl("patch", "bucket", holder, "--type=merge", "-p", patch,
+                                 namespace=kube_namespace)  # fmt: skip
+            kube_cluster.kubectl("delete", "bucket", holder, "--timeout=60s",
+                                 namespace=kube_namespace)  # fmt: skip
+            wait_until(lambda: is_ready(kube_cluster, kube_namespace, contender),
+                       f"{contender} Ready: woken by the release", timeout=120)  # fmt: skip
+            taken = binding_of(kube_cluster, "Bucket", holder)
+            assert taken is not None
+            assert taken["spec"]["claimRef"]["name"] == contender
+            assert taken["metadata"]["labels"][SLOT_LABEL] == str(
+                slot_of(shard_key(kube_namespace, contender))
+            )
+        except BaseException:
+            for name, operator in replicas.items():
+                print(f"--- {name}:\n{operator.log_tail(40)}")
+            raise
