@@ -79,6 +79,27 @@ def _buckets(cluster: KubeCluster) -> Counter[str]:
     return found
 
 
+def _replica(
+    stack: ExitStack,
+    cluster: KubeCluster,
+    host: Any,
+    namespace: str,
+    log: Path,
+    **settings: str,
+) -> Operator:
+    """A hash replica on `namespace` (its ring's Leases there too), serving its metrics."""
+    port = free_port()
+    process = stack.enter_context(operator_process(
+        cluster.kubeconfig, host, namespace, log,
+        METRICS_PORT=str(port), BIND_ADDRESS="127.0.0.1", SHARDING="hash",
+        LEASE_NAMESPACE=namespace, LEASE_SECONDS=str(LEASE_SECONDS),
+        LEASE_RENEW_DEADLINE_SECONDS="8", LEASE_RETRY_SECONDS="1", **settings,
+    ))  # fmt: skip
+    replica = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
+    wait_until(lambda: serving(replica), f"{log.stem}'s metrics", timeout=30)
+    return replica
+
+
 def test_each_replica_watches_and_keeps_only_its_share(
     kube_cluster: KubeCluster, kube_namespace: str, host_factory: Any, tmp_path: Path
 ) -> None:
@@ -154,17 +175,10 @@ def test_each_replica_watches_and_keeps_only_its_share(
         stack.enter_context(granted(kube_cluster, kube_namespace, ["team-a"]))
         try:
             for name in ("slot-a", "slot-b", "slot-c"):
-                port = free_port()
                 log = tmp_path / f"{name}.log"
-                process = stack.enter_context(operator_process(
-                    kube_cluster.kubeconfig, host, kube_namespace, log,
-                    METRICS_PORT=str(port), BIND_ADDRESS="127.0.0.1", SHARDING="hash",
-                    POD_NAME=name, LEASE_NAMESPACE=kube_namespace, LEASE_NAME="slots",
-                    LEASE_SECONDS=str(LEASE_SECONDS), LEASE_RENEW_DEADLINE_SECONDS="8",
-                    LEASE_RETRY_SECONDS="1", POLL_READY_SECONDS="30",
-                ))  # fmt: skip
-                replicas[name] = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
-                wait_until(lambda o=replicas[name]: serving(o), f"{name}'s metrics", timeout=30)
+                replicas[name] = _replica(stack, kube_cluster, host, kube_namespace, log,
+                                          POD_NAME=name, LEASE_NAME="slots",
+                                          POLL_READY_SECONDS="30")  # fmt: skip
             for name in CRS:
                 wait_until(lambda n=name: is_ready(kube_cluster, kube_namespace, n),
                            f"Bucket {name} Ready", timeout=180)  # fmt: skip
@@ -279,17 +293,10 @@ def test_a_contender_in_another_replicas_share_is_woken_by_the_release(
         stack.enter_context(granted(kube_cluster, kube_namespace, ["team-a"]))
         try:
             for name in members:
-                port = free_port()
                 log = tmp_path / f"{name}.log"
-                process = stack.enter_context(operator_process(
-                    kube_cluster.kubeconfig, host, kube_namespace, log,
-                    METRICS_PORT=str(port), BIND_ADDRESS="127.0.0.1", SHARDING="hash",
-                    POD_NAME=name, LEASE_NAMESPACE=kube_namespace, LEASE_NAME="contend",
-                    LEASE_SECONDS=str(LEASE_SECONDS), LEASE_RENEW_DEADLINE_SECONDS="8",
-                    LEASE_RETRY_SECONDS="1", POLL_READY_SECONDS="600",
-                ))  # fmt: skip
-                replicas[name] = Operator(process, log, f"http://127.0.0.1:{port}/metrics")
-                wait_until(lambda o=replicas[name]: serving(o), f"{name}'s metrics", timeout=30)
+                replicas[name] = _replica(stack, kube_cluster, host, kube_namespace, log,
+                                          POD_NAME=name, LEASE_NAME="contend",
+                                          POLL_READY_SECONDS="600")  # fmt: skip
             wait_until(
                 lambda: all(_metric(o, "takoform_shard_members") == 2 for o in replicas.values()),
                 "two replicas in the ring", timeout=60,
