@@ -162,6 +162,15 @@ def watch_selector(watched: frozenset[int]) -> str:
     return f"{SLOT_LABEL} notin ({','.join(excluded)})" if excluded else ""
 
 
+def slot_label(body: Mapping[str, object]) -> str | None:
+    """The value of the slot label an object (a CR, a binding) carries, as written; None
+    without one."""
+    metadata = body.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    value = labels.get(SLOT_LABEL) if isinstance(labels, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
 def slot_label_of(value: str | None) -> int | None:
     """The slot a label value names; None when it names none (absent, or not a slot)."""
     if value is None or not (value.isascii() and value.isdigit()) or str(int(value)) != value:

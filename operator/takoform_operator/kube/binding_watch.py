@@ -33,7 +33,7 @@ import httpx
 
 from takoform_operator.core.binding import BINDING_PLURAL
 from takoform_operator.core.depth import safe_loads
-from takoform_operator.core.shard_ring import SLOT_LABEL
+from takoform_operator.core.shard_ring import slot_label
 from takoform_operator.core.tenancy import GROUP, VERSION
 from takoform_operator.kube.bindings import BindingBook, ListRefused, list_pages
 from takoform_operator.kube.freshness import resource_version
@@ -210,15 +210,14 @@ class BindingWatch:
     def _may_have_left(self, event: Any) -> bool:
         """A DELETED event that may only mean the binding left our slots: with a selector, of
         a binding with a slot label (one let go is written without it before its delete)."""
-        if not (
-            self.book.slots.slot_selector()
-            and isinstance(event, dict)
-            and event.get("type") == "DELETED"
-        ):
-            return False
+        if not isinstance(event, dict) or event.get("type") != "DELETED":
+            return False  # most lines: checked before the selector is built
         body = event.get("object")
-        labels = (body.get("metadata") or {}).get("labels") if isinstance(body, dict) else None
-        return isinstance(labels, dict) and SLOT_LABEL in labels
+        return (
+            isinstance(body, dict)
+            and slot_label(body) is not None
+            and bool(self.book.slots.slot_selector())
+        )
 
     def _params(self) -> dict[str, str]:
         selector = self.book.slots.slot_selector()

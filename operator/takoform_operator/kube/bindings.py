@@ -43,7 +43,7 @@ from takoform_operator.core.binding import (
     binding_from_json,
 )
 from takoform_operator.core.depth import safe_loads
-from takoform_operator.core.shard_ring import SLOT_LABEL
+from takoform_operator.core.shard_ring import slot_label
 from takoform_operator.core.state import Requested
 from takoform_operator.core.tenancy import GROUP, VERSION
 from takoform_operator.kube.freshness import older, resource_version
@@ -213,7 +213,7 @@ class BindingBook:
         before = self._store(name, binding, _guard_of(body))
         if not self.slots.watches(body):
             self._fetched.add(name)
-        if binding is not None and _slot_label(body) != self._slot(binding):
+        if binding is not None and slot_label(body) != self._slot(binding):
             self._mislabelled.add(name)
         if before == self._by_name.get(name):
             return False
@@ -561,11 +561,6 @@ def _guard_of(body: Mapping[str, Any]) -> _Guard:
     if PROTECTION_FINALIZER not in (metadata.get("finalizers") or ()):
         return None
     return str((metadata.get("annotations") or {}).get(GUARDIAN_ANNOTATION) or "")
-
-
-def _slot_label(body: Mapping[str, Any]) -> str | None:
-    labels = (body.get("metadata") or {}).get("labels")
-    return labels.get(SLOT_LABEL) if isinstance(labels, Mapping) else None
 
 
 def _pack(binding: Binding) -> _Record:

@@ -40,9 +40,9 @@ from typing import Any, Protocol
 
 from takoform_operator.core.binding import ClaimRef
 from takoform_operator.core.shard_ring import (
-    SLOT_LABEL,
     shard_key,
     slot_key,
+    slot_label,
     slot_label_of,
     slot_of,
     watch_selector,
@@ -213,11 +213,13 @@ class ShardMembership:
         return watch_selector(self.watching) if self.watching is not None else ""
 
     def label(self, claim: ClaimRef) -> str:
-        key = self.leases.config.key
-        return str(slot_of(shard_key(claim.namespace, claim.name, key)))
+        return str(self._slot_of_claim(claim))
 
     def serves(self, claim: ClaimRef) -> bool:
-        return self.member.may_act(slot_key(int(self.label(claim))))
+        return self.member.may_act(slot_key(self._slot_of_claim(claim)))
+
+    def _slot_of_claim(self, claim: ClaimRef) -> int:
+        return slot_of(shard_key(claim.namespace, claim.name, self.leases.config.key))
 
     # -- what the watch asks -------------------------------------------------------------------
 
@@ -233,7 +235,7 @@ class ShardMembership:
 
     def watches(self, body: Mapping[str, Any]) -> bool:
         """Whether our watch delivers the CR (or the binding) as `body` is labelled."""
-        slot = slot_label_of(_label_of(body))
+        slot = slot_label_of(slot_label(body))
         return self.watching is None or slot is None or slot in self.watching
 
     def _kept(self, body: Mapping[str, Any], slot: int) -> bool:
@@ -271,7 +273,7 @@ class ShardMembership:
             self.gone(uid)  # left our watch (its label written), or never ours to keep
         if relabel:
             self._write_label(uid, body, str(slot))
-        elif _label_of(body) == str(slot) and self._labelled.get(uid):
+        elif slot_label(body) == str(slot) and self._labelled.get(uid):
             del self._labelled[uid]  # our write is seen: no older body comes after this one
         return verdict
 
@@ -279,7 +281,7 @@ class ShardMembership:
         """What admitting a CR of `slot` that we `serve` (or not) does beside its loop: whether
         we keep its body, and whether we write its slot label."""
         kept = serve or self._kept(body, slot)
-        return kept, _label_of(body) != str(slot) and self._corrects(serve, body)
+        return kept, slot_label(body) != str(slot) and self._corrects(serve, body)
 
     def left(self, body: Mapping[str, Any]) -> bool:
         """A DELETED event of a CR whose slot label our watch does not deliver: it left the
@@ -318,7 +320,7 @@ class ShardMembership:
             return False
         if serve:
             return FINALIZER in ((body.get("metadata") or {}).get("finalizers") or ())
-        return slot_label_of(_label_of(body)) is not None
+        return slot_label_of(slot_label(body)) is not None
 
     def _write_label(self, uid: str, body: Mapping[str, Any], slot: str) -> None:
         """One write of the CR's slot label, unless ours is in flight or landed after `body`."""
@@ -507,11 +509,6 @@ class ShardMembership:
         """Stop every loop at once (reconciles in flight end with the process)."""
         self.member.stopped = True
         self._apply()
-
-
-def _label_of(body: Mapping[str, Any]) -> str | None:
-    labels = (body.get("metadata") or {}).get("labels") or {}
-    return labels.get(SLOT_LABEL) if isinstance(labels, Mapping) else None
 
 
 def _where(body: Mapping[str, Any]) -> str:
