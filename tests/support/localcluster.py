@@ -44,7 +44,7 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -396,22 +396,63 @@ def write_kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, u
 # --- processes -------------------------------------------------------------------------------
 
 
-#: The ports `free_port` handed out in this process: each goes to a process that binds it later.
-_GIVEN: set[int] = set()
+#: Below the kernel's ephemeral range, where outgoing connections take their local ports.
+_LOWEST_PORT = 10000
+
+
+def _ephemeral_ports() -> range:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return range(int(low), int(high) + 1)
+    except (OSError, ValueError):
+        return range(32768, 61000)
+
+
+def port_slice(worker: str, workers: int, ephemeral: range) -> range:
+    """The ports one pytest worker (`gw<i>` of `workers`; any other name is worker 0) hands out:
+    its own slice of those below the kernel's ephemeral range."""
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    below = range(_LOWEST_PORT, max(_LOWEST_PORT, ephemeral.start))
+    size = len(below) // max(1, workers)
+    return below[index * size : (index + 1) * size]
+
+
+def _port_cycle() -> Iterator[int]:
+    ports = port_slice(
+        os.environ.get("PYTEST_XDIST_WORKER", "gw0"),
+        int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")),
+        _ephemeral_ports(),
+    )
+    if not ports:  # the kernel hands out every port: nothing is safe from outgoing connections
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", 0))
+                yield int(s.getsockname()[1])
+    # A random start keeps two runs on one machine (a developer's and CI's) apart, mostly.
+    start = int.from_bytes(os.urandom(2), "big") % len(ports)
+    while True:
+        yield from ports[start:]
+        yield from ports[:start]
+        start = 0
+
+
+_PORTS = _port_cycle()
 
 
 def free_port() -> int:
-    """A loopback port that was free a moment ago (the kernel picks it), and never one this
-    process handed out before: the kernel may offer a port it just released again at once, and
-    the process it was first given to may not have bound it yet (two operator replicas were once
-    given the same metrics port, and the second died on it)."""
-    while True:
+    """A loopback port that is free now and that nothing else will take before the process it is
+    given to binds it: the kernel's `bind(0)` answer was once taken by an outgoing connection, or
+    by another pytest worker, and an operator died on `address already in use`. So the port comes
+    from this worker's own slice below the kernel's ephemeral range, in turn, never twice in a row
+    of the slice's length."""
+    for port in _PORTS:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port not in _GIVEN:
-            _GIVEN.add(port)
-            return port
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise AssertionError("unreachable: the port cycle never ends")
 
 
 def _alive(pid: int) -> bool:
