@@ -15,8 +15,6 @@ import threading
 from collections.abc import Mapping
 from typing import Any, cast
 
-import kopf
-
 from takoform_operator.core.host_budget import HostBudget
 from takoform_operator.core.state import DEFAULT_HOST
 from takoform_operator.core.tenancy import SecretKeyRef, implicit_host_refusal
@@ -24,8 +22,10 @@ from takoform_operator.health import Health
 from takoform_operator.host_client.client import TokenSource
 from takoform_operator.host_client.pool import Endpoint, HostPool, SecretReader, SecretToken
 from takoform_operator.host_client.token_file import FileToken
+from takoform_operator.kube.api import KubeApi
 from takoform_operator.kube.binding_watch import BindingWatch
 from takoform_operator.kube.bindings import BindingBook
+from takoform_operator.kube.client_config import load_connection
 from takoform_operator.kube.connection_secrets import HttpSecretStore
 from takoform_operator.kube.discovery import wait_until_served, watched_kinds
 from takoform_operator.kube.echoes import OwnWrites
@@ -34,19 +34,19 @@ from takoform_operator.kube.host_status import HostStatusWriter, refresh_forever
 from takoform_operator.kube.index_readiness import install as install_index_readiness
 from takoform_operator.kube.json_seam import WatchRestarts
 from takoform_operator.kube.json_seam import install as install_json_seam
+from takoform_operator.kube.kopf_alone import kopf
 from takoform_operator.kube.kopf_memories import Memories
 from takoform_operator.kube.leader import (
     LeaderElector,
     LeaseConfig,
     LeaseTiming,
     LostLease,
-    coordination_api,
 )
 from takoform_operator.kube.metrics_access import ApiServerReviews
-from takoform_operator.kube.secrets import KubernetesSecretReader
+from takoform_operator.kube.secrets import ApiSecretReader
 from takoform_operator.kube.shard_leases import ShardConfig, ShardLeases
 from takoform_operator.kube.shards import ShardMembership
-from takoform_operator.kube.status import ApiConnection, CrWriter
+from takoform_operator.kube.status import CrWriter
 from takoform_operator.kube.tenancy import TenancyBook
 from takoform_operator.logs import configure as configure_logging
 from takoform_operator.metrics import Metrics, MetricsServer
@@ -120,8 +120,15 @@ def kopf_settings(namespace: str | None, instance: str) -> kopf.OperatorSettings
 async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     registry = load_registry()
     metrics = Metrics()
+    echoes = OwnWrites()
+    # One connection per reconcile slot, and one for the TakoformBinding watch.
+    writer = CrWriter(max_connections=settings.max_concurrent_reconciles + 1, echoes=echoes)
+    writer.connect(load_connection())  # at once: an unusable configuration is said before all
+    # Leases, Secrets, reviews, discovery and host status: a pool of their own, so that a Lease is
+    # renewed on time however busy the reconciles keep the writer's.
+    api = KubeApi(lambda: writer.connection, log_in=lambda: writer.connect(load_connection()))
     reviews = (
-        ApiServerReviews()
+        ApiServerReviews(api)
         if settings.metrics_port and settings.metrics_auth == "kubernetes"
         else None
     )
@@ -137,8 +144,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
             else "to anyone who reaches the port (TAKOFORM_METRICS_AUTH=none)",
         )
     health = Health(watch_failure_seconds=settings.watch_failure_seconds)
-    echoes = OwnWrites()
-    shards = _membership(settings, metrics) if settings.sharding == "hash" else None
+    shards = _membership(settings, metrics, api) if settings.sharding == "hash" else None
     restarts = (
         WatchRestarts((line.group, line.version, line.plural) for line in registry.lines())
         if shards is not None
@@ -166,7 +172,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         await health.start(settings.bind_address, settings.health_port)
         logger.info("health on %s:%d/healthz,/readyz", settings.bind_address, settings.health_port)
     secrets_namespace = settings.secrets_namespace()
-    reader = KubernetesSecretReader(secrets_namespace)
+    reader = ApiSecretReader(secrets_namespace, api)
     pool = HostPool(
         reader,
         refresh_seconds=settings.token_refresh_seconds,
@@ -180,8 +186,6 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         else None,
     )
     book = TenancyBook(pool)
-    # One connection per reconcile slot, and one for the TakoformBinding watch.
-    writer = CrWriter(max_connections=settings.max_concurrent_reconciles + 1, echoes=echoes)
     runtime = Runtime(
         registry=registry,
         settings=settings,
@@ -199,7 +203,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
             pool,
             lambda: book.host_generations,
             registry,
-            HostStatusWriter(),
+            HostStatusWriter(api),
             settings.host_status_seconds,
         ),
         name="host status",
@@ -236,7 +240,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
 
     async def lead(stop_flag: asyncio.Event | threading.Event | None) -> None:
         # kopf resolves the watched kinds once: none may be missing for a moment (kube.discovery).
-        await asyncio.to_thread(wait_until_served, watched_kinds(registry))
+        await wait_until_served(api, watched_kinds(registry))
         operator_settings = kopf_settings(settings.namespace, _identity(settings)[1])
         if shards is not None and restarts is not None:
             # The Form CRs are listed and watched by the slots this replica may serve, and so
@@ -275,7 +279,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
             metrics.leader.set(1)
             await lead(stop)
             return
-        await _elect_and_lead(settings, lead, health, metrics)
+        await _elect_and_lead(settings, lead, health, metrics, api)
     finally:
         lag_watch.cancel()
         releasing.cancel()
@@ -283,6 +287,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await refresher
         await writer.close()
+        await api.close()
         await pool.aclose()
         await health.stop()
         await metrics_server.stop()
@@ -354,7 +359,7 @@ def _timing(settings: Settings) -> LeaseTiming:
     )
 
 
-def _membership(settings: Settings, metrics: Metrics) -> ShardMembership:
+def _membership(settings: Settings, metrics: Metrics, api: KubeApi) -> ShardMembership:
     namespace, identity = _identity(settings)
 
     def observe(membership: ShardMembership) -> None:
@@ -371,7 +376,7 @@ def _membership(settings: Settings, metrics: Metrics) -> ShardMembership:
         key=settings.shard_key,
         timing=_timing(settings),
     )
-    return ShardMembership(ShardLeases(config, coordination_api()), observe=observe)
+    return ShardMembership(ShardLeases(config, api), observe=observe)
 
 
 async def _shard_and_lead(shards: ShardMembership, lead: Any, stop: threading.Event | None) -> None:
@@ -396,15 +401,16 @@ async def _shard_and_lead(shards: ShardMembership, lead: Any, stop: threading.Ev
                 with contextlib.suppress(BaseException):
                     await task
         if not shards.lost:
-            await asyncio.to_thread(shards.leases.delete)
+            await shards.leases.delete()
 
 
-async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics: Metrics) -> None:
+async def _elect_and_lead(
+    settings: Settings, lead: Any, health: Health, metrics: Metrics, api: KubeApi
+) -> None:
     """Reconcile only while holding the Lease; SIGTERM while waiting for it just ends."""
     namespace, identity = _identity(settings)
     elector = LeaderElector(
-        LeaseConfig(namespace, settings.lease_name, identity, _timing(settings)),
-        coordination_api(),
+        LeaseConfig(namespace, settings.lease_name, identity, _timing(settings)), api
     )
 
     def changed(leader: bool) -> None:
@@ -422,7 +428,7 @@ async def _elect_and_lead(settings: Settings, lead: Any, health: Health, metrics
     except asyncio.CancelledError:
         logger.info("stopped while waiting for the lease")
     finally:
-        await asyncio.to_thread(elector.release)
+        await elector.release()
 
 
 def implicit_endpoint(settings: Settings, reader: SecretReader | None = None) -> Endpoint:
@@ -445,32 +451,22 @@ def implicit_endpoint(settings: Settings, reader: SecretReader | None = None) ->
     return Endpoint(settings.host_url, token, settings.host_timeout_seconds, verify, cert)
 
 
-def _text(path: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None) -> str | None:
-    return os.fsdecode(path) if path else None
-
-
-def _data(data: str | bytes | None) -> bytes | None:
-    return data.encode() if isinstance(data, str) else data
-
-
-def _login(writer: CrWriter, **kwargs: Any) -> kopf.ConnectionInfo | None:
-    """kopf's own login (kubeconfig or in-cluster), shared with our writer."""
-    info = kopf.login_via_client(**kwargs)
-    if info is not None:
-        writer.connect(
-            ApiConnection(
-                server=info.server,
-                ca_path=_text(info.ca_path),
-                ca_data=_data(info.ca_data),
-                insecure=bool(info.insecure),
-                token=info.token,
-                certificate_path=_text(info.certificate_path),
-                certificate_data=_data(info.certificate_data),
-                private_key_path=_text(info.private_key_path),
-                private_key_data=_data(info.private_key_data),
-            )
-        )
-    return info
+async def _login(writer: CrWriter, **_: Any) -> kopf.ConnectionInfo:
+    """kopf's login, at its start and after a 401: the configuration read again (a rotated
+    token), for kopf's watches and the operator's own requests alike."""
+    connection = load_connection()
+    writer.connect(connection)
+    return kopf.ConnectionInfo(
+        server=connection.server,
+        ca_path=connection.ca_path,
+        ca_data=connection.ca_data,
+        insecure=connection.insecure,
+        token=connection.token,
+        certificate_path=connection.certificate_path,
+        certificate_data=connection.certificate_data,
+        private_key_path=connection.private_key_path,
+        private_key_data=connection.private_key_data,
+    )
 
 
 def main(settings: Settings) -> int:

@@ -350,17 +350,18 @@ def test_replicas_share_the_crs_and_hand_them_over_without_acting_twice(
 
 
 def test_a_member_that_cannot_renew_stops_before_another_takes_its_crs(
-    kube_cluster: KubeCluster, kube_namespace: str
+    kube_cluster: KubeCluster, kube_namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two memberships (kube.shards) in one process on the real API server, each with real
     reconcile loops. They split 20 CRs without ever both serving one; then one of them loses the
     API server (its client points at a closed port): it stops acting on everything at its renew
     deadline and raises LostLease, and the other takes its CRs only after that, once its Lease
     ran out, and deletes the expired Lease later."""
-    from kubernetes import client as k8s
     from waiting import await_for
 
     from takoform_operator.core.shard_round import Verdict
+    from takoform_operator.kube.api import ApiConnection, KubeApi
+    from takoform_operator.kube.client_config import load_connection
     from takoform_operator.kube.leader import LeaseTiming, LostLease
     from takoform_operator.kube.loops import ReconcileLoops
     from takoform_operator.kube.shard_leases import ShardConfig, ShardLeases, lease_name
@@ -373,6 +374,8 @@ def test_a_member_that_cannot_renew_stops_before_another_takes_its_crs(
         }
         for i in range(20)
     }  # fmt: skip
+    monkeypatch.setenv("KUBECONFIG", str(kube_cluster.kubeconfig))
+    connection = load_connection()
     violations: list[str] = []
     members: dict[str, ShardMembership] = {}
 
@@ -393,7 +396,7 @@ def test_a_member_that_cannot_renew_stops_before_another_takes_its_crs(
             ShardLeases(ShardConfig(
                 namespace=kube_namespace, ring="ring", identity=identity,
                 timing=LeaseTiming(lease_seconds=6, renew_deadline_seconds=3, retry_seconds=0.5),
-            ), k8s.CoordinationV1Api(kube_cluster.api_client())),
+            ), KubeApi(lambda: connection)),
             observe=check,
         )  # fmt: skip
         loops = ReconcileLoops(run, concurrency=4, watched_annotations=(), finalizer="f")
@@ -420,9 +423,8 @@ def test_a_member_that_cannot_renew_stops_before_another_takes_its_crs(
         await await_for(split, "the CRs split between m1 and m2", timeout=30)
         theirs = set(two.member.serving)
         # m2 loses the API server: nothing listens on port 1.
-        two.leases.api = k8s.CoordinationV1Api(
-            k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:1"))
-        )
+        reachable = two.leases.api
+        two.leases.api = KubeApi(lambda: ApiConnection(server="http://127.0.0.1:1"))
         lost_at = 0.0
         try:
             await second
@@ -436,13 +438,11 @@ def test_a_member_that_cannot_renew_stops_before_another_takes_its_crs(
         await await_for(taken, "m1 serving m2's CRs", timeout=30)
         took = time.monotonic() - lost_at
         assert theirs <= one.member.serving
-        leases = k8s.CoordinationV1Api(kube_cluster.api_client())
 
         async def deleted() -> bool:
-            names = [
-                lease.metadata.name for lease in leases.list_namespaced_lease(kube_namespace).items
-            ]
-            return lease_name("ring", "m2") not in names
+            return (
+                kube_cluster.get_object("lease", lease_name("ring", "m2"), kube_namespace) is None
+            )
 
         await await_for(deleted, "m2's expired Lease deleted", timeout=30)
         first.cancel()
@@ -450,6 +450,8 @@ def test_a_member_that_cannot_renew_stops_before_another_takes_its_crs(
             await first
         await one.loops.close()  # type: ignore[union-attr]
         await two.loops.close()  # type: ignore[union-attr]
+        for api in (one.leases.api, two.leases.api, reachable):
+            await api.close()
         return took
 
     took = asyncio.run(scenario())

@@ -75,15 +75,24 @@ def test_an_api_server_that_cannot_be_asked_answers_503_and_nothing_is_kept() ->
     """kube.metrics_access against a port nothing listens on: 503 each time, asked again."""
     import asyncio
 
-    from kubernetes import client as k8s
-
+    from takoform_operator.kube.api import ApiConnection, KubeApi
     from takoform_operator.kube.metrics_access import ApiServerReviews
 
-    configuration = k8s.Configuration(host="http://127.0.0.1:9")
-    configuration.retries = 0
     cache = ReviewCache(30.0, Clock())
-    reviews = ApiServerReviews(cache, k8s.ApiClient(configuration))
-    assert asyncio.run(reviews(None)) is Verdict.UNAUTHENTICATED
-    assert asyncio.run(reviews("Basic dXNlcjpwYXNz")) is Verdict.UNAUTHENTICATED
-    assert asyncio.run(reviews("Bearer some-token")) is Verdict.UNAVAILABLE
+    api = KubeApi(lambda: ApiConnection("http://127.0.0.1:9"))
+    reviews = ApiServerReviews(api, cache)
+
+    async def scrapes() -> list[Verdict]:
+        try:
+            return [await reviews(header) for header in headers]
+        finally:
+            await api.close()
+
+    headers = [None, "Basic dXNlcjpwYXNz", "Bearer some-token", "Bearer some-token"]
+    assert asyncio.run(scrapes()) == [
+        Verdict.UNAUTHENTICATED,
+        Verdict.UNAUTHENTICATED,
+        Verdict.UNAVAILABLE,
+        Verdict.UNAVAILABLE,
+    ]
     assert cache.get("some-token") is None

@@ -14,7 +14,6 @@ from typing import Any
 
 import kopf
 import pytest
-from kubernetes import client as k8s
 
 from takoform_operator.core.shard_ring import (
     SLOT_LABEL,
@@ -27,6 +26,7 @@ from takoform_operator.core.shard_ring import (
     watch_selector,
 )
 from takoform_operator.core.shard_round import SeenLease, Verdict
+from takoform_operator.kube.api import ApiConnection, KubeApi
 from takoform_operator.kube.cr_step import FINALIZER
 from takoform_operator.kube.json_seam import WatchRestarts
 from takoform_operator.kube.leader import LeaseTiming, LostLease
@@ -34,6 +34,9 @@ from takoform_operator.kube.loops import ReconcileLoops
 from takoform_operator.kube.selector import parse_selector
 from takoform_operator.kube.shard_leases import ShardConfig, ShardLeases, lease_name
 from takoform_operator.kube.shards import BySelector, ShardMembership
+
+#: Nothing listens on port 1.
+UNREACHABLE = ApiConnection(server="http://127.0.0.1:1")
 
 
 def test_lease_names_are_dns_names() -> None:
@@ -51,10 +54,9 @@ def test_a_member_that_never_wrote_its_lease_acts_on_nothing() -> None:
         return 60.0
 
     async def scenario() -> ShardMembership:
-        unreachable = k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:1"))
         member = ShardMembership(ShardLeases(
             ShardConfig(namespace="ops", ring="r", identity="m", timing=LeaseTiming(3, 1, 0.2)),
-            k8s.CoordinationV1Api(unreachable),
+            KubeApi(lambda: UNREACHABLE),
         ))  # fmt: skip
         loops = ReconcileLoops(run, concurrency=2, watched_annotations=(), finalizer="f")
         member.attach(BySelector(), loops, lambda body: None)
@@ -64,6 +66,7 @@ def test_a_member_that_never_wrote_its_lease_acts_on_nothing() -> None:
         with pytest.raises(LostLease):
             await member.run()
         await loops.close()
+        await member.leases.api.close()
         return member
 
     member = asyncio.run(scenario())
@@ -94,7 +97,7 @@ def test_a_member_stops_at_its_deadline_even_when_a_round_swallows_the_cancellat
     async def scenario() -> Swallowing:
         member = Swallowing(ShardLeases(
             ShardConfig(namespace="ops", ring="r", identity="m", timing=LeaseTiming(3, 0.2, 0.05)),
-            k8s.CoordinationV1Api(k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:1"))),
+            KubeApi(lambda: UNREACHABLE),
         ))  # fmt: skip
         running = asyncio.create_task(member.run())
         # Bounded only so that the defect fails the test instead of hanging it.
@@ -102,6 +105,7 @@ def test_a_member_stops_at_its_deadline_even_when_a_round_swallows_the_cancellat
         assert done, f"still running after the deadline, {len(rounds)} rounds since"
         with pytest.raises(LostLease):
             running.result()
+        await member.leases.api.close()
         return member
 
     member = asyncio.run(scenario())
@@ -115,13 +119,15 @@ def test_a_published_view_says_when_its_write_was_sent(caplog: pytest.LogCapture
     reached: list[float] = []
 
     class Api:
-        def create_namespaced_lease(self, namespace: str, lease: k8s.V1Lease) -> k8s.V1Lease:
-            reached.append(time.time())
-            lease.metadata.resource_version = "1"
-            return lease
+        """Creates the Lease and lists none."""
 
-        def list_namespaced_lease(self, namespace: str, **_: Any) -> k8s.V1LeaseList:
-            return k8s.V1LeaseList(items=[])
+        async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+            await asyncio.sleep(0)  # a request yields to the loop, where the drain runs
+            if method == "POST":
+                reached.append(time.time())
+                return {**body, "metadata": {**body["metadata"], "resourceVersion": "1"}}
+            assert method == "GET", method
+            return {"items": []}
 
     member = ShardMembership(ShardLeases(
         ShardConfig(namespace="ops", ring="r", identity="m", timing=LeaseTiming(3, 1, 0.2)),
@@ -164,7 +170,7 @@ def test_with_sharding_a_cr_the_selector_leaves_is_forgotten() -> None:
     """Only CRs of the selector are shared out: one relabelled away is dropped, its body with
     it, and counts as unclaimed no more."""
     member = ShardMembership(ShardLeases(ShardConfig(namespace="ops", ring="r", identity="m"),
-                                         k8s.CoordinationV1Api()))  # fmt: skip
+                                         KubeApi(lambda: UNREACHABLE)))  # fmt: skip
     member.selector = BySelector(parse_selector("shard=a"))
     assert member.admit("u", body_labelled(shard="a")) is Verdict.STOP  # nothing published yet
     assert member.member.unclaimed() == 1 and "u" in member.bodies
@@ -176,7 +182,7 @@ def test_with_sharding_a_cr_the_selector_leaves_is_forgotten() -> None:
 def _settled(identity: str, view: tuple[str, ...], **others: tuple[str, ...]) -> ShardMembership:
     """A membership whose Lease holds `view`, after a read that found `others` live."""
     found = ShardMembership(ShardLeases(ShardConfig(namespace="ops", ring="r", identity=identity),
-                                        k8s.CoordinationV1Api()))  # fmt: skip
+                                        KubeApi(lambda: UNREACHABLE)))  # fmt: skip
     found.member.written(view)
     found.member.read(
         [SeenLease(f"r-shard-{m}", m, "1", 10.0, seen) for m, seen in others.items()], now=0.0

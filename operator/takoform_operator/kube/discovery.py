@@ -11,17 +11,16 @@ are missing and lets kopf start anyway (a kind whose CRD is really absent is kop
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
-
-from kubernetes import client as k8s
+from collections.abc import Awaitable, Callable, Iterable
 
 from takoform_operator.core.binding import BINDING_PLURAL
 from takoform_operator.core.registry import Registry
 from takoform_operator.core.tenancy import GRANT_PLURAL, GROUP, HOST_PLURAL, VERSION
-from takoform_operator.kube.client_config import api_client, load_kube_config
+from takoform_operator.kube.api import ApiError, KubeApi
 
 logger = logging.getLogger("takoform_operator.discovery")
 
@@ -52,29 +51,35 @@ def missing_kinds(
     return missing
 
 
-def _served_by(api: k8s.CustomObjectsApi) -> Callable[[str, str], set[str] | None]:
-    def served(group: str, version: str) -> set[str] | None:
+def _served_by(api: KubeApi) -> Callable[[str, str], Awaitable[set[str] | None]]:
+    async def served(group: str, version: str) -> set[str] | None:
         try:
-            answer: Any = api.get_api_resources(group, version)
-        except Exception:  # not served yet, or unreachable: both mean "wait"
+            answer = await api.request("GET", f"/apis/{group}/{version}")
+        except ApiError:  # not served yet, or unreachable: both mean "wait"
             return None
-        return {str(r.name) for r in (answer.resources if answer is not None else None) or ()}
+        resources = answer.get("resources") if isinstance(answer, dict) else None
+        return {str(r.get("name")) for r in resources or () if isinstance(r, dict)}
 
     return served
 
 
-def wait_until_served(
-    kinds: Iterable[Kind], timeout: float = 60.0, interval: float = 0.5
+def _listed(
+    lists: dict[tuple[str, str], set[str] | None], group: str, version: str
+) -> set[str] | None:
+    return lists[(group, version)]
+
+
+async def wait_until_served(
+    api: KubeApi, kinds: Iterable[Kind], timeout: float = 60.0, interval: float = 0.5
 ) -> list[Kind]:
-    """Blocking (run it in a thread). Returns the kinds still missing at the end ([] once all
-    are served)."""
+    """Returns the kinds still missing at the end ([] once all are served)."""
     wanted = sorted(set(kinds))
-    load_kube_config()
-    served = _served_by(k8s.CustomObjectsApi(api_client()))
+    served = _served_by(api)
     deadline = time.monotonic() + timeout
     said = False
     while True:
-        missing = missing_kinds(wanted, served)
+        lists = {(g, v): await served(g, v) for g, v in {(g, v) for g, v, _ in wanted}}
+        missing = missing_kinds(wanted, functools.partial(_listed, lists))
         if not missing:
             if said:
                 logger.info("the API server serves every watched kind now")
@@ -92,4 +97,4 @@ def wait_until_served(
                 "waiting until the API server serves %s", ", ".join(p for _, _, p in missing)
             )
             said = True
-        time.sleep(interval)
+        await asyncio.sleep(interval)

@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-import kopf
-
 from takoform_operator.core.conditions import ConditionType, Reason
 from takoform_operator.core.conditions import transitions as changed
 from takoform_operator.core.limits import event_message
 from takoform_operator.core.outcome import Event, Outcome
+from takoform_operator.kube.kopf_alone import kopf
 
 _WARNING_CONDITIONS = {"Blocked", "Degraded", "Drifted"}
 _QUIET_REASONS = {"CreatePending", "UpdatePending", "DeletePending"}

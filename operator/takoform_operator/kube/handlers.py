@@ -16,8 +16,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import kopf
-
 from takoform_operator.binding_port import BindingError
 from takoform_operator.core.policy import PAUSED_ANNOTATION
 from takoform_operator.core.registry import Registry
@@ -38,6 +36,7 @@ from takoform_operator.kube.connection_secrets import SecretStore
 from takoform_operator.kube.cr_api import ApiCr, fields
 from takoform_operator.kube.cr_step import FINALIZER, CrSteps, HeldStatus
 from takoform_operator.kube.crs import ACCEPT_UID_ANNOTATION, merged_status
+from takoform_operator.kube.kopf_alone import kopf
 from takoform_operator.kube.loops import ReconcileLoops
 from takoform_operator.kube.selector import parse_selector
 from takoform_operator.kube.shards import Admission, BySelector, ShardMembership

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -27,7 +26,7 @@ from takoform_operator.host_port import (
     SecretNotOptedIn,
     SecretNotOptedInForUrl,
 )
-from takoform_operator.kube.client_config import api_client, load_kube_config
+from takoform_operator.kube.api import KubeApi
 from takoform_spec.host_api import ErrorCode
 from takoform_spec.identity import FormRef
 
@@ -109,27 +108,18 @@ def host_status(
 
 
 class HostStatusWriter:
-    """Patches takoformhosts/status with the official client (in a thread)."""
+    """Merge-patches takoformhosts/status."""
 
-    def __init__(self, api: Any = None) -> None:
-        from kubernetes import client as k8s
-
-        if api is None:
-            load_kube_config()
-            api = k8s.CustomObjectsApi(api_client())
+    def __init__(self, api: KubeApi) -> None:
         self._api = api
 
     async def write(self, name: str, status: Mapping[str, Any]) -> None:
-        call = functools.partial(
-            self._api.patch_cluster_custom_object_status,
-            GROUP,
-            VERSION,
-            HOST_PLURAL,
-            name,
+        await self._api.request(
+            "PATCH",
+            f"/apis/{GROUP}/{VERSION}/{HOST_PLURAL}/{name}/status",
             {"status": dict(status)},
-            _content_type="application/merge-patch+json",
+            content_type="application/merge-patch+json",
         )
-        await asyncio.to_thread(call)
 
 
 async def refresh_forever(

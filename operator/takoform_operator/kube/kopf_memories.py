@@ -16,6 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import takoform_operator.kube.kopf_alone  # noqa: F401  # first: kopf without the client
+
+# isort: split
 from kopf._core.reactor.inventory import ResourceMemories, ResourceMemory
 
 

@@ -16,14 +16,11 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
-from takoform_operator.kube.client_config import api_client, load_kube_config
+from takoform_operator.kube.api import ApiError, KubeApi
 
 logger = logging.getLogger("takoform_operator.leader")
 
@@ -54,8 +51,19 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def micro_time(moment: dt.datetime) -> str:
+    """A Lease's acquireTime or renewTime: an RFC 3339 MicroTime in UTC."""
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lease_path(namespace: str, name: str | None = None) -> str:
+    """The API path of the namespace's Leases, or of the one named."""
+    leases = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    return f"{leases}/{name}" if name else leases
+
+
 class LeaderElector:
-    def __init__(self, config: LeaseConfig, api: k8s.CoordinationV1Api) -> None:
+    def __init__(self, config: LeaseConfig, api: KubeApi) -> None:
         self.config = config
         self.api = api
         # What we last saw of another holder: (holder, renewTime, resourceVersion) and when.
@@ -65,71 +73,78 @@ class LeaderElector:
 
     # -- one round -----------------------------------------------------------------------------
 
-    def _spec(self, acquire: bool, previous: Any | None) -> k8s.V1LeaseSpec:
-        now = _now()
-        transitions = (previous.lease_transitions or 0) if previous is not None else 0
-        return k8s.V1LeaseSpec(
-            holder_identity=self.config.identity,
-            lease_duration_seconds=int(self.config.timing.lease_seconds),
-            acquire_time=now if acquire or previous is None else previous.acquire_time,
-            renew_time=now,
-            lease_transitions=transitions + (1 if acquire and previous is not None else 0),
-        )
+    def _spec(self, acquire: bool, previous: Mapping[str, Any] | None) -> dict[str, Any]:
+        now = micro_time(_now())
+        transitions = (previous.get("leaseTransitions") or 0) if previous is not None else 0
+        return {
+            "holderIdentity": self.config.identity,
+            "leaseDurationSeconds": int(self.config.timing.lease_seconds),
+            "acquireTime": now if acquire or previous is None else previous.get("acquireTime"),
+            "renewTime": now,
+            "leaseTransitions": transitions + (1 if acquire and previous is not None else 0),
+        }
 
-    def try_acquire_or_renew(self) -> bool:
-        """One round (blocking API calls). True when we hold the Lease afterwards."""
+    async def try_acquire_or_renew(self) -> bool:
+        """One round. True when we hold the Lease afterwards."""
         c = self.config
+        path = lease_path(c.namespace, c.name)
         try:
-            lease = self.api.read_namespaced_lease(c.name, c.namespace)
-        except ApiException as exc:
+            lease = await self.api.request("GET", path)
+        except ApiError as exc:
             if exc.status != 404:
                 raise
-            body = k8s.V1Lease(
-                metadata=k8s.V1ObjectMeta(name=c.name, namespace=c.namespace),
-                spec=self._spec(acquire=True, previous=None),
-            )
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": c.name, "namespace": c.namespace},
+                "spec": self._spec(acquire=True, previous=None),
+            }
             try:
-                self.api.create_namespaced_lease(c.namespace, body)
-            except ApiException as create_exc:
+                await self.api.request("POST", lease_path(c.namespace), body)
+            except ApiError as create_exc:
                 if create_exc.status == 409:  # someone else created it first
                     return False
                 raise
             return True
 
-        spec = lease.spec or k8s.V1LeaseSpec()
-        holder = spec.holder_identity or ""
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
         mine = holder == c.identity
         if not mine and holder:
-            seen = (holder, spec.renew_time, lease.metadata and lease.metadata.resource_version)
+            version = (lease.get("metadata") or {}).get("resourceVersion")
+            seen = (holder, spec.get("renewTime"), version)
             if self._observed is None or self._observed[0] != seen:
                 self._observed = (seen, time.monotonic())
                 return False
             if time.monotonic() - self._observed[1] < (
-                spec.lease_duration_seconds or c.timing.lease_seconds
+                spec.get("leaseDurationSeconds") or c.timing.lease_seconds
             ):
                 return False  # the holder may still be alive: wait for its lease to run out
             logger.info("lease %s/%s expired (holder %s); taking it", c.namespace, c.name, holder)
-        lease.spec = self._spec(acquire=not mine, previous=spec)
+        lease["spec"] = self._spec(acquire=not mine, previous=spec)
         try:
-            # replace() sends metadata.resourceVersion: a concurrent writer makes this a 409.
-            self.api.replace_namespaced_lease(c.name, c.namespace, lease)
-        except ApiException as exc:
+            # The Lease as read carries metadata.resourceVersion: a concurrent writer makes this
+            # a 409.
+            await self.api.request("PUT", path, lease)
+        except ApiError as exc:
             if exc.status == 409:
                 return False
             raise
         return True
 
-    def release(self) -> None:
+    async def release(self) -> None:
         """Give the Lease up (only if we still hold it), so a standby takes over at once."""
         c = self.config
+        path = lease_path(c.namespace, c.name)
         try:
-            lease = self.api.read_namespaced_lease(c.name, c.namespace)
-            if lease.spec is None or lease.spec.holder_identity != c.identity:
+            lease = await self.api.request("GET", path)
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") != c.identity:
                 return
-            lease.spec.holder_identity = None
-            lease.spec.lease_duration_seconds = 1
-            lease.spec.renew_time = _now()
-            self.api.replace_namespaced_lease(c.name, c.namespace, lease)
+            spec["holderIdentity"] = None
+            spec["leaseDurationSeconds"] = 1
+            spec["renewTime"] = micro_time(_now())
+            await self.api.request("PUT", path, lease)
             logger.info("lease %s/%s released", c.namespace, c.name)
         except Exception as exc:  # best effort: the lease runs out by itself anyway
             logger.warning("could not release lease %s/%s: %s", c.namespace, c.name, exc)
@@ -141,7 +156,7 @@ class LeaderElector:
             # asyncio.timeout, not wait_for: in Python 3.11 wait_for drops a cancellation that
             # arrives just as the call finished (kube/shards.py).
             async with asyncio.timeout(self.config.timing.retry_seconds * 2):
-                return await asyncio.to_thread(self.try_acquire_or_renew)
+                return await self.try_acquire_or_renew()
         except Exception as exc:
             logger.warning("lease %s/%s: %s", self.config.namespace, self.config.name, exc)
             return False
@@ -197,8 +212,3 @@ class _suppress_all:
 
     def __exit__(self, *exc: object) -> bool:
         return True
-
-
-def coordination_api() -> k8s.CoordinationV1Api:
-    load_kube_config()
-    return k8s.CoordinationV1Api(api_client())

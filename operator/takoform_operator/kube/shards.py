@@ -36,7 +36,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from takoform_operator.core.binding import ClaimRef
 from takoform_operator.core.shard_ring import (
@@ -58,6 +58,7 @@ from takoform_operator.kube.selector import LabelSelector
 from takoform_operator.kube.shard_leases import ShardLeases
 
 logger = logging.getLogger("takoform_operator.shards")
+_T = TypeVar("_T")
 #: Reads in a row that find the same members before the first watch (`steer`).
 STEADY_READS = 3
 
@@ -390,11 +391,11 @@ class ShardMembership:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    async def _call(self, what: Callable[[], Any]) -> Any:
+    async def _call(self, what: Awaitable[_T]) -> _T:
         # asyncio.timeout, not wait_for: in Python 3.11 wait_for returns the call's result
         # instead of raising when a cancellation (the deadline's) arrives as the call finished.
         async with asyncio.timeout(self.leases.config.timing.retry_seconds * 2):
-            return await asyncio.to_thread(what)
+            return await what
 
     def _begin(self, target: View) -> None:
         """Head for `target`: stop what it takes away from us at once, and drain it (the
@@ -426,7 +427,7 @@ class ShardMembership:
             # Before the write: no other replica can have read it earlier (`sent` in the log).
             sent = time.time()
             try:
-                await self._call(lambda: self.leases.write(view))
+                await self._call(self.leases.write(view))
                 wrote = True
                 if member.written(view):
                     logger.info("shard view published: %s", ", ".join(view),
@@ -434,7 +435,7 @@ class ShardMembership:
             except Exception as exc:
                 logger.warning("shard lease %s: %s", self.leases.config.lease_name, exc)
         try:
-            leases = await self._call(self.leases.read)
+            leases = await self._call(self.leases.read())
         except Exception as exc:
             logger.warning("shard leases of ring %s: %s", self.leases.config.ring, exc)
             member.restrict()
@@ -447,7 +448,7 @@ class ShardMembership:
         if self._members_read[1] + 1 >= STEADY_READS:
             self.steady.set()
         if stale:
-            await asyncio.to_thread(self.leases.delete_expired, stale)
+            await self.leases.delete_expired(stale)
         if member.claims != member.settled:
             # Unchanged claims: the watch keeps the loops in line (admit) between changes.
             self._apply()
@@ -463,7 +464,7 @@ class ShardMembership:
                     c.namespace, c.lease_name)  # fmt: skip
         # A first read, so that the first view we publish names the members alive already.
         try:
-            self.member.read(await self._call(self.leases.read), self.clock())
+            self.member.read(await self._call(self.leases.read()), self.clock())
         except Exception as exc:
             logger.warning("shard leases of ring %s: %s", c.ring, exc)
         task = asyncio.current_task()

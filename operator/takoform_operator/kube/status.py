@@ -3,41 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
-import ssl
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from takoform_operator.core.depth import safe_loads
-from takoform_operator.http_transport import CookielessClient, Urls, pooled_transport
+from takoform_operator.http_transport import Urls
+from takoform_operator.kube.api import ApiConnection, http_client
 from takoform_operator.kube.echoes import OwnWrites
 from takoform_operator.kube.json_seam import OBJECT_LIMIT
-from takoform_operator.version import user_agent
 
 
 class StatusWriteFailed(Exception):
     """A write to the CR did not land (API server error, conflict, connection): retry soon."""
-
-
-@dataclass(frozen=True)
-class ApiConnection:
-    """How to reach the API server: kopf's login result, reduced to what an HTTP client needs."""
-
-    server: str
-    ca_path: str | None = None
-    ca_data: bytes | None = None
-    insecure: bool = False
-    token: str | None = None
-    certificate_path: str | None = None
-    certificate_data: bytes | None = None
-    private_key_path: str | None = None
-    private_key_data: bytes | None = None
 
 
 class CrWriter:
@@ -55,7 +35,6 @@ class CrWriter:
         self._urls = Urls()
         self._client: httpx.AsyncClient | None = None
         self._connection: ApiConnection | None = None
-        self._files: list[str] = []
         #: Set once logged in (kopf's login handler): the client can be built.
         self.connected = asyncio.Event()
 
@@ -71,9 +50,11 @@ class CrWriter:
     async def close(self) -> None:
         if self._client is not None:
             await self._client.aclose()
-        for path in self._files:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+
+    @property
+    def connection(self) -> ApiConnection | None:
+        """The credentials of the last login (kube.api.KubeApi follows them too)."""
+        return self._connection
 
     async def write(
         self, group: str, version: str, plural: str, namespace: str, name: str, status: Any
@@ -166,45 +147,8 @@ class CrWriter:
         if self._client is None:
             if self._connection is None:
                 raise StatusWriteFailed("not logged in to the API server yet")
-            self._client = self._build(self._connection)
+            self._client = http_client(self._connection, self._max_connections)
         return self._client
-
-    def _build(self, connection: ApiConnection) -> httpx.AsyncClient:
-        verify: Any = True
-        if connection.insecure:
-            verify = False
-        elif connection.ca_path or connection.ca_data:
-            verify = ssl.create_default_context(cafile=connection.ca_path)
-            if connection.ca_data:
-                verify.load_verify_locations(cadata=connection.ca_data.decode())
-        cert: Any = None
-        certificate = connection.certificate_path or self._file(connection.certificate_data)
-        key = connection.private_key_path or self._file(connection.private_key_data)
-        if certificate:
-            cert = (certificate, key) if key else certificate
-        headers = {"User-Agent": user_agent()}
-        if connection.token:
-            headers["Authorization"] = f"Bearer {connection.token}"
-        return CookielessClient(
-            base_url=connection.server,
-            verify=verify,
-            cert=cert,
-            headers=headers,
-            timeout=30,
-            transport=pooled_transport(
-                verify=verify, cert=cert, max_connections=self._max_connections
-            ),
-        )
-
-    def _file(self, data: bytes | None) -> str | None:
-        """Client certificates given as data go to a private file (ssl loads only files)."""
-        if not data:
-            return None
-        handle, path = tempfile.mkstemp(prefix="takoform-kube-")
-        with os.fdopen(handle, "wb") as sink:
-            sink.write(data)
-        self._files.append(path)
-        return path
 
 
 class _Conflict(StatusWriteFailed):
