@@ -156,7 +156,7 @@ def _first_line(exc: Exception) -> str:
 def _through_official_client(paths: list[Path]) -> ApiConnection:
     """A credential plugin runs through the official client (it knows them all); it writes
     certificates given as data to files of its own."""
-    from kubernetes import client, config  # about 19 MiB: only for such a kubeconfig
+    from kubernetes import client, config  # megabytes: only for such a kubeconfig
 
     configuration = client.Configuration()
     # The files named: the client reads KUBECONFIG once, when it is first imported.
