@@ -124,9 +124,13 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     # One connection per reconcile slot, and one for the TakoformBinding watch.
     writer = CrWriter(max_connections=settings.max_concurrent_reconciles + 1, echoes=echoes)
     writer.connect(load_connection())  # at once: an unusable configuration is said before all
-    # Leases, Secrets, reviews, discovery and host status: a pool of their own, so that a Lease is
-    # renewed on time however busy the reconciles keep the writer's.
-    api = KubeApi(lambda: writer.connection, log_in=lambda: writer.connect(load_connection()))
+
+    # Secrets, reviews, discovery and host status on a pool of their own, and the Leases on
+    # another: a Lease is renewed on time however busy the reconciles or the hosts keep the rest.
+    def kube_api() -> KubeApi:
+        return KubeApi(lambda: writer.connection, log_in=lambda: writer.connect(load_connection()))
+
+    api, leases = kube_api(), kube_api()
     reviews = (
         ApiServerReviews(api)
         if settings.metrics_port and settings.metrics_auth == "kubernetes"
@@ -144,7 +148,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
             else "to anyone who reaches the port (TAKOFORM_METRICS_AUTH=none)",
         )
     health = Health(watch_failure_seconds=settings.watch_failure_seconds)
-    shards = _membership(settings, metrics, api) if settings.sharding == "hash" else None
+    shards = _membership(settings, metrics, leases) if settings.sharding == "hash" else None
     restarts = (
         WatchRestarts((line.group, line.version, line.plural) for line in registry.lines())
         if shards is not None
@@ -279,7 +283,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
             metrics.leader.set(1)
             await lead(stop)
             return
-        await _elect_and_lead(settings, lead, health, metrics, api)
+        await _elect_and_lead(settings, lead, health, metrics, leases)
     finally:
         lag_watch.cancel()
         releasing.cancel()
@@ -288,6 +292,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
             await refresher
         await writer.close()
         await api.close()
+        await leases.close()
         await pool.aclose()
         await health.stop()
         await metrics_server.stop()

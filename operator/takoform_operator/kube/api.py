@@ -1,6 +1,7 @@
 """The operator's own requests to the API server besides its CR writes (Leases, Secrets, reviews,
-discovery, TakoformHost status): JSON over httpx, on a small pool of their own, so that a Lease is
-renewed on time however busy the reconcile slots keep kube.status's pool. No generated client:
+discovery, TakoformHost status): JSON over httpx, on small pools of their own (main.py gives the
+Leases one apart), so that a Lease is renewed on time however busy the reconcile slots keep
+kube.status's pool. No generated client:
 the official one costs a process about 9 MiB once imported, some 20 more with the API
 classes these requests used, and a thread per call."""
 
