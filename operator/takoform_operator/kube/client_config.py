@@ -58,8 +58,10 @@ def _in_cluster() -> ApiConnection:
     host = os.environ.get("KUBERNETES_SERVICE_HOST")
     port = os.environ.get("KUBERNETES_SERVICE_PORT")
     token = SERVICE_ACCOUNT / "token"
-    if not host or not port or not token.exists():
-        raise _Unusable("no kubeconfig and no ServiceAccount token")
+    if not host or not port:
+        raise _Unusable("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set")
+    if not token.exists():
+        raise _Unusable(f"no ServiceAccount token at {token}")
     if ":" in host:  # an IPv6 address
         host = f"[{host}]"
     ca = SERVICE_ACCOUNT / "ca.crt"
