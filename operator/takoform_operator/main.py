@@ -234,7 +234,6 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         shards.steer_bindings = binding_watch.steer
 
     async def watch_bindings() -> None:
-        await writer.connected.wait()  # kopf logs in as it starts (_login)
         await runtime.bindings.introduce()  # before any binding is written: its guardian
         guarding = asyncio.create_task(runtime.bindings.at_start(), name="bindings at start")
         try:

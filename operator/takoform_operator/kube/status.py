@@ -35,12 +35,9 @@ class CrWriter:
         self._urls = Urls()
         self._client: httpx.AsyncClient | None = None
         self._connection: ApiConnection | None = None
-        #: Set once logged in (kopf's login handler): the client can be built.
-        self.connected = asyncio.Event()
 
     def connect(self, connection: ApiConnection) -> None:
         """Use these credentials from the next write on (kopf logs in again on a 401)."""
-        self.connected.set()
         if connection != self._connection:
             self._connection = connection
             old, self._client = self._client, None
