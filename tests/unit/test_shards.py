@@ -30,10 +30,10 @@ from takoform_operator.kube.api import ApiConnection, KubeApi
 from takoform_operator.kube.cr_step import FINALIZER
 from takoform_operator.kube.json_seam import WatchRestarts
 from takoform_operator.kube.leader import LeaseTiming, LostLease
-from takoform_operator.kube.loops import ReconcileLoops
+from takoform_operator.kube.loops import ReconcileLoops, unpack
 from takoform_operator.kube.selector import parse_selector
 from takoform_operator.kube.shard_leases import ShardConfig, ShardLeases, lease_name
-from takoform_operator.kube.shards import BySelector, ShardMembership
+from takoform_operator.kube.shards import IN_ITS_LOOP, BySelector, ShardMembership
 
 #: Nothing listens on port 1.
 UNREACHABLE = ApiConnection(server="http://127.0.0.1:1")
@@ -276,6 +276,44 @@ def test_who_puts_a_slot_label_right(
         membership.admit("u", body)  # older than our write: not again
 
     assert _labels_written(membership, scenario) == ([str(slot)] if written else [])
+
+
+def test_a_served_cr_has_one_body_its_loops_and_comes_back_from_the_latest() -> None:
+    """A replica keeps no second copy of a body its loop holds. Given away by a view change, a
+    CR keeps the body its loop held last (our own write's answer), and should it come back, its
+    loop starts from that body."""
+    membership = _settled("a", ("a",))  # alone: every slot is ours
+    name, _ = _named("b", AB)  # b's once b joins
+    forgotten: list[Any] = []
+
+    def version(body: Any) -> str:
+        return str(body["metadata"]["resourceVersion"])
+
+    async def look(found: Any) -> float:
+        return 60.0
+
+    async def scenario() -> None:
+        loops = ReconcileLoops(look, concurrency=1, watched_annotations=(), finalizer=FINALIZER)
+        membership.attach(BySelector(), loops, forgotten.append)
+        body = _cr(name, "u")
+        assert membership.admit("u", body) is Verdict.SERVE
+        loops.seen("u", body)  # as the watch handler does
+        assert membership.bodies == {"u": IN_ITS_LOOP}
+        loops.wrote("u", _cr(name, "u", "9"))  # our own write's answer
+        membership.member.head_for(AB)  # b joined: its slots leave us at once
+        membership._apply()
+        assert loops.body_of("u") is None and "u" not in membership.member.serving
+        assert version(unpack(membership.bodies["u"])) == "9"
+        assert [version(gone) for gone in forgotten] == ["9"]
+        membership.member.pending.clear()  # b went again before we published AB
+        membership.member.restrict()
+        membership._apply()
+        back = loops.body_of("u")
+        assert back is not None and version(back) == "9"
+        assert membership.bodies == {"u": IN_ITS_LOOP}
+        await loops.close()
+
+    asyncio.run(scenario())
 
 
 def test_a_slot_label_seen_written_keeps_no_guard() -> None:

@@ -58,6 +58,8 @@ from takoform_operator.kube.selector import LabelSelector
 from takoform_operator.kube.shard_leases import ShardLeases
 
 logger = logging.getLogger("takoform_operator.shards")
+#: `ShardMembership.bodies` of a CR we serve: its loop holds the body.
+IN_ITS_LOOP = b""
 _T = TypeVar("_T")
 #: Reads in a row that find the same members before the first watch (`steer`).
 STEADY_READS = 3
@@ -113,9 +115,10 @@ class ShardMembership:
     #: Called after each round (metrics).
     observe: Callable[[ShardMembership], None] = lambda membership: None
     member: Member = field(init=False)
-    #: The last body the watch delivered of each CR it delivers, served or not, packed as a
-    #: loop packs it (kube.loops.pack): a replica keeps its share's bodies twice, here and in
-    #: their loops, and a body as dicts and strings is about fifteen times its packed size.
+    #: Every CR the watch delivers that we keep, served or not: the last body the watch
+    #: delivered of one we do not serve, packed as a loop packs it (kube.loops.pack: a body as
+    #: dicts and strings is about fifteen times that), and IN_ITS_LOOP for one we serve, whose
+    #: loop holds its body: one copy of each, not two.
     bodies: dict[str, bytes] = field(default_factory=dict)
     #: The slots our watch delivers (None: not chosen yet, every CR comes).
     watching: frozenset[int] | None = None
@@ -262,7 +265,9 @@ class ShardMembership:
         verdict = self.member.admit(uid, slot_key(slot))
         serve = verdict is Verdict.SERVE
         kept, relabel = self._effects(body, slot, serve)
-        if kept or served:
+        if serve:
+            self.bodies[uid] = IN_ITS_LOOP  # the caller gives the body to its loop
+        elif kept or served:
             # Trimmed as it was decoded (kube.json_seam). Not packed when not kept: in a
             # backlog most new CRs a replica sees are another's.
             self.bodies[uid] = pack(dict(body))
@@ -355,17 +360,19 @@ class ShardMembership:
     def _stop(self, uids: Sequence[str]) -> None:
         for uid in uids:
             packed = self.bodies.get(uid)
-            body = None if packed is None else unpack(packed)
+            body = unpack(packed) if packed else None
             latest = self.loops.body_of(uid) if self.loops is not None else None
-            if (
-                body is not None
-                and latest is not None
-                and not older(resource_version(latest), resource_version(body))
+            if latest is not None and (
+                body is None or not older(resource_version(latest), resource_version(body))
             ):
                 # What our own writes made of it: should the CR come back to us before anyone
                 # else writes it, its loop starts from there.
                 body = latest
-                self.bodies[uid] = pack(latest)
+            if packed is not None:
+                if body is None:
+                    del self.bodies[uid]  # its loop had ended (let go): nothing to start from
+                elif body is latest:
+                    self.bodies[uid] = pack(body)
             if body is not None:
                 _note("not serving", body)
                 self.forget(body)
@@ -380,7 +387,11 @@ class ShardMembership:
             return
         plan = self.member.settle()
         for uid in plan.start:
-            body = unpack(self.bodies[uid])
+            packed = self.bodies.get(uid)
+            if not packed:
+                continue  # its loop ended, or it has one: nothing to start
+            body = unpack(packed)
+            self.bodies[uid] = IN_ITS_LOOP
             _note("serving", body)
             if self._context is not None:
                 self._context.copy().run(self.loops.seen, uid, body)
