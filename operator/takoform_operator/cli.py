@@ -146,11 +146,14 @@ def main(argv: list[str] | None = None) -> int:
         "--selector", help="reconcile only the CRs with these labels, e.g. shard=a (default: all)"
     )
     run.set_defaults(handler=_run)
-    # The kubectl plugin's commands (kubectl takoform ...), under this command too.
-    from takoform_operator.plugin.commands import add_commands
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] != ["run"]:
+        # The kubectl plugin's commands (kubectl takoform ...), under this command too; not
+        # for `run`: they load the official Kubernetes client, about 9 MiB of every replica.
+        from takoform_operator.plugin.commands import add_commands
 
-    add_commands(commands)
-    args = parser.parse_args(argv)
+        add_commands(commands)
+    args = parser.parse_args(words)
     try:
         return int(args.handler(args))
     except TakoformError as exc:
