@@ -24,7 +24,7 @@ from takoform_operator.host_client.pool import Endpoint, HostPool, SecretReader,
 from takoform_operator.host_client.token_file import FileToken
 from takoform_operator.kube.api import KubeApi
 from takoform_operator.kube.binding_watch import BindingWatch
-from takoform_operator.kube.bindings import BindingBook
+from takoform_operator.kube.bindings import LIST_PAGE, BindingBook
 from takoform_operator.kube.client_config import load_connection
 from takoform_operator.kube.connection_secrets import HttpSecretStore
 from takoform_operator.kube.discovery import wait_until_served, watched_kinds
@@ -57,11 +57,6 @@ from takoform_operator.version import build_info, describe
 logger = logging.getLogger("takoform_operator")
 
 
-#: Objects per page of the initial lists (kopf's of the CRs, and the bindings'): a page's
-#: objects are held until it is read, then kopf starts a worker for each at once. At 500 Ready
-#: CRs a restart peaked about 10 MiB higher than at 100 (docs/performance.md, "A list page of
-#: 100").
-LIST_PAGE = 100
 #: How long kopf keeps an object's worker, and its last event, after the event was handled.
 WORKER_IDLE_SECONDS = 0.1
 
