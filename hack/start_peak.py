@@ -94,6 +94,10 @@ def _charged_to(stack: list[str]) -> str:
     return next(ours, stack[0])
 
 
+def _importing(stack: list[str]) -> bool:
+    return any("importlib" in frame for frame in stack)
+
+
 _OURS = ("takoform_operator/", "kopf/")
 #: The frames every stack of the running operator has: its command line and main.
 _ENTRY = ("takoform_operator/cli.py:", "takoform_operator/main.py:main:")
@@ -108,7 +112,7 @@ def report(found: dict[str, list[Any]], imported_at: float, top: int) -> None:
     print(f"\nrises of the peak RSS, MiB, charged to the code that ran (top {top}):")
     by_frame: Counter[str] = Counter()
     for stack, grown in found["charged"]:
-        if not any("importlib" in frame for frame in stack):
+        if not _importing(stack):
             by_frame[_charged_to(stack)] += grown
     for frame, grown in by_frame.most_common(top):
         print(f"{grown / 2**20:>7.2f}  {frame}")
@@ -160,8 +164,7 @@ def main() -> int:
         finally:
             operator.stop()
         found = json.loads(out.read_text())
-        imported_at = max((t for t, _, s in found["timeline"] if any("importlib" in f for f in s)),
-                          default=0.0)  # fmt: skip
+        imported_at = max((t for t, _, top in found["timeline"] if _importing(top)), default=0.0)
         report(found, imported_at, args.top)
     return 0
 
