@@ -57,11 +57,12 @@ class Urls:
     """Parsed URLs, kept for reuse: httpx parses a URL string in Python, character by character
     (a third of building a request), and a CR's requests go to the same few URLs again and
     again (its resource's read, create and polls; its status), mostly within one reconcile.
-    httpx.URL is immutable. At most `limit` are kept, when full the cache starts over: a few
-    thousand hold every URL of the reconciles in flight, and every URL kept is two objects more
-    for each full garbage collection to walk (docs/performance.md)."""
+    httpx.URL is immutable. At most `limit` are kept, when full the cache starts over: a
+    reconcile uses a few URLs, so 512 hold those of a hundred reconciles in flight, and every
+    URL kept is two objects more for each full garbage collection to walk and about 350 bytes
+    held (docs/performance.md)."""
 
-    def __init__(self, limit: int = 2_048) -> None:
+    def __init__(self, limit: int = 512) -> None:
         self._limit = limit
         self._parsed: dict[str, httpx.URL] = {}
 
