@@ -75,6 +75,8 @@ def allocators() -> dict[str, float]:
     import ctypes
     import re
 
+    from glibc_malloc import mallinfo2
+
     found: dict[str, float] = {"rss": _rss_kib()}
     with tempfile.TemporaryFile() as text:
         saved = os.dup(2)
@@ -94,19 +96,11 @@ def allocators() -> dict[str, float]:
     ):
         match = re.search(pattern, stats)
         found[key] = int(match.group(1).replace(",", "")) / 1024 if match else float("nan")
-    libc = ctypes.CDLL("libc.so.6")
-
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-            "fordblks", "keepcost")]  # fmt: skip
-
-    libc.mallinfo2.restype = MallInfo2
-    info = libc.mallinfo2()
+    info = mallinfo2()
     found["glibc heap"] = info.arena / 1024
     found["glibc in use"] = info.uordblks / 1024
     found["glibc mmapped"] = info.hblkhd / 1024
-    libc.malloc_trim(0)
+    ctypes.CDLL(None).malloc_trim(0)
     found["rss after malloc_trim"] = _rss_kib()
     return found
 

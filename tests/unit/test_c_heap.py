@@ -5,35 +5,39 @@ glibc's heap."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 # Run in a process of its own: mallopt changes the whole process. mallinfo2's hblks counts the
 # chunks glibc has mapped on their own, live now.
 _PROBE = """
-import ctypes, sys
+import sys
+from glibc_malloc import mallinfo2
 from takoform_operator.main import tune_c_heap
 
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-        "fordblks", "keepcost")]
-
-libc = ctypes.CDLL(None)
-libc.mallinfo2.restype = MallInfo2
 if sys.argv[1] == "tuned":
     tune_c_heap()
 large = bytearray(16 * 1024 * 1024)
 del large  # freed: glibc's own threshold rises to its size
-before = libc.mallinfo2().hblks
+before = mallinfo2().hblks
 page = bytearray(4 * 1024 * 1024)  # more than the heap has free: it grows, or a mapping
-print(libc.mallinfo2().hblks - before)
+print(mallinfo2().hblks - before)
 """
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
 
 
 def _mapped_on_their_own(mode: str) -> int:
     found = subprocess.run(
-        [sys.executable, "-c", _PROBE, mode], capture_output=True, text=True, check=True
+        [sys.executable, "-c", _PROBE, mode],
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")]),
+        },
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return int(found.stdout)
 
