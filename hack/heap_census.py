@@ -42,7 +42,7 @@ def child(argv: list[str]) -> int:
     of $HEAP_CENSUS_DIR: the tracemalloc snapshot (when tracing), the objects by type, and the
     allocators' figures (`allocators`)."""
     counts = Path(os.environ["HEAP_CENSUS_DIR"])
-    taken = [0]
+    taken = [int(os.environ.get("HEAP_CENSUS_FIRST", "0"))]
 
     def census(_signum: int, _frame: Any) -> None:
         gc.collect()
@@ -52,7 +52,9 @@ def child(argv: list[str]) -> int:
             tracemalloc.take_snapshot().dump(str(counts / f"{index}.snapshot"))
         types = Counter(type(o).__qualname__ for o in gc.get_objects())
         (counts / f"{index}.types.json").write_text(json.dumps(types))
-        (counts / f"{index}.allocators.json").write_text(json.dumps(allocators()))
+        found, classes = allocators()
+        (counts / f"{index}.allocators.json").write_text(json.dumps(found))
+        (counts / f"{index}.classes.json").write_text(json.dumps(classes))
         (counts / f"{index}.done").touch()
 
     signal.signal(signal.SIGUSR1, census)
@@ -68,10 +70,11 @@ def _rss_kib() -> int:
     return 0
 
 
-def allocators() -> dict[str, float]:
+def allocators() -> tuple[dict[str, float], dict[int, tuple[int, int]]]:
     """KiB held by Python's small-object allocator (its arenas, and the blocks in use in them:
     sys._debugmallocstats) and by glibc's malloc (its heap, and the part in use: mallinfo2),
-    with the RSS before and after glibc gives its free memory back (malloc_trim)."""
+    with the RSS before and after glibc gives its free memory back (malloc_trim); and, by
+    size class of the small-object allocator, its blocks in use and free in its pools."""
     import ctypes
     import re
 
@@ -96,13 +99,19 @@ def allocators() -> dict[str, float]:
     ):
         match = re.search(pattern, stats)
         found[key] = int(match.group(1).replace(",", "")) / 1024 if match else float("nan")
+    classes = {
+        int(size): (int(used), int(free))
+        for size, used, free in re.findall(
+            r"^\s*\d+\s+(\d+)\s+\d+\s+(\d+)\s+(\d+)\s*$", stats, re.MULTILINE
+        )
+    }
     info = mallinfo2()
     found["glibc heap"] = info.arena / 1024
     found["glibc in use"] = info.uordblks / 1024
     found["glibc mmapped"] = info.hblkhd / 1024
     ctypes.CDLL(None).malloc_trim(0)
     found["rss after malloc_trim"] = _rss_kib()
-    return found
+    return found, classes
 
 
 def take(operator: Any, counts: Path, index: int) -> float:
@@ -124,6 +133,15 @@ def report(counts: Path, n: int, top: int) -> None:
     for key in before:
         print(f"{key:>24} {before[key]:>10.0f} -> {after[key]:>10.0f} "
               f"({(after[key] - before[key]) / n:>6.2f})")  # fmt: skip
+    classes = [json.loads((counts / f"{i}.classes.json").read_text()) for i in (0, 1)]
+    print(f"\nthe small-object allocator by size class, KiB per CR (top {top // 2} by free):")
+    print(f"{'size':>6} {'in use':>8} {'free':>8}")
+    rows = []
+    for size in classes[1]:
+        (used, free), (used_idle, free_idle) = classes[1][size], classes[0].get(size, (0, 0))
+        rows.append((int(size), (used - used_idle) * int(size), (free - free_idle) * int(size)))
+    for size, used, free in sorted(rows, key=lambda row: -row[2])[: top // 2]:
+        print(f"{size:>6} {used / 1024 / n:>8.3f} {free / 1024 / n:>8.3f}")
     if (counts / "1.snapshot").exists():
         idle, loaded = (tracemalloc.Snapshot.load(str(counts / f"{i}.snapshot")) for i in (0, 1))
         print(f"\nstill allocated, by line, bytes per CR (top {top}):")
@@ -163,6 +181,12 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--bloated", action="store_true")
     parser.add_argument(
+        "--backlog",
+        action="store_true",
+        help="the CRs exist before the operator starts (as the benchmark's backlog row): the "
+        "idle count is an operator's with no CRs, stopped before they are created",
+    )
+    parser.add_argument(
         "--frames", type=int, default=12, help="tracemalloc's frames kept (0: no tracemalloc)"
     )
     parser.add_argument("--top", type=int, default=40)
@@ -194,7 +218,14 @@ def main() -> int:
             idle = take(operator, counts, 0)
             print(f"... idle: RSS {idle:.0f} MiB; creating {args.n} CRs", file=sys.stderr)
             items = bench.manifests(args.n, namespace, bloated=args.bloated)
+            if args.backlog:
+                operator.stop()
             asyncio.run(bench.create_all(kube, namespace, items, None, {}))
+            if args.backlog:
+                os.environ["HEAP_CENSUS_FIRST"] = "1"
+                operator = bench.OperatorProcess(
+                    kube, host, namespace, workdir, args.poll, command=command
+                )
             asyncio.run(bench.watch_ready(kube, namespace, args.n, {}, 3600))
             time.sleep(args.poll * args.steady_polls)
             loaded = take(operator, counts, 1)

@@ -6,7 +6,9 @@ body it was made for, and it is held at most once per operation."""
 from __future__ import annotations
 
 import copy
+import gc
 import itertools
+import sys
 from dataclasses import replace as dc_replace
 from typing import Any
 
@@ -387,3 +389,28 @@ async def test_an_orphan_deletion_inside_the_window_releases_the_incarnation_it_
     (binding,) = cluster.bindings.objects.values()
     assert binding.phase is Phase.RELEASED
     assert binding.uid == "u-1"
+
+
+def _deep_size(value: object) -> int:
+    """The bytes `value` keeps alive: itself and everything it refers to, once each."""
+    seen: set[int] = set()
+    pending, total = [value], 0
+    while pending:
+        item = pending.pop()
+        if id(item) in seen or isinstance(item, type):
+            continue
+        seen.add(id(item))
+        total += sys.getsizeof(item)
+        pending.extend(gc.get_referents(item))
+    return total
+
+
+async def test_a_held_write_is_kept_small_whatever_the_patch() -> None:
+    """In a backlog most CRs hold a write at once, between their first look and their second:
+    each is one packed patch, not the tens of dicts and strings the patch is made of."""
+    cluster = Cluster(Host())
+    await cluster.look()
+    held = cluster.held
+    assert held is not None and held.patch.get("pendingOperationId")
+    patch_size = _deep_size(held.patch)
+    assert _deep_size(held) < 600 < patch_size, (_deep_size(held), patch_size)

@@ -42,6 +42,7 @@ from takoform_operator.kube.bindings import Contenders
 from takoform_operator.kube.cr_locks import CrLocks
 from takoform_operator.kube.crs import read_cr, status_change
 from takoform_operator.kube.freshness import resource_version
+from takoform_operator.kube.loops import pack, unpack
 from takoform_operator.service import Reconciled, Tenancy, reconcile
 from takoform_operator.settings import Settings
 
@@ -74,15 +75,26 @@ class CrApi(Protocol):
         """Before the finalizer goes: the connection Secret follows the deletion policy."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HeldStatus:
     """A status write held until the next look: the patch, the resourceVersion of the CR it
-    was made for, and the operation it records."""
+    was made for, and the operation it records. The patch is held packed (kube.loops.pack):
+    in a backlog most CRs hold one at once, between their first look and their second, and
+    as dicts and strings they were tens of small objects each, whose freed blocks the
+    allocator kept after the backlog (docs/performance.md, "The held write, packed")."""
 
     resource_version: str
-    patch: dict[str, Any]
+    packed: bytes
     #: The pending operation the patch records: never held a second time in a row.
     operation_id: str
+
+    @classmethod
+    def of(cls, resource_version: str, patch: dict[str, Any], operation_id: str) -> HeldStatus:
+        return cls(resource_version, pack(patch), operation_id)
+
+    @property
+    def patch(self) -> dict[str, Any]:
+        return dict(unpack(self.packed))
 
     def applies_to(self, body: Mapping[str, Any]) -> bool:
         """Made for exactly this body: nobody wrote the CR since."""
@@ -174,7 +186,7 @@ class CrSteps:
             if applied is None and patch is not None and _holds(outcome, held):
                 assert outcome.state.pending is not None
                 pending = outcome.state.pending.operation_id
-                memory.held, patch = HeldStatus(resource_version(body), patch, pending), None
+                memory.held, patch = HeldStatus.of(resource_version(body), patch, pending), None
             elif (secret := self._connection(body, reconciled, deleting)) is not None:
                 # Before the status: a Secret out of reach is the CR's condition.
                 memory.secrets = frozenset(secret.data.values())
