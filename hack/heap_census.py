@@ -5,13 +5,16 @@ The operator runs as in `hack/bench_operator.py` (a real kube-apiserver, the ref
 the chart's ServiceAccount), under tracemalloc, on one namespace. Once it is idle (no CRs) the
 heap is counted, then N CRs (plain, or `--bloated`: about 100 KB of foreign metadata each) are
 created while it runs, and once all are Ready and a few polls have passed it is counted again.
-Printed: the RSS at each count, the memory still allocated per CR grouped by where it was
-allocated (tracemalloc snapshots diffed, by line and by traceback), and the objects per CR by
-type (gc.get_objects(), diffed). Nothing in the operator changes for this: the process is
-started through this file (`child`), which takes a count on SIGUSR1 before it runs the
-operator's command line.
+With `--backlog` the CRs are created while no operator runs, and a second operator starts on
+them (the benchmark's backlog row); the idle count is then the first operator's, stopped before
+the CRs were created. Printed: the RSS at each count, the allocators' figures, the small-object
+allocator's blocks in use and free by size class (where freed memory stays), the memory still
+allocated per CR grouped by where it was allocated (tracemalloc snapshots diffed, by line and by
+traceback), and the objects per CR by type (gc.get_objects(), diffed). Nothing in the
+operator changes for this: the process is started through this file (`child`), which takes a
+count on SIGUSR1 before it runs the operator's command line.
 
-    .venv/bin/python hack/heap_census.py --n 2000 [--bloated] [--frames 12] [--top 40]
+    .venv/bin/python hack/heap_census.py --n 2000 [--bloated] [--backlog] [--frames 12] [--top 40]
 
 tracemalloc costs time and memory: the RSS printed here is not the benchmark's.
 """
