@@ -116,8 +116,13 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
     registry = load_registry()
     metrics = Metrics()
     echoes = OwnWrites()
+    # A Form CR is cut to what the operator reads as soon as it is decoded (core.trim): the
+    # watch's events and list pages (kube.json_seam) and the answers to the writes.
+    trim = cr_trimmer(registry, settings)
     # One connection per reconcile slot, and one for the TakoformBinding watch.
-    writer = CrWriter(max_connections=settings.max_concurrent_reconciles + 1, echoes=echoes)
+    writer = CrWriter(
+        max_connections=settings.max_concurrent_reconciles + 1, echoes=echoes, keep=trim
+    )
     writer.connect(load_connection())  # at once: an unusable configuration is said before all
 
     # Secrets, reviews, discovery and host status on a pool of their own, and the Leases on
@@ -161,8 +166,7 @@ async def run(settings: Settings, stop: threading.Event | None = None) -> None:
         functools.partial(_unreadable, metrics),
         health.requested,
         echoes.echo,
-        # A Form CR is cut to what the operator reads as soon as it is decoded (core.trim).
-        cr_trimmer(registry, settings),
+        trim,
         restarts,
         None if shards is None else functools.partial(another_replicas, shards),
     )

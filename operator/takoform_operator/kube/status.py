@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 import httpx
 
@@ -28,10 +28,20 @@ class CrWriter:
     metadata.resourceVersion (a precondition of the next), and whatever else landed before
     it (someone else's edit)."""
 
-    def __init__(self, max_connections: int = 16, echoes: OwnWrites | None = None) -> None:
-        """`echoes`: where each answer is recorded, so that its watch echo is dropped."""
+    def __init__(
+        self,
+        max_connections: int = 16,
+        echoes: OwnWrites | None = None,
+        keep: Callable[[Any], Any] = lambda found: found,
+    ) -> None:
+        """`echoes`: where each answer is recorded, so that its watch echo is dropped; `keep`:
+        what is kept of each answer as soon as it is decoded (kube.handlers.cr_trimmer: a Form
+        CR only what the operator reads). A look goes on with the answer of its write, so
+        without it every reconcile in flight held its CR whole, whatever its metadata
+        carries."""
         self._max_connections = max_connections
         self._echoes = echoes
+        self._keep = keep
         self._urls = Urls()
         self._client: httpx.AsyncClient | None = None
         self._connection: ApiConnection | None = None
@@ -134,7 +144,7 @@ class CrWriter:
             raise StatusWriteFailed(f"write to {namespace}/{name}: the answer is not a CR")
         if self._echoes is not None:
             self._echoes.wrote(written)
-        return written
+        return cast(Mapping[str, Any], self._keep(written))
 
     def client(self) -> httpx.AsyncClient:
         """The current connection, for the other thin writers (kube.connection_secrets)."""
