@@ -81,7 +81,8 @@ class HeldStatus:
     was made for, and the operation it records. The patch is held packed (kube.loops.pack):
     in a backlog most CRs hold one at once, between their first look and their second, and
     as dicts and strings they were tens of small objects each, whose freed blocks the
-    allocator kept after the backlog (docs/performance.md, "The held write, packed")."""
+    allocator kept after the backlog (docs/performance.md, "The held write packed, and the
+    write answers cut")."""
 
     resource_version: str
     packed: bytes
