@@ -1,6 +1,6 @@
 """The CR writes (kube.status.CrWriter) on a real API server: each answer is the whole CR, and
 the look goes on with it, so what the writer returns is what the operator holds meanwhile. A
-CR with 100 KB of foreign metadata comes back cut to what the operator reads (core.trim), as
+CR with about 60 KB of foreign metadata comes back cut to what the operator reads (core.trim), as
 soon as it is decoded, while the API server keeps every foreign field."""
 
 from __future__ import annotations
