@@ -244,9 +244,10 @@ async def test_a_step_that_raises_does_not_end_the_loop() -> None:
 class _Held:
     """A loop body that holds each run until the test lets it end; records who got a slot."""
 
-    def __init__(self) -> None:
+    def __init__(self, soon: frozenset[str] = frozenset()) -> None:
         self.started: asyncio.Queue[str] = asyncio.Queue()
         self.running: dict[str, asyncio.Event] = {}
+        self.soon = set(soon)  # CRs whose first run asks for another 0.01 s later
 
     async def __call__(self, body: Mapping[str, Any]) -> float | None:
         uid = str(body["metadata"]["uid"])
@@ -254,6 +255,9 @@ class _Held:
         self.started.put_nowait(uid)
         await done.wait()
         del self.running[uid]
+        if uid in self.soon:
+            self.soon.remove(uid)
+            return 0.01
         return 3600.0
 
     async def next_start(self) -> str:
@@ -281,6 +285,34 @@ async def test_a_quiet_namespace_is_not_queued_behind_a_busy_one() -> None:
     loops.seen("quiet", _cr("quiet", "quiet"))
     held.finish("busy-0")
     assert await held.next_start() == "quiet"
+    await loops.close()
+
+
+async def test_a_look_asked_for_within_seconds_goes_before_the_first_looks_queued() -> None:
+    # A backlog: 300 CRs of one namespace queued for their first look. The first CR's look
+    # accepted an operation and asks to be looked at again in 0.01 s, to record it (the held
+    # write) and see it settle: that look is served before the 297 first looks still queued,
+    # not behind them, so each CR goes on to Ready and lets go of what it holds in passing.
+    held = _Held(soon=frozenset({"cr-0"}))
+    loops = ReconcileLoops(held, concurrency=1, watched_annotations=(ACCEPT,), finalizer=FINALIZER)
+    for i in range(300):
+        loops.seen(f"cr-{i}", _cr(f"cr-{i}", "busy"))
+    assert await held.next_start() == "cr-0"
+    queued = asyncio.Event()
+    request = loops.slots.request
+
+    def spy(namespace: str, host: str, grant: Any, **how: Any) -> None:
+        request(namespace, host, grant, **how)
+        queued.set()
+
+    loops.slots.request = spy  # type: ignore[method-assign]
+    held.finish("cr-0")
+    assert await held.next_start() == "cr-1"
+    await asyncio.wait_for(queued.wait(), TIMEOUT)  # cr-0's timer came: it queues again
+    held.finish("cr-1")
+    assert await held.next_start() == "cr-0"
+    held.finish("cr-0")
+    assert await held.next_start() == "cr-2"
     await loops.close()
 
 

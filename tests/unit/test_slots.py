@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 
 import pytest
 
@@ -243,3 +244,23 @@ def test_the_per_host_cap_is_within_the_capacity_and_fifo_has_none() -> None:
     assert FairSlots(16, per_host=4, fair=False).per_host == 16
     with pytest.raises(ValueError, match="capacity"):
         FairSlots(0)
+
+
+def test_a_request_going_on_goes_before_its_namespace_s_queue_but_not_before_another_s_turn() -> (
+    None
+):
+    slots = FairSlots(1)
+    served: list[str] = []
+
+    def grant(name: str) -> Callable[[], bool]:
+        return lambda: served.append(name) is None
+
+    slots.request("busy", "h", grant("busy-0"))  # takes the one slot
+    for i in (1, 2):
+        slots.request("busy", "h", grant(f"busy-{i}"))
+    slots.request("quiet", "h", grant("quiet-0"))
+    for i in (0, 1):
+        slots.request("busy", "h", grant(f"going-on-{i}"), going_on=True)
+    while slots.waiting():
+        slots.release("h")
+    assert served == ["busy-0", "quiet-0", "going-on-0", "going-on-1", "busy-1", "busy-2"]

@@ -330,8 +330,9 @@ class ReconcileLoops:
         # cause (its body, patch, logger): taken afresh per event, a loop would keep its CR's
         # first event alive for as long as the CR is managed.
         self._context: contextvars.Context | None = None
-        #: `_start`, bound once: each timer holds this one, not a bound method of its own.
+        #: `_start`, bound once: each timer holds one of these, not a bound method of its own.
         self._start_later = self._start
+        self._go_on_later = functools.partial(self._start, going_on=True)
         self._wheel_from = wheel_from
         self._wheel = _Wheel(
             lambda loop: self._start(loop.uid, loop), wheel_tick, lambda: self._context
@@ -446,9 +447,10 @@ class ReconcileLoops:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def _start(self, uid: str, loop: _Loop) -> None:
+    def _start(self, uid: str, loop: _Loop, going_on: bool = False) -> None:
         """Reconcile now: queue for a slot if not queued or running, else one more run right after
-        the current one."""
+        the current one. `going_on`: the look its last look asked for within seconds, served
+        before the first looks queued in its namespace (kube.slots)."""
         if self._loops.get(uid) is not loop:
             return
         if loop.task is not None:
@@ -462,7 +464,8 @@ class ReconcileLoops:
         loop.due = None
         loop.queued = True
         host = loop.host or self._default_host() or ""
-        self.slots.request(loop.namespace, host, functools.partial(self._granted, uid, loop, host))
+        grant = functools.partial(self._granted, uid, loop, host)
+        self.slots.request(loop.namespace, host, grant, going_on=going_on)
 
     def _granted(self, uid: str, loop: _Loop, host: str) -> bool:
         """Its turn came: the reconcile starts, holding the slot (False: the loop was stopped
@@ -516,12 +519,16 @@ class ReconcileLoops:
         """The loop's next look in `delay` seconds: on the wheel when that is far and not
         `exact`, else on a timer of its own. Both run in the loops' own context, not in a copy
         of the one that sets them (a reconcile's, or kopf's handler's holding the event):
-        thousands of idle CRs then hold no context, nor what it holds, each."""
+        thousands of idle CRs then hold no context, nor what it holds, each. A look asked for
+        within seconds goes on with its CR's work in progress (an operation, a held write, a
+        short back-off): it goes before the first looks queued (kube.slots); an `exact` one is
+        a first look."""
         if delay >= self._wheel_from and not exact:
             self._wheel.add(loop, delay)
             return
+        start = self._start_later if exact else self._go_on_later
         loop.timer = asyncio.get_running_loop().call_later(
-            delay, self._start_later, uid, loop, context=self._context
+            delay, start, uid, loop, context=self._context
         )
 
     def stop_many(self, uids: list[str]) -> list[asyncio.Task[None]]:

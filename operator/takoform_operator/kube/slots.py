@@ -11,6 +11,11 @@ the queues are served round robin, one slot per turn, the way fq_codel serves fl
 - once served it goes to the end of the *old* namespaces; it leaves them only when its turn
   comes with nothing queued, so a namespace cannot gain the new ones' priority again by
   emptying its queue between two requests;
+- within a namespace and host, a CR going on with work in progress (its last look asked for
+  the next within seconds: an operation to see settle, a held status write, a short back-off)
+  is served before the first looks queued: in a backlog each CR then goes on to Ready and
+  lets go of what it holds meanwhile, rather than every CR holding it until every first look
+  is done;
 - within a namespace the hosts of its CRs are served round robin too, and a host holding
   `per_host` slots is passed over until one of them is released: a host that answers slowly
   cannot take every slot, the CRs of other hosts keep theirs. The cap binds only while
@@ -23,8 +28,8 @@ coroutine that awaits its turn.
 
 A slot is a turn of one reconcile, nothing more: a host that asks to be called back later
 (Retry-After) is answered by the CR's back-off, outside any slot. With `fair=False` every
-request goes to one queue with no host cap: the FIFO order of a plain semaphore (for
-comparison, `TAKOFORM_RECONCILE_SCHEDULING=fifo`).
+request goes to one queue in arrival order with no host cap: the FIFO order of a plain
+semaphore (for comparison, `TAKOFORM_RECONCILE_SCHEDULING=fifo`).
 
 Pure asyncio: no kopf, no I/O. Handing out a slot costs a walk over the namespaces waiting
 (hosts of each passed over only while capped).
@@ -40,6 +45,32 @@ from collections.abc import AsyncIterator, Callable
 #: A request for a slot, called when its turn comes with the slot held for it until released;
 #: False when nobody takes it any more (its CR was stopped meanwhile): the slot goes on.
 Grant = Callable[[], bool]
+
+
+class _Queue:
+    """One host's requests within a namespace: those going on first, each part in order."""
+
+    __slots__ = ("going_on", "others")
+
+    def __init__(self) -> None:
+        self.going_on: deque[Grant] = deque()
+        self.others: deque[Grant] = deque()
+
+    def __len__(self) -> int:
+        return len(self.going_on) + len(self.others)
+
+    def append(self, grant: Grant, going_on: bool) -> None:
+        (self.going_on if going_on else self.others).append(grant)
+
+    def popleft(self) -> Grant:
+        return self.going_on.popleft() if self.going_on else self.others.popleft()
+
+    def remove(self, grant: Grant) -> None:
+        with contextlib.suppress(ValueError):
+            self.going_on.remove(grant)
+            return
+        with contextlib.suppress(ValueError):
+            self.others.remove(grant)
 
 
 class FairSlots:
@@ -62,8 +93,8 @@ class FairSlots:
         self._shared = shared
         self._free = capacity
         self._held: dict[str, int] = {}
-        #: namespace -> host -> requests in arrival order; a namespace in a ring may have none.
-        self._queues: dict[str, dict[str, deque[Grant]]] = {}
+        #: namespace -> host -> requests; a namespace in a ring may have none.
+        self._queues: dict[str, dict[str, _Queue]] = {}
         #: Namespaces that had nothing queued, served first, in the order they came.
         self._new: dict[str, None] = {}
         #: Namespaces served since they came, in the order of their next turn.
@@ -80,12 +111,13 @@ class FairSlots:
     def waiting(self) -> int:
         return sum(len(q) for hosts in self._queues.values() for q in hosts.values())
 
-    def request(self, namespace: str, host: str, grant: Grant) -> None:
+    def request(self, namespace: str, host: str, grant: Grant, *, going_on: bool = False) -> None:
         """Queue a request for one slot for a CR of `namespace` on `host`: `grant` is called
         when its turn comes (at once when a slot is free), and the slot is held from then until
-        `release(host)`."""
+        `release(host)`. `going_on`: the CR goes on with work in progress, served before the
+        requests of its namespace and host that do not."""
         namespace, host = self._keys(namespace, host)
-        self._enqueue(namespace, host, grant)
+        self._enqueue(namespace, host, grant, going_on and self.fair)
         self._dispatch()
 
     def release(self, host: str) -> None:
@@ -108,13 +140,16 @@ class FairSlots:
     def _host(self, host: str) -> str:
         return host if self.fair else ""
 
-    def _enqueue(self, namespace: str, host: str, grant: Grant) -> None:
+    def _enqueue(self, namespace: str, host: str, grant: Grant, going_on: bool) -> None:
         hosts = self._queues.get(namespace)
         if hosts is None:
             hosts = self._queues[namespace] = {}
         if namespace not in self._new and namespace not in self._old:
             self._new[namespace] = None
-        hosts.setdefault(host, deque()).append(grant)
+        queue = hosts.get(host)
+        if queue is None:
+            queue = hosts[host] = _Queue()
+        queue.append(grant, going_on)
 
     async def _acquire(self, namespace: str, host: str) -> None:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -149,8 +184,7 @@ class FairSlots:
         queue = (self._queues.get(namespace) or {}).get(host)
         if queue is None:
             return
-        with contextlib.suppress(ValueError):
-            queue.remove(grant)
+        queue.remove(grant)
         if not queue:
             del self._queues[namespace][host]
 
