@@ -140,6 +140,20 @@ def test_pending_operations_keep_the_fast_to_slow_poll() -> None:
     assert looks == [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
 
 
+def test_a_cr_goes_on_while_it_waits_on_an_operation_or_backs_off_and_not_once_settled() -> None:
+    # Its looks then go before the first looks queued in its namespace (kube.slots).
+    runtime = _runtime()
+    assert not runtime.going_on("cr"), "a CR new to this process has nothing in progress"
+    runtime.next_look("cr", Outcome(State(), (), NextLook.PENDING))
+    assert runtime.going_on("cr")
+    runtime.next_look("cr", _ready())
+    assert not runtime.going_on("cr")
+    runtime.next_look("cr", _failure())
+    assert runtime.going_on("cr")
+    runtime.next_look("cr", _ready())
+    assert not runtime.going_on("cr")
+
+
 def test_a_cap_below_the_base_is_refused() -> None:
     with pytest.raises(ValueError, match="TAKOFORM_BACKOFF_CAP_SECONDS"):
         Settings(backoff_base_seconds=10.0, backoff_cap_seconds=1.0)

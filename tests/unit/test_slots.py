@@ -258,9 +258,9 @@ def test_a_request_going_on_goes_before_its_namespace_s_queue_but_not_before_ano
     slots.request("busy", "h", grant("busy-0"))  # takes the one slot
     for i in (1, 2):
         slots.request("busy", "h", grant(f"busy-{i}"))
-    slots.request("quiet", "h", grant("quiet-0"))
     for i in (0, 1):
         slots.request("busy", "h", grant(f"going-on-{i}"), going_on=True)
+    slots.request("quiet", "h", grant("quiet-0"))  # a namespace's turn still comes first
     while slots.waiting():
         slots.release("h")
     assert served == ["busy-0", "quiet-0", "going-on-0", "going-on-1", "busy-1", "busy-2"]

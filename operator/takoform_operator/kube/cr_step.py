@@ -215,6 +215,15 @@ class CrSteps:
         memory = self.memory.pop(uid, None)
         return memory.held if memory is not None else None
 
+    def going_on(self, uid: str) -> bool:
+        """Whether the CR has work in progress: a status write held, an operation it waits on,
+        failures it backs off from. Its looks go before the first looks and polls queued in its
+        namespace (kube.loops, kube.slots)."""
+        memory = self.memory.get(uid)
+        if memory is None:
+            return False
+        return memory.held is not None or memory.pending_looks > 0 or memory.failures > 0
+
     def _memory_of(self, uid: str) -> CrMemory:
         # get first: setdefault alone would make a CrMemory at every call.
         return self.memory.get(uid) or self.memory.setdefault(uid, CrMemory())

@@ -150,6 +150,7 @@ def register(
         hosts=lambda: len(runtime.tenancy.hosts()),
         watched_annotations=WATCHED_ANNOTATIONS,
         keep=cr_trimmer(runtime.registry, runtime.settings),
+        going_on=lambda uid: steps.going_on(uid),
         finalizer=FINALIZER,
         start_spread=runtime.settings.start_spread_seconds,
         start_rate=runtime.settings.host_requests_per_second,

@@ -296,6 +296,7 @@ class ReconcileLoops:
         default_host: Callable[[], str | None] = lambda: None,
         hosts: Callable[[], int] = lambda: 2,
         keep: Callable[[Mapping[str, Any]], Mapping[str, Any]] = dict,
+        going_on: Callable[[str], bool] = lambda uid: False,
         start_spread: float = 0.0,
         start_rate: float | None = None,
         jitter: Callable[[], float] = random.random,
@@ -305,12 +306,16 @@ class ReconcileLoops:
         """`per_host`: the slots the CRs of one host may hold while `hosts()` (how many hosts
         there are) is above one; `default_host`: the host of a CR whose body names none;
         `keep`: what a loop holds of a body it is given (core.trim: only what the operator
-        reads; thousands of CRs are held at once); `start_spread`: the window the first looks
-        of Ready CRs are spread over, `jitter` their spread; `start_rate`: those first looks at
-        this rate instead (the host budget's), None: as the spread draws them
-        (core.backoff.FirstLooks); `wheel_from`, `wheel_tick`: which looks wait on the wheel,
-        and its resolution (`_Wheel`)."""
+        reads; thousands of CRs are held at once); `going_on`: whether a CR has work in
+        progress (kube.cr_step.CrSteps.going_on): its looks go before the first looks and polls
+        queued in its namespace, so that in a backlog each CR goes on to Ready and lets go of
+        what it holds meanwhile, rather than waiting behind every other CR's first look;
+        `start_spread`: the window the first looks of Ready CRs are spread over, `jitter` their
+        spread; `start_rate`: those first looks at this rate instead (the host budget's), None:
+        as the spread draws them (core.backoff.FirstLooks); `wheel_from`, `wheel_tick`: which
+        looks wait on the wheel, and its resolution (`_Wheel`)."""
         self._keep = keep
+        self._going_on = going_on
         self._first_looks = FirstLooks(start_spread, start_rate, jitter, finalizer)
         self._run = run
         self._failed_step_delay = failed_step_delay
@@ -330,9 +335,8 @@ class ReconcileLoops:
         # cause (its body, patch, logger): taken afresh per event, a loop would keep its CR's
         # first event alive for as long as the CR is managed.
         self._context: contextvars.Context | None = None
-        #: `_start`, bound once: each timer holds one of these, not a bound method of its own.
+        #: `_start`, bound once: each timer holds this one, not a bound method of its own.
         self._start_later = self._start
-        self._go_on_later = functools.partial(self._start, going_on=True)
         self._wheel_from = wheel_from
         self._wheel = _Wheel(
             lambda loop: self._start(loop.uid, loop), wheel_tick, lambda: self._context
@@ -447,10 +451,10 @@ class ReconcileLoops:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def _start(self, uid: str, loop: _Loop, going_on: bool = False) -> None:
+    def _start(self, uid: str, loop: _Loop) -> None:
         """Reconcile now: queue for a slot if not queued or running, else one more run right after
-        the current one. `going_on`: the look its last look asked for within seconds, served
-        before the first looks queued in its namespace (kube.slots)."""
+        the current one. A CR with work in progress (`going_on`) is served before the CRs
+        queued in its namespace without (kube.slots)."""
         if self._loops.get(uid) is not loop:
             return
         if loop.task is not None:
@@ -465,7 +469,7 @@ class ReconcileLoops:
         loop.queued = True
         host = loop.host or self._default_host() or ""
         grant = functools.partial(self._granted, uid, loop, host)
-        self.slots.request(loop.namespace, host, grant, going_on=going_on)
+        self.slots.request(loop.namespace, host, grant, going_on=self._going_on(uid))
 
     def _granted(self, uid: str, loop: _Loop, host: str) -> bool:
         """Its turn came: the reconcile starts, holding the slot (False: the loop was stopped
@@ -519,16 +523,12 @@ class ReconcileLoops:
         """The loop's next look in `delay` seconds: on the wheel when that is far and not
         `exact`, else on a timer of its own. Both run in the loops' own context, not in a copy
         of the one that sets them (a reconcile's, or kopf's handler's holding the event):
-        thousands of idle CRs then hold no context, nor what it holds, each. A look asked for
-        within seconds goes on with its CR's work in progress (an operation, a held write, a
-        short back-off): it goes before the first looks queued (kube.slots); an `exact` one is
-        a first look."""
+        thousands of idle CRs then hold no context, nor what it holds, each."""
         if delay >= self._wheel_from and not exact:
             self._wheel.add(loop, delay)
             return
-        start = self._start_later if exact else self._go_on_later
         loop.timer = asyncio.get_running_loop().call_later(
-            delay, start, uid, loop, context=self._context
+            delay, self._start_later, uid, loop, context=self._context
         )
 
     def stop_many(self, uids: list[str]) -> list[asyncio.Task[None]]:

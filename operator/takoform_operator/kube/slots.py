@@ -11,11 +11,10 @@ the queues are served round robin, one slot per turn, the way fq_codel serves fl
 - once served it goes to the end of the *old* namespaces; it leaves them only when its turn
   comes with nothing queued, so a namespace cannot gain the new ones' priority again by
   emptying its queue between two requests;
-- within a namespace and host, a CR going on with work in progress (its last look asked for
-  the next within seconds: an operation to see settle, a held status write, a short back-off)
-  is served before the first looks queued: in a backlog each CR then goes on to Ready and
-  lets go of what it holds meanwhile, rather than every CR holding it until every first look
-  is done;
+- within a namespace and host, a CR going on with work in progress (a status write held, an
+  operation to see settle, a back-off) is served before the first looks and polls queued: in
+  a backlog each CR then goes on to Ready and lets go of what it holds meanwhile, rather than
+  every CR holding it until every first look is done;
 - within a namespace the hosts of its CRs are served round robin too, and a host holding
   `per_host` slots is passed over until one of them is released: a host that answers slowly
   cannot take every slot, the CRs of other hosts keep theirs. The cap binds only while
