@@ -288,19 +288,26 @@ async def test_a_quiet_namespace_is_not_queued_behind_a_busy_one() -> None:
     await loops.close()
 
 
-async def test_a_cr_with_work_in_progress_goes_before_the_first_looks_queued() -> None:
-    # A backlog: 300 CRs of one namespace queued for their first look. The first CR's look
-    # accepted an operation and asks to be looked at again in 0.01 s, to record it (the held
-    # write) and see it settle: that look is served before the 297 first looks still queued,
-    # not behind them, so each CR goes on to Ready and lets go of what it holds in passing.
+async def _first_look_started(n: int) -> tuple[_Held, ReconcileLoops]:
+    """`n` CRs of one namespace queued, one slot, cr-0's first look running: once it ends, cr-0
+    has work in progress and asks for its next look 0.01 s later."""
     held = _Held(soon=frozenset({"cr-0"}))
     loops = ReconcileLoops(
         held, concurrency=1, watched_annotations=(ACCEPT,), finalizer=FINALIZER,
         going_on=lambda uid: uid == "cr-0" and uid not in held.soon,
     )  # fmt: skip
-    for i in range(300):
+    for i in range(n):
         loops.seen(f"cr-{i}", _cr(f"cr-{i}", "busy"))
     assert await held.next_start() == "cr-0"
+    return held, loops
+
+
+async def test_a_cr_with_work_in_progress_goes_before_the_first_looks_queued() -> None:
+    # A backlog: 300 CRs of one namespace queued for their first look. The first CR's look
+    # accepted an operation and asks to be looked at again in 0.01 s, to record it (the held
+    # write) and see it settle: that look is served before the 297 first looks still queued,
+    # not behind them, so each CR goes on to Ready and lets go of what it holds in passing.
+    held, loops = await _first_look_started(300)
     queued = asyncio.Event()
     request = loops.slots.request
 
@@ -316,6 +323,22 @@ async def test_a_cr_with_work_in_progress_goes_before_the_first_looks_queued() -
     assert await held.next_start() == "cr-0"
     held.finish("cr-0")
     assert await held.next_start() == "cr-2"
+    await loops.close()
+
+
+async def test_a_wake_right_after_a_look_is_queued_in_turn_even_with_work_in_progress() -> None:
+    # A wake (or a watch event: the echo of its own write read before the write's answer) that
+    # comes right after a look would bring the next look before the host settled the operation
+    # that look started: that look is served in turn, not ahead of the first looks queued.
+    held, loops = await _first_look_started(5)
+    held.finish("cr-0")
+    assert await held.next_start() == "cr-1"
+    loops.wake("cr-0")  # before its own look, 0.01 s later, came
+    for i in range(2, 5):
+        held.finish(f"cr-{i - 1}")
+        assert await held.next_start() == f"cr-{i}"
+    held.finish("cr-4")
+    assert await held.next_start() == "cr-0"
     await loops.close()
 
 

@@ -307,9 +307,10 @@ class ReconcileLoops:
         there are) is above one; `default_host`: the host of a CR whose body names none;
         `keep`: what a loop holds of a body it is given (core.trim: only what the operator
         reads; thousands of CRs are held at once); `going_on`: whether a CR has work in
-        progress (kube.cr_step.CrSteps.going_on): its looks go before the first looks and polls
-        queued in its namespace, so that in a backlog each CR goes on to Ready and lets go of
-        what it holds meanwhile, rather than waiting behind every other CR's first look;
+        progress (kube.cr_step.CrSteps.going_on): the looks its own looks ask for go before the
+        first looks and polls queued in its namespace, so that in a backlog each CR goes on to
+        Ready and lets go of what it holds meanwhile, rather than waiting behind every other
+        CR's first look;
         `start_spread`: the window the first looks of Ready CRs are spread over, `jitter` their
         spread; `start_rate`: those first looks at this rate instead (the host budget's), None:
         as the spread draws them (core.backoff.FirstLooks); `wheel_from`, `wheel_tick`: which
@@ -335,11 +336,12 @@ class ReconcileLoops:
         # cause (its body, patch, logger): taken afresh per event, a loop would keep its CR's
         # first event alive for as long as the CR is managed.
         self._context: contextvars.Context | None = None
-        #: `_start`, bound once: each timer holds this one, not a bound method of its own.
+        #: `_start`, bound once: each timer holds one of these, not a bound method of its own.
         self._start_later = self._start
+        self._asked_later = functools.partial(self._start, asked=True)
         self._wheel_from = wheel_from
         self._wheel = _Wheel(
-            lambda loop: self._start(loop.uid, loop), wheel_tick, lambda: self._context
+            lambda loop: self._start(loop.uid, loop, asked=True), wheel_tick, lambda: self._context
         )
 
     def __len__(self) -> int:
@@ -451,10 +453,12 @@ class ReconcileLoops:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def _start(self, uid: str, loop: _Loop) -> None:
+    def _start(self, uid: str, loop: _Loop, asked: bool = False) -> None:
         """Reconcile now: queue for a slot if not queued or running, else one more run right after
-        the current one. A CR with work in progress (`going_on`) is served before the CRs
-        queued in its namespace without (kube.slots)."""
+        the current one. `asked`: the look its last look asked for; with work in progress
+        (`going_on`) it is served before the CRs queued in its namespace (kube.slots). A wake
+        or a watch event is queued in turn: right after a look it can come before the host
+        has settled the operation that look started."""
         if self._loops.get(uid) is not loop:
             return
         if loop.task is not None:
@@ -469,7 +473,8 @@ class ReconcileLoops:
         loop.queued = True
         host = loop.host or self._default_host() or ""
         grant = functools.partial(self._granted, uid, loop, host)
-        self.slots.request(loop.namespace, host, grant, going_on=self._going_on(uid))
+        going_on = asked and self._going_on(uid)
+        self.slots.request(loop.namespace, host, grant, going_on=going_on)
 
     def _granted(self, uid: str, loop: _Loop, host: str) -> bool:
         """Its turn came: the reconcile starts, holding the slot (False: the loop was stopped
@@ -527,8 +532,9 @@ class ReconcileLoops:
         if delay >= self._wheel_from and not exact:
             self._wheel.add(loop, delay)
             return
+        start = self._start_later if exact else self._asked_later
         loop.timer = asyncio.get_running_loop().call_later(
-            delay, self._start_later, uid, loop, context=self._context
+            delay, start, uid, loop, context=self._context
         )
 
     def stop_many(self, uids: list[str]) -> list[asyncio.Task[None]]:
