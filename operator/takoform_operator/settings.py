@@ -111,8 +111,9 @@ class Settings(BaseSettings):
     )
     reconcile_scheduling: Literal["fair", "fifo"] = Field(
         default="fair",
-        description="`fair`: slots go round robin across namespaces, with the per-host cap; "
-        "`fifo`: one queue in arrival order, no host cap (for comparison).",
+        description="`fair`: slots go round robin across namespaces, with the per-host cap, "
+        "and within a namespace a CR with work in progress first; `fifo`: one queue in "
+        "arrival order, no host cap (for comparison).",
     )
     metrics_port: int = Field(
         default=8000, ge=0, le=65535, description="Prometheus metrics port (0: off)."
