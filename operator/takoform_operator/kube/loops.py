@@ -310,11 +310,11 @@ class ReconcileLoops:
         progress (kube.cr_step.CrSteps.going_on): the looks its own looks ask for go before the
         first looks and polls queued in its namespace, so that in a backlog each CR goes on to
         Ready and lets go of what it holds meanwhile, rather than waiting behind every other
-        CR's first look;
-        `start_spread`: the window the first looks of Ready CRs are spread over, `jitter` their
-        spread; `start_rate`: those first looks at this rate instead (the host budget's), None:
-        as the spread draws them (core.backoff.FirstLooks); `wheel_from`, `wheel_tick`: which
-        looks wait on the wheel, and its resolution (`_Wheel`)."""
+        CR's first look; `start_spread`: the window the first looks of Ready CRs are spread
+        over, `jitter` their spread; `start_rate`: those first looks at this rate instead (the
+        host budget's), None: as the spread draws them (core.backoff.FirstLooks);
+        `wheel_from`, `wheel_tick`: which looks wait on the wheel, and its resolution
+        (`_Wheel`)."""
         self._keep = keep
         self._going_on = going_on
         self._first_looks = FirstLooks(start_spread, start_rate, jitter, finalizer)
